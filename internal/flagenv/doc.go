@@ -1,0 +1,12 @@
+// Package flagenv binds a flag.FlagSet to environment variables.
+//
+// Every operator command of loyalty-bridge takes its settings from flags, and
+// each flag may also come from a LOYALTY_BRIDGE_* environment variable so that
+// containers can be configured without a command line. Secrets additionally
+// accept a <NAME>_FILE variable naming a file that holds the value (Docker and
+// Kubernetes secrets are mounted as files), so a secret need never appear in a
+// process listing or an environment dump.
+//
+// Precedence, highest first: the command line, <NAME>, <NAME>_FILE, the flag's
+// default. flagenv only parses; it never logs and never prints a value.
+package flagenv

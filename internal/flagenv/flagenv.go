@@ -1,0 +1,114 @@
+package flagenv
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Binder remembers which environment variable feeds which flag of one
+// FlagSet. The zero value is not usable; build one with New.
+type Binder struct {
+	fs     *flag.FlagSet
+	prefix string
+	env    map[string]string // flag name → variable name
+	secret map[string]bool   // flag name → also read <variable>_FILE
+}
+
+// New returns a Binder for fs. Variable names are prefix + the flag name in
+// upper case with '-' turned into '_' (prefix "LOYALTY_BRIDGE_" and flag
+// "base-url" give LOYALTY_BRIDGE_BASE_URL) unless Env names one explicitly.
+func New(fs *flag.FlagSet, prefix string) *Binder {
+	return &Binder{fs: fs, prefix: prefix, env: map[string]string{}, secret: map[string]bool{}}
+}
+
+// VarName is the default variable name for a flag under prefix.
+func VarName(prefix, flagName string) string {
+	return prefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Env binds the already defined flag name to the environment. variable may
+// be empty for the default name. It appends the variable to the flag's usage
+// so that -help tells operators about it.
+func (b *Binder) Env(name, variable string) {
+	f := b.fs.Lookup(name)
+	if f == nil {
+		// A programming error in the command's own flag table, not input.
+		panic("flagenv: no flag " + name)
+	}
+	if variable == "" {
+		variable = VarName(b.prefix, name)
+	}
+	b.env[name] = variable
+	f.Usage += " (env " + variable + ")"
+}
+
+// Secret is Env for a secret: the value may also be read from the file named
+// by <variable>_FILE. Surrounding white space of the file is trimmed.
+func (b *Binder) Secret(name, variable string) {
+	b.Env(name, variable)
+	b.secret[name] = true
+	f := b.fs.Lookup(name)
+	f.Usage = strings.TrimSuffix(f.Usage, ")") + " or " + b.env[name] + "_FILE)"
+}
+
+// All binds every flag of the set that is not yet bound, under default names.
+func (b *Binder) All() {
+	b.fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := b.env[f.Name]; !ok {
+			b.Env(f.Name, "")
+		}
+	})
+}
+
+// Parse parses args and then fills every bound flag that the command line
+// did not set from lookup (os.LookupEnv when nil). Every problem is reported
+// together, each naming its variable; values are never echoed.
+func (b *Binder) Parse(args []string, lookup func(string) (string, bool)) error {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	if err := b.fs.Parse(args); err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	b.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+
+	names := make([]string, 0, len(b.env))
+	for n := range b.env {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+
+	var errs []error
+	for _, name := range names {
+		if given[name] {
+			continue
+		}
+		variable := b.env[name]
+		value, ok := lookup(variable)
+		if !ok && b.secret[name] {
+			path, fok := lookup(variable + "_FILE")
+			if fok && path != "" {
+				data, err := os.ReadFile(path)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s_FILE: %w", variable, err))
+					continue
+				}
+				value, ok = strings.TrimSpace(string(data)), true
+			}
+		}
+		if !ok {
+			continue
+		}
+		if err := b.fs.Set(name, value); err != nil {
+			// The flag package's error quotes the value; a secret must not
+			// reach a terminal or log, so say only which variable is wrong.
+			errs = append(errs, fmt.Errorf("%s: invalid value for --%s", variable, name))
+		}
+	}
+	return errors.Join(errs...)
+}

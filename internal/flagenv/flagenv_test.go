@@ -1,0 +1,85 @@
+package flagenv
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParsePrecedence(t *testing.T) {
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		args       []string
+		env        map[string]string
+		wantURL    string
+		wantSecret string
+		wantWait   time.Duration
+	}{
+		{"defaults", nil, nil, "http://default", "", time.Second},
+		{"env", nil, map[string]string{"LB_API_BASE_URL": "http://env", "LB_WAIT": "3s"}, "http://env", "", 3 * time.Second},
+		{"flag beats env", []string{"--base-url", "http://flag"}, map[string]string{"LB_API_BASE_URL": "http://env"}, "http://flag", "", time.Second},
+		{"secret file", nil, map[string]string{"LB_CLIENT_SECRET_FILE": secretFile}, "http://default", "from-file", time.Second},
+		{"secret env beats file", nil, map[string]string{"LB_CLIENT_SECRET": "direct", "LB_CLIENT_SECRET_FILE": secretFile}, "http://default", "direct", time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("x", flag.ContinueOnError)
+			url := fs.String("base-url", "http://default", "service address")
+			secret := fs.String("client-secret", "", "secret")
+			wait := fs.Duration("wait", time.Second, "wait")
+			b := New(fs, "LB_")
+			b.Env("base-url", "LB_API_BASE_URL")
+			b.Secret("client-secret", "")
+			b.All()
+			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			if err := b.Parse(tt.args, lookup); err != nil {
+				t.Fatal(err)
+			}
+			if *url != tt.wantURL || *secret != tt.wantSecret || *wait != tt.wantWait {
+				t.Fatalf("got %q %q %v, want %q %q %v", *url, *secret, *wait, tt.wantURL, tt.wantSecret, tt.wantWait)
+			}
+		})
+	}
+}
+
+func TestParseErrorsNameVariableNotValue(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Duration("wait", time.Second, "wait")
+	fs.String("password", "", "password")
+	b := New(fs, "LB_")
+	b.Secret("password", "")
+	b.All()
+	env := map[string]string{"LB_WAIT": "not-a-duration-hunter2", "LB_PASSWORD_FILE": "/nonexistent/file"}
+	err := b.Parse(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err == nil {
+		t.Fatal("want error")
+	}
+	msg := err.Error()
+	for _, want := range []string{"LB_WAIT", "LB_PASSWORD_FILE"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not name %s", msg, want)
+		}
+	}
+	if strings.Contains(msg, "hunter2") {
+		t.Errorf("error %q echoes the value", msg)
+	}
+}
+
+func TestUsageNamesVariable(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.String("password", "", "password")
+	b := New(fs, "LB_")
+	b.Secret("password", "")
+	if got := fs.Lookup("password").Usage; got != "password (env LB_PASSWORD or LB_PASSWORD_FILE)" {
+		t.Fatalf("usage = %q", got)
+	}
+}
