@@ -1,0 +1,205 @@
+package circuit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"go.uber.org/zap"
+)
+
+// State of the circuit, as exported in metrics (0 closed, 1 half-open, 2 open).
+type State int
+
+// The three states, numbered as gobreaker numbers them.
+const (
+	Closed   State = State(gobreaker.StateClosed)
+	HalfOpen State = State(gobreaker.StateHalfOpen)
+	Open     State = State(gobreaker.StateOpen)
+)
+
+func (s State) String() string { return gobreaker.State(s).String() }
+
+// Options configures a Breaker. The zero value is usable.
+type Options struct {
+	// ConsecutiveFailures opens the circuit after this many failed attempts
+	// in a row. Default 5.
+	ConsecutiveFailures uint32
+	// FailureRatio, when > 0, also opens the circuit once at least
+	// MinRequests attempts were made in the current window and this share
+	// of them failed. Default 0 (off).
+	FailureRatio float64
+	// MinRequests guards FailureRatio against tiny samples. Default 20.
+	MinRequests uint32
+	// Window is the period after which closed-state counts are cleared.
+	// Default 30s.
+	Window time.Duration
+	// OpenTimeout is how long the circuit stays open before letting probes
+	// through (half-open). Default 5s.
+	OpenTimeout time.Duration
+	// HalfOpenProbes is how many attempts may be in flight while half-open;
+	// that many consecutive successes close the circuit. Default 1.
+	HalfOpenProbes uint32
+	// IsFailure classifies an attempt's error; nil errors are successes.
+	// Default: every non-nil error except context cancellation is a failure.
+	IsFailure func(error) bool
+	// OnStateChange is called (synchronously, keep it cheap) on every
+	// transition, e.g. to set a gauge.
+	OnStateChange func(from, to State)
+	// Logger receives one line per transition. Nil means no logs.
+	Logger *zap.Logger
+}
+
+// Breaker is safe for concurrent use.
+type Breaker struct {
+	cb          *gobreaker.TwoStepCircuitBreaker[struct{}]
+	openTimeout time.Duration
+	isFailure   func(error) bool
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced on every transition or probe completion
+	openedAt time.Time
+}
+
+// New returns a closed Breaker.
+func New(opts Options) (*Breaker, error) {
+	if opts.FailureRatio < 0 || opts.FailureRatio > 1 {
+		return nil, fmt.Errorf("circuit: failure ratio %v outside [0,1]", opts.FailureRatio)
+	}
+	if opts.ConsecutiveFailures == 0 {
+		opts.ConsecutiveFailures = 5
+	}
+	if opts.MinRequests == 0 {
+		opts.MinRequests = 20
+	}
+	if opts.Window <= 0 {
+		opts.Window = 30 * time.Second
+	}
+	if opts.OpenTimeout <= 0 {
+		opts.OpenTimeout = 5 * time.Second
+	}
+	if opts.HalfOpenProbes == 0 {
+		opts.HalfOpenProbes = 1
+	}
+	if opts.IsFailure == nil {
+		opts.IsFailure = func(err error) bool { return !errors.Is(err, context.Canceled) }
+	}
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	b := &Breaker{openTimeout: opts.OpenTimeout, isFailure: opts.IsFailure, changed: make(chan struct{})}
+	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        "partner-api",
+		MaxRequests: opts.HalfOpenProbes,
+		Interval:    opts.Window,
+		Timeout:     opts.OpenTimeout,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			if c.ConsecutiveFailures >= opts.ConsecutiveFailures {
+				return true
+			}
+			return opts.FailureRatio > 0 && c.Requests >= opts.MinRequests &&
+				float64(c.TotalFailures)/float64(c.Requests) >= opts.FailureRatio
+		},
+		// gobreaker calls this with its own lock held: only record and signal.
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			b.mu.Lock()
+			if to == gobreaker.StateOpen {
+				b.openedAt = time.Now()
+			}
+			close(b.changed)
+			b.changed = make(chan struct{})
+			b.mu.Unlock()
+			log.Info("circuit state changed", zap.Stringer("from", from), zap.Stringer("to", to))
+			if opts.OnStateChange != nil {
+				opts.OnStateChange(State(from), State(to))
+			}
+		},
+		// Failures are classified by the caller through Done's argument.
+		IsSuccessful: func(err error) bool { return err == nil },
+	})
+	return b, nil
+}
+
+// State reports the current state (an open circuit whose timeout has passed
+// reports half-open).
+func (b *Breaker) State() State { return State(b.cb.State()) }
+
+// Ready blocks while the circuit is open and returns nil once it is closed or
+// half-open, or ctx's error. It reserves nothing.
+func (b *Breaker) Ready(ctx context.Context) error {
+	for {
+		wake, state := b.waitChan()
+		if state != Open {
+			return nil
+		}
+		if err := b.sleep(ctx, wake); err != nil {
+			return err
+		}
+	}
+}
+
+// Acquire blocks until one attempt may proceed and returns done, which the
+// caller must call exactly once with the attempt's error (nil for success).
+// Errors that Options.IsFailure rejects count as successes: the API answered.
+func (b *Breaker) Acquire(ctx context.Context) (done func(error), err error) {
+	for {
+		wake, _ := b.waitChan()
+		report, err := b.cb.Allow()
+		if err == nil {
+			return func(attemptErr error) {
+				if attemptErr != nil && !b.isFailure(attemptErr) {
+					attemptErr = nil
+				}
+				report(attemptErr)
+				b.signal() // a finished probe frees a half-open slot
+			}, nil
+		}
+		if !errors.Is(err, gobreaker.ErrOpenState) && !errors.Is(err, gobreaker.ErrTooManyRequests) {
+			return nil, fmt.Errorf("circuit: %w", err)
+		}
+		if err := b.sleep(ctx, wake); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// waitChan returns the channel closed on the next change, and the state
+// observed after taking it, so no change between the two is missed.
+func (b *Breaker) waitChan() (<-chan struct{}, State) {
+	b.mu.Lock()
+	ch := b.changed
+	b.mu.Unlock()
+	return ch, b.State()
+}
+
+// sleep waits for a change, ctx, or the end of the open period: gobreaker
+// moves to half-open lazily, on the next call after the timeout, so nothing
+// would close the channel at that moment.
+func (b *Breaker) sleep(ctx context.Context, wake <-chan struct{}) error {
+	b.mu.Lock()
+	until := time.Until(b.openedAt.Add(b.openTimeout))
+	b.mu.Unlock()
+	if until <= 0 || until > b.openTimeout {
+		until = b.openTimeout / 10
+	}
+	t := time.NewTimer(until)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-wake:
+	case <-t.C:
+	}
+	return nil
+}
+
+func (b *Breaker) signal() {
+	b.mu.Lock()
+	close(b.changed)
+	b.changed = make(chan struct{})
+	b.mu.Unlock()
+}
