@@ -1,0 +1,14 @@
+// Package telemetry owns what operators see of a running bridge: Prometheus
+// metrics (names are a contract: alerts and dashboards in deploy/ are built
+// on them), the /metrics, /healthz and /readyz endpoints, and the zap logger
+// with redaction built in.
+//
+// Redaction lives in the logger itself rather than at call sites: a field
+// whose key names a secret or a personal datum, or a string value that looks
+// like a bearer token or JWT, is replaced before any encoder sees it. Call
+// sites still must not log record values; redaction is the net under that
+// rule, not a licence to break it.
+//
+// telemetry depends on no other bridge package; the bridge feeds it through
+// the small methods of Metrics.
+package telemetry

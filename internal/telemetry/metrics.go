@@ -1,0 +1,156 @@
+package telemetry
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Namespace prefixes every metric the bridge registers.
+const Namespace = "loyalty_bridge"
+
+// Metrics is the bridge's set of Prometheus collectors, registered on its own
+// registry (no global state). Safe for concurrent use.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	RecordsConsumed  *prometheus.CounterVec   // topic
+	RecordsCompleted *prometheus.CounterVec   // topic, outcome (result outcome, or "error")
+	ErrorEvents      *prometheus.CounterVec   // topic, category
+	APICalls         *prometheus.CounterVec   // endpoint, status (HTTP code, or "error")
+	APILatency       *prometheus.HistogramVec // endpoint
+	APIRetries       *prometheus.CounterVec   // endpoint
+	GuardLookups     *prometheus.CounterVec   // result: found, not_found, error
+	AlreadyApplied   *prometheus.CounterVec   // topic
+	TokenRefreshes   *prometheus.CounterVec   // result: ok, error
+	CircuitState     prometheus.Gauge         // 0 closed, 1 half-open, 2 open
+	InFlight         prometheus.Gauge
+	Held             prometheus.Gauge     // records held back while the circuit is open
+	CommittedOffset  *prometheus.GaugeVec // topic, partition
+	Lag              *prometheus.GaugeVec // topic, partition: high watermark − committed
+}
+
+// NewMetrics builds and registers every collector, plus the Go runtime and
+// process collectors.
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	m := &Metrics{Registry: reg}
+
+	m.RecordsConsumed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "records_consumed_total", Help: "Input records taken from Kafka."}, []string{"topic"})
+	m.RecordsCompleted = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "records_completed_total", Help: "Input records whose terminal output Kafka acknowledged, by outcome (\"error\" for error events)."},
+		[]string{"topic", "outcome"})
+	m.ErrorEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "error_events_total", Help: "Error events produced, by category."}, []string{"topic", "category"})
+	m.APICalls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "api_calls_total", Help: "HTTP calls to the partner API (every attempt), by endpoint and status."},
+		[]string{"endpoint", "status"})
+	m.APILatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace,
+		Name: "api_call_duration_seconds", Help: "Latency of partner API calls (one attempt).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}},
+		[]string{"endpoint"})
+	m.APIRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "api_retries_total", Help: "Partner API attempts beyond the first."}, []string{"endpoint"})
+	m.GuardLookups = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "guard_lookups_total", Help: "Idempotency-guard lookups before a call that might repeat an earlier one."},
+		[]string{"result"})
+	m.AlreadyApplied = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "already_applied_total", Help: "Records answered ALREADY_APPLIED instead of a second effect."}, []string{"topic"})
+	m.TokenRefreshes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "token_refreshes_total", Help: "Access-token grants (login, refresh, exchange), by result."}, []string{"result"})
+	m.CircuitState = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
+		Name: "circuit_state", Help: "Partner API circuit: 0 closed, 1 half-open, 2 open."})
+	m.InFlight = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
+		Name: "in_flight_records", Help: "Records dispatched and not yet completed."})
+	m.Held = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
+		Name: "held_records", Help: "Records polled but held back (circuit open or partition window full)."})
+	m.CommittedOffset = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace,
+		Name: "committed_offset", Help: "Last offset committed for the consumer group."}, []string{"topic", "partition"})
+	m.Lag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace,
+		Name: "consumer_lag", Help: "High watermark minus committed offset, per partition."}, []string{"topic", "partition"})
+
+	for _, c := range []prometheus.Collector{m.RecordsConsumed, m.RecordsCompleted, m.ErrorEvents, m.APICalls,
+		m.APILatency, m.APIRetries, m.GuardLookups, m.AlreadyApplied, m.TokenRefreshes, m.CircuitState,
+		m.InFlight, m.Held, m.CommittedOffset, m.Lag,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		f(c)
+	}
+	return m
+}
+
+// SetOffsets records the committed offset and lag of one partition.
+func (m *Metrics) SetOffsets(topic string, partition int32, committed, highWatermark int64) {
+	p := strconv.Itoa(int(partition))
+	m.CommittedOffset.WithLabelValues(topic, p).Set(float64(committed))
+	lag := highWatermark - committed
+	if lag < 0 {
+		lag = 0
+	}
+	m.Lag.WithLabelValues(topic, p).Set(float64(lag))
+}
+
+// endpointOf names a partner API path by the spec's endpoint, keeping label
+// cardinality fixed (path parameters such as loyaltyId never become labels).
+func endpointOf(path string) string {
+	switch {
+	case strings.HasSuffix(path, "/openid-connect/token"):
+		return "token"
+	case strings.HasSuffix(path, "/exchange-token"):
+		return "exchange-token"
+	case strings.Contains(path, "/user-profile-ext/"):
+		return "user-profile-ext"
+	case strings.Contains(path, "/user-profile/"):
+		return "user-profile"
+	case strings.HasSuffix(path, "/user/onboard"):
+		return "onboard"
+	case strings.HasSuffix(path, "/user/link-member"):
+		return "link-member"
+	case strings.HasSuffix(path, "/user/unlink-member"):
+		return "unlink-member"
+	case strings.HasSuffix(path, "/point-redemption-with-token"):
+		return "point-redemption"
+	case strings.HasSuffix(path, "/point-accrual"):
+		return "point-accrual"
+	case strings.HasSuffix(path, "/lookup-transaction-id"):
+		return "lookup-transaction"
+	}
+	return "other"
+}
+
+// InstrumentTransport wraps rt so every partner API attempt is counted by
+// endpoint and status and timed. Token-endpoint answers also feed
+// TokenRefreshes. nil rt means http.DefaultTransport.
+func (m *Metrics) InstrumentTransport(rt http.RoundTripper) http.RoundTripper {
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		ep := endpointOf(req.URL.Path)
+		start := time.Now()
+		resp, err := rt.RoundTrip(req)
+		m.APILatency.WithLabelValues(ep).Observe(time.Since(start).Seconds())
+		status := "error"
+		if err == nil {
+			status = strconv.Itoa(resp.StatusCode)
+		}
+		m.APICalls.WithLabelValues(ep, status).Inc()
+		if ep == "token" || ep == "exchange-token" {
+			result := "ok"
+			if err != nil || resp.StatusCode != http.StatusOK {
+				result = "error"
+			}
+			m.TokenRefreshes.WithLabelValues(result).Inc()
+		}
+		return resp, err
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

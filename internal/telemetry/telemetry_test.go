@@ -1,0 +1,156 @@
+package telemetry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"
+
+func TestLoggerRedacts(t *testing.T) {
+	canaries := []string{"hunter2-canary", "+84900000001", "canary@example.com", jwt, "079123456789", "B1234567", "12 Canary Street"}
+	for _, format := range []string{"json", "console"} {
+		t.Run(format, func(t *testing.T) {
+			var buf bytes.Buffer
+			log, err := NewLogger(LogOptions{Format: format, Level: "debug", Output: &buf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			log = log.With(zap.String("client_secret", "hunter2-canary"))
+			log.Info("token refreshed for Bearer "+jwt,
+				zap.String("phone", "+84900000001"),
+				zap.String("email", "canary@example.com"),
+				zap.String("idNumber", "079123456789"),
+				zap.String("passport-number", "B1234567"),
+				zap.String("address", "12 Canary Street"),
+				zap.String("detail", "server said: "+jwt),
+				zap.Error(errors.New("refresh failed: token "+jwt)),
+				zap.Any("access_token", map[string]string{"x": jwt}),
+				zap.String("topic", "loyalty.purchase"),
+			)
+			out := buf.String()
+			for _, c := range canaries {
+				if strings.Contains(out, c) {
+					t.Errorf("log line contains %q: %s", c, out)
+				}
+			}
+			if !strings.Contains(out, "loyalty.purchase") || !strings.Contains(out, Redacted) {
+				t.Errorf("log lost ordinary fields or markers: %s", out)
+			}
+		})
+	}
+}
+
+func TestNewLoggerRejectsBadOptions(t *testing.T) {
+	for _, o := range []LogOptions{{Format: "xml"}, {Level: "loud"}} {
+		if _, err := NewLogger(o); err == nil {
+			t.Errorf("%+v: want error", o)
+		}
+	}
+}
+
+func TestEndpointOf(t *testing.T) {
+	tests := map[string]string{
+		"/realms/loyalty-partner/protocol/openid-connect/token": "token",
+		"/api-identity/public/v1/exchange-token":                "exchange-token",
+		"/api-user/partner/v1/user-profile/LB00000001":          "user-profile",
+		"/api-user/partner/v1/user-profile-ext/LB00000001":      "user-profile-ext",
+		"/api-user/partner/v1/user/onboard":                     "onboard",
+		"/api-user/partner/v1/user/link-member":                 "link-member",
+		"/api-user/partner/v1/user/unlink-member":               "unlink-member",
+		"/api-point/partner/v1/point-redemption-with-token":     "point-redemption",
+		"/api-point/partner/v1/point-accrual":                   "point-accrual",
+		"/api-point/partner/v1/lookup-transaction-id":           "lookup-transaction",
+		"/elsewhere": "other",
+	}
+	for path, want := range tests {
+		if got := endpointOf(path); got != want {
+			t.Errorf("endpointOf(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+func TestEndpoints(t *testing.T) {
+	m := NewMetrics()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/point-accrual") {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer api.Close()
+	client := &http.Client{Transport: m.InstrumentTransport(api.Client().Transport)}
+	for _, p := range []string{"/api-point/partner/v1/point-accrual", "/realms/loyalty-partner/protocol/openid-connect/token"} {
+		resp, err := client.Get(api.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	m.SetOffsets("loyalty.purchase", 3, 90, 100)
+
+	h := NewHealth()
+	var joined atomic.Bool
+	h.Check("group", func(context.Context) error {
+		if !joined.Load() {
+			return errors.New("not joined")
+		}
+		return nil
+	})
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- ServeListener(ctx, ln, Handler(m, h)) }()
+	base := "http://" + ln.Addr().String()
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Errorf("/healthz = %d", code)
+	}
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "not joined") {
+		t.Errorf("/readyz = %d %s", code, body)
+	}
+	joined.Store(true)
+	if code, _ := get("/readyz"); code != 200 {
+		t.Errorf("/readyz after check passes = %d", code)
+	}
+	_, body := get("/metrics")
+	for _, want := range []string{
+		`loyalty_bridge_api_calls_total{endpoint="point-accrual",status="503"} 1`,
+		`loyalty_bridge_token_refreshes_total{result="ok"} 1`,
+		`loyalty_bridge_consumer_lag{partition="3",topic="loyalty.purchase"} 10`,
+		`loyalty_bridge_api_call_duration_seconds_count{endpoint="token"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}
