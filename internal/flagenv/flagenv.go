@@ -7,6 +7,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Binder remembers which environment variable feeds which flag of one
@@ -76,6 +78,92 @@ func (b *Binder) Parse(args []string, lookup func(string) (string, bool)) error 
 	}
 	given := map[string]bool{}
 	b.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return b.applyEnv(given, lookup)
+}
+
+// ParseWithFile is Parse plus a YAML configuration file named by the flag
+// fileFlag (itself settable from the environment): a flat mapping from flag
+// names to values, lists allowed where a flag takes a comma-separated list.
+// Precedence: command line, environment, file, default. Unknown keys are
+// errors, so a misspelt setting is not silently ignored.
+func (b *Binder) ParseWithFile(args []string, lookup func(string) (string, bool), fileFlag string) error {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	if err := b.fs.Parse(args); err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	b.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if err := b.applyEnv(given, lookup); err != nil {
+		return err
+	}
+	b.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	f := b.fs.Lookup(fileFlag)
+	if f == nil || f.Value.String() == "" {
+		return nil
+	}
+	return b.applyFile(f.Value.String(), given)
+}
+
+func (b *Binder) applyFile(path string, given map[string]bool) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []error
+	for _, key := range keys {
+		if b.fs.Lookup(key) == nil {
+			errs = append(errs, fmt.Errorf("config file %s: unknown setting %q", path, key))
+			continue
+		}
+		if given[key] {
+			continue
+		}
+		value, err := scalar(values[key])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("config file %s: %s: %w", path, key, err))
+			continue
+		}
+		if err := b.fs.Set(key, value); err != nil {
+			errs = append(errs, fmt.Errorf("config file %s: invalid value for %s", path, key))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// scalar renders a YAML value as flag text; lists become comma-separated.
+func scalar(v any) (string, error) {
+	switch v := v.(type) {
+	case nil:
+		return "", nil
+	case []any:
+		parts := make([]string, 0, len(v))
+		for _, e := range v {
+			s, err := scalar(e)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, s)
+		}
+		return strings.Join(parts, ","), nil
+	case map[string]any:
+		return "", errors.New("nested settings are not supported; use the flag name as key")
+	default:
+		return fmt.Sprint(v), nil
+	}
+}
+
+func (b *Binder) applyEnv(given map[string]bool, lookup func(string) (string, bool)) error {
 
 	names := make([]string, 0, len(b.env))
 	for n := range b.env {

@@ -83,3 +83,60 @@ func TestUsageNamesVariable(t *testing.T) {
 		t.Fatalf("usage = %q", got)
 	}
 }
+
+func TestParseWithFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bridge.yaml")
+	if err := os.WriteFile(cfg, []byte("brokers: [a:9092, b:9092]\ngroup: from-file\nwait: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("brokerz: x\nwait: soon\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr []string
+		brokers string
+		group   string
+		wait    time.Duration
+	}{
+		{name: "file", args: []string{"--config", cfg}, brokers: "a:9092,b:9092", group: "from-file", wait: 5 * time.Second},
+		{name: "env beats file", args: []string{"--config", cfg}, env: map[string]string{"LB_GROUP": "from-env"}, brokers: "a:9092,b:9092", group: "from-env", wait: 5 * time.Second},
+		{name: "flag beats file", args: []string{"--config", cfg, "--wait", "1m"}, brokers: "a:9092,b:9092", group: "from-file", wait: time.Minute},
+		{name: "file from env", env: map[string]string{"LB_CONFIG": cfg}, brokers: "a:9092,b:9092", group: "from-file", wait: 5 * time.Second},
+		{name: "unknown and invalid keys", args: []string{"--config", bad}, wantErr: []string{`unknown setting "brokerz"`, "invalid value for wait"}},
+		{name: "missing file", args: []string{"--config", filepath.Join(dir, "nope.yaml")}, wantErr: []string{"config file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("x", flag.ContinueOnError)
+			fs.String("config", "", "file")
+			brokers := fs.String("brokers", "127.0.0.1:9092", "brokers")
+			group := fs.String("group", "loyalty-bridge", "group")
+			wait := fs.Duration("wait", time.Second, "wait")
+			b := New(fs, "LB_")
+			b.All()
+			err := b.ParseWithFile(tt.args, func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }, "config")
+			if len(tt.wantErr) > 0 {
+				if err == nil {
+					t.Fatal("want error")
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *brokers != tt.brokers || *group != tt.group || *wait != tt.wait {
+				t.Fatalf("got %q %q %v", *brokers, *group, *wait)
+			}
+		})
+	}
+}
