@@ -7,6 +7,8 @@
 // Kubernetes secrets are mounted as files), so a secret need never appear in a
 // process listing or an environment dump.
 //
-// Precedence, highest first: the command line, <NAME>, <NAME>_FILE, the flag's
-// default. flagenv only parses; it never logs and never prints a value.
+// Long-running commands also take a YAML file whose keys are the flag names
+// (ParseWithFile). Precedence, highest first: the command line, <NAME>,
+// <NAME>_FILE, the file, the flag's default. flagenv only parses; it never
+// logs and never prints a value.
 package flagenv
