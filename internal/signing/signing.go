@@ -1,0 +1,239 @@
+package signing
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
+)
+
+// MaxPartnerTokenTTL is the longest lifetime the partner API accepts for a
+// partner token (its exp may be at most five minutes ahead).
+const MaxPartnerTokenTTL = 5 * time.Minute
+
+// Defaults of Options.
+const (
+	DefaultSignTTL         = 2 * time.Minute
+	DefaultPartnerTokenTTL = 2 * time.Minute
+)
+
+// Options configures a Signer. Issuer is required; the rest have defaults.
+type Options struct {
+	// Issuer is the partner's client_id, sent as `iss`.
+	Issuer string
+	// KID, when set, is put in the JWT header as `kid` so the service can
+	// pick the registered public key.
+	KID string
+	// SignTTL is the lifetime of a redemption sign (default 2 minutes).
+	SignTTL time.Duration
+	// PartnerTokenTTL is the lifetime of a partner token (default 2
+	// minutes, at most MaxPartnerTokenTTL).
+	PartnerTokenTTL time.Duration
+	// Now is the clock (default time.Now); tests and simulators with a
+	// fake clock set it.
+	Now func() time.Time
+}
+
+// Signer mints the partner's JWTs. Safe for concurrent use.
+type Signer struct {
+	key       crypto.Signer
+	method    jwt.SigningMethod
+	kid       string
+	issuer    string
+	signTTL   time.Duration
+	tokenTTL  time.Duration
+	now       func() time.Time
+	algorithm string
+}
+
+// ErrUnsupportedKey is returned for keys that are neither RSA (≥ 2048 bits)
+// nor ECDSA on P-256.
+var ErrUnsupportedKey = errors.New("signing: unsupported key: want RSA (2048 bits or more) or ECDSA P-256")
+
+// ParsePrivateKeyPEM reads the first private key block of data: PKCS#1
+// ("RSA PRIVATE KEY"), SEC1 ("EC PRIVATE KEY") or PKCS#8 ("PRIVATE KEY").
+// Errors never quote the input.
+func ParsePrivateKeyPEM(data []byte) (crypto.Signer, error) {
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			return nil, errors.New("signing: no PEM private key block found")
+		}
+		var (
+			key any
+			err error
+		)
+		switch block.Type {
+		case "RSA PRIVATE KEY":
+			key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+		case "EC PRIVATE KEY":
+			key, err = x509.ParseECPrivateKey(block.Bytes)
+		case "PRIVATE KEY":
+			key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+		case "ENCRYPTED PRIVATE KEY":
+			return nil, errors.New("signing: encrypted PEM keys are not supported; decrypt the key into a secret file")
+		default:
+			continue // e.g. EC PARAMETERS before the key, or a certificate
+		}
+		if err != nil {
+			// x509 errors describe the structure, never the key bytes.
+			return nil, fmt.Errorf("signing: parse %s block: %w", block.Type, err)
+		}
+		s, ok := key.(crypto.Signer)
+		if !ok {
+			return nil, ErrUnsupportedKey
+		}
+		return s, nil
+	}
+}
+
+// LoadFile reads a PEM private key from path and returns a Signer for it.
+func LoadFile(path string, opts Options) (*Signer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("signing: read key file: %w", err)
+	}
+	key, err := ParsePrivateKeyPEM(data)
+	if err != nil {
+		return nil, err
+	}
+	return New(key, opts)
+}
+
+// New returns a Signer for key: RS256 for an RSA key, ES256 for a P-256
+// ECDSA key.
+func New(key crypto.Signer, opts Options) (*Signer, error) {
+	s := &Signer{key: key, kid: opts.KID, issuer: opts.Issuer, signTTL: opts.SignTTL,
+		tokenTTL: opts.PartnerTokenTTL, now: opts.Now}
+	var errs []error
+	switch k := key.(type) {
+	case *rsa.PrivateKey:
+		if k.N.BitLen() < 2048 {
+			errs = append(errs, ErrUnsupportedKey)
+		}
+		s.method, s.algorithm = jwt.SigningMethodRS256, "RS256"
+	case *ecdsa.PrivateKey:
+		if k.Curve != elliptic.P256() {
+			errs = append(errs, ErrUnsupportedKey)
+		}
+		s.method, s.algorithm = jwt.SigningMethodES256, "ES256"
+	default:
+		errs = append(errs, ErrUnsupportedKey)
+	}
+	if s.issuer == "" {
+		errs = append(errs, errors.New("signing: Issuer (the partner client_id) is required"))
+	}
+	if s.signTTL == 0 {
+		s.signTTL = DefaultSignTTL
+	}
+	if s.tokenTTL == 0 {
+		s.tokenTTL = DefaultPartnerTokenTTL
+	}
+	if s.signTTL < 0 {
+		errs = append(errs, errors.New("signing: SignTTL must be positive"))
+	}
+	if s.tokenTTL < 0 || s.tokenTTL > MaxPartnerTokenTTL {
+		errs = append(errs, fmt.Errorf("signing: PartnerTokenTTL must be in (0, %s]", MaxPartnerTokenTTL))
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// PublicKey is the public half of the key, for registering with the service
+// (or the simulator).
+func (s *Signer) PublicKey() crypto.PublicKey { return s.key.Public() }
+
+// KID is the key id put in the `kid` header ("" when none).
+func (s *Signer) KID() string { return s.kid }
+
+// Algorithm is "RS256" or "ES256".
+func (s *Signer) Algorithm() string { return s.algorithm }
+
+// Issuer is the `iss` claim (the partner client_id).
+func (s *Signer) Issuer() string { return s.issuer }
+
+// Redemption is what a redemption sign covers; each field must equal the
+// request body's.
+type Redemption struct {
+	LoyaltyID         string
+	TransactionID     string
+	UsedPoint         int64
+	TransactionAmount float64
+	// TransactionDate is the body's string, byte for byte.
+	TransactionDate string
+}
+
+// RedemptionClaims are the claims of a redemption sign.
+type RedemptionClaims struct {
+	jwt.RegisteredClaims
+	LoyaltyID         string  `json:"loyaltyId"`
+	TransactionID     string  `json:"transactionId"`
+	UsedPoint         int64   `json:"usedPoint"`
+	TransactionAmount float64 `json:"transactionAmount"`
+	TransactionDate   string  `json:"transactionDate"`
+}
+
+// RedemptionSign returns the `sign` JWT for r.
+func (s *Signer) RedemptionSign(r Redemption) (string, error) {
+	if r.TransactionID == "" || r.LoyaltyID == "" {
+		return "", errors.New("signing: redemption sign needs loyaltyId and transactionId")
+	}
+	now := s.now()
+	c := RedemptionClaims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    s.issuer,
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(s.signTTL)),
+			ID:        r.TransactionID,
+		},
+		LoyaltyID:         r.LoyaltyID,
+		TransactionID:     r.TransactionID,
+		UsedPoint:         r.UsedPoint,
+		TransactionAmount: r.TransactionAmount,
+		TransactionDate:   r.TransactionDate,
+	}
+	return s.sign(c, "redemption sign", r.TransactionID)
+}
+
+// PartnerToken returns a fresh partner token for exchange-token: iss, iat,
+// exp and a random jti.
+func (s *Signer) PartnerToken() (string, error) {
+	now := s.now()
+	c := jwt.RegisteredClaims{
+		Issuer:    s.issuer,
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(now.Add(s.tokenTTL)),
+		ID:        uuid.NewString(),
+	}
+	return s.sign(c, "partner token", "")
+}
+
+func (s *Signer) sign(c jwt.Claims, what, txID string) (string, error) {
+	t := jwt.NewWithClaims(s.method, c)
+	if s.kid != "" {
+		t.Header["kid"] = s.kid
+	}
+	out, err := t.SignedString(s.key)
+	if err != nil {
+		if txID != "" {
+			return "", fmt.Errorf("signing: %s for transaction %s: %w", what, txID, err)
+		}
+		return "", fmt.Errorf("signing: %s: %w", what, err)
+	}
+	return out, nil
+}
