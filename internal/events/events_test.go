@@ -163,3 +163,17 @@ func TestNewAndTypes(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestRedact(t *testing.T) {
+	e := validOnboard()
+	r := e.Redact()
+	b := fmt.Sprintf("%s %s %s %s %s %s %s", r.Phone, r.FullName, *r.Email, *r.IDNumber, r.Address, r.Birthday, r.PlaceOfBirth)
+	for _, pii := range []string{phone, fullName, email, idNumber, address, birthday, "Hai Phong"} {
+		if strings.Contains(b, pii) {
+			t.Errorf("Redact kept %q", pii)
+		}
+	}
+	if r.PassportNumber != nil || r.TransactionID != e.TransactionID || r.ExternalID != e.ExternalID || e.Phone != phone {
+		t.Errorf("Redact changed the wrong fields: %+v", r)
+	}
+}

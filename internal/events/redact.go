@@ -43,3 +43,21 @@ func (e MemberOnboardRequested) LogValue() slog.Value {
 		slog.String("personalData", Redacted),
 	)
 }
+
+// Redact returns a copy of e with every personal datum (phone, names,
+// birthday, e-mail, ID and passport numbers, place of birth, address)
+// replaced by Redacted; absent optional fields stay absent. Tools that
+// display onboarding events (tail) show this form unless told otherwise.
+func (e MemberOnboardRequested) Redact() MemberOnboardRequested {
+	r := func(p *string) *string {
+		if p == nil {
+			return nil
+		}
+		s := Redacted
+		return &s
+	}
+	e.Phone, e.FullName, e.Birthday, e.PlaceOfBirth, e.Address = Redacted, Redacted, Redacted, Redacted, Redacted
+	e.FirstName, e.LastName, e.Email = r(e.FirstName), r(e.LastName), r(e.Email)
+	e.IDNumber, e.PassportNumber = r(e.IDNumber), r(e.PassportNumber)
+	return e
+}
