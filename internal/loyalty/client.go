@@ -1,0 +1,502 @@
+package loyalty
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
+)
+
+// RetryPolicy bounds the client's retries. Zero fields take the defaults.
+type RetryPolicy struct {
+	MaxAttempts   int           // attempts in all, first included (default 4; 1 = never retry)
+	Initial       time.Duration // first back-off ceiling (default 100 ms)
+	Max           time.Duration // back-off ceiling (default 5 s)
+	MaxElapsed    time.Duration // no retry starts after this much time since the call began (default 30 s)
+	MaxRetryAfter time.Duration // cap on a server's Retry-After (default 30 s)
+}
+
+// Defaults of RetryPolicy and Options.
+const (
+	DefaultMaxAttempts   = 4
+	DefaultInitial       = 100 * time.Millisecond
+	DefaultMaxBackoff    = 5 * time.Second
+	DefaultMaxElapsed    = 30 * time.Second
+	DefaultMaxRetryAfter = 30 * time.Second
+	DefaultTimeout       = 10 * time.Second
+)
+
+// RedemptionSigner makes the redemption `sign` (a *signing.Signer does).
+type RedemptionSigner interface {
+	RedemptionSign(signing.Redemption) (string, error)
+}
+
+// Options configures New. BaseURL and Tokens are required.
+type Options struct {
+	// BaseURL is {base_url}, e.g. https://loyalty.example.com.
+	BaseURL string
+	// Tokens supplies access tokens; share one tokensource.Cache.
+	Tokens tokensource.Source
+	// HTTPClient is shared by every call. nil: one is built with
+	// NewHTTPClient(MaxConns, TLS) and closed by Close.
+	HTTPClient *http.Client
+	MaxConns   int        // see TransportOptions (used only when HTTPClient is nil)
+	TLS        TLSOptions // used only when HTTPClient is nil
+	// Timeout bounds one attempt, from sending to the end of the body
+	// (default 10 s).
+	Timeout time.Duration
+	Retry   RetryPolicy
+	// Signer signs redemptions that arrive without a sign.
+	Signer RedemptionSigner
+	// AccrualDateFormat is used for an AccrualRequest whose
+	// TransactionDate.Format is empty (default epoch-millis).
+	AccrualDateFormat DateFormat
+	Logger            *zap.Logger // default no-op; retries are logged at debug
+	// OnRetry, when set, is called before each retry with the endpoint name
+	// (e.g. for a retries metric).
+	OnRetry func(endpoint string)
+
+	// Test hooks. Sleep waits d or until ctx ends (default a timer); Rand
+	// returns a float in [0,1) for jitter (default math/rand/v2); Now is the
+	// clock for MaxElapsed (default time.Now).
+	Sleep func(ctx context.Context, d time.Duration) error
+	Rand  func() float64
+	Now   func() time.Time
+}
+
+// CallInfo is what the bridge needs to know about a call besides its value.
+type CallInfo struct {
+	// Attempts is the number of HTTP requests made for the call (0 when it
+	// was refused before any; a 401 renewal counts as an attempt).
+	Attempts int
+	// Ambiguous is true when the call failed but a write may have been
+	// applied (see the package doc). Always false on success, for reads and
+	// for errors known not to have been applied.
+	Ambiguous bool
+	// Status is the last HTTP status received, 0 if none.
+	Status int
+}
+
+// Client calls the partner API. Safe for concurrent use; build one per
+// process.
+type Client struct {
+	base    string
+	tokens  tokensource.Source
+	hc      *http.Client
+	ownHC   bool
+	timeout time.Duration
+	retry   RetryPolicy
+	signer  RedemptionSigner
+	datefmt DateFormat
+	log     *zap.Logger
+	onRetry func(string)
+	sleep   func(context.Context, time.Duration) error
+	rand    func() float64
+	now     func() time.Time
+}
+
+// New validates opts (every problem reported together) and returns a
+// Client.
+func New(opts Options) (*Client, error) {
+	var errs []error
+	u, err := url.Parse(opts.BaseURL)
+	if opts.BaseURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, errors.New("loyalty: BaseURL must be an absolute http(s) URL"))
+	}
+	if opts.Tokens == nil {
+		errs = append(errs, errors.New("loyalty: Tokens is required"))
+	}
+	r := opts.Retry
+	if r.MaxAttempts < 0 || r.Initial < 0 || r.Max < 0 || r.MaxElapsed < 0 || r.MaxRetryAfter < 0 || opts.Timeout < 0 {
+		errs = append(errs, errors.New("loyalty: retry settings and Timeout must not be negative"))
+	}
+	df, err := ParseDateFormat(string(opts.AccrualDateFormat))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("loyalty: AccrualDateFormat: %w", err))
+	}
+	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), tokens: opts.Tokens, hc: opts.HTTPClient,
+		timeout: opts.Timeout, retry: r, signer: opts.Signer, datefmt: df, log: opts.Logger,
+		onRetry: opts.OnRetry, sleep: opts.Sleep, rand: opts.Rand, now: opts.Now}
+	if c.hc == nil {
+		hc, err := NewHTTPClient(TransportOptions{MaxConns: opts.MaxConns, TLS: opts.TLS})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("loyalty: %w", err))
+		}
+		c.hc, c.ownHC = hc, true
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if c.timeout == 0 {
+		c.timeout = DefaultTimeout
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.retry.MaxAttempts == 0 {
+		c.retry.MaxAttempts = DefaultMaxAttempts
+	}
+	def(&c.retry.Initial, DefaultInitial)
+	def(&c.retry.Max, DefaultMaxBackoff)
+	def(&c.retry.MaxElapsed, DefaultMaxElapsed)
+	def(&c.retry.MaxRetryAfter, DefaultMaxRetryAfter)
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	if c.sleep == nil {
+		c.sleep = sleepCtx
+	}
+	if c.rand == nil {
+		c.rand = rand.Float64
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return c, nil
+}
+
+// Close releases idle connections of a client-built HTTP client. Calls
+// in flight are not affected; a shared Options.HTTPClient is left alone.
+func (c *Client) Close() {
+	if c.ownHC {
+		c.hc.CloseIdleConnections()
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// endpoint describes one business call.
+type endpoint struct {
+	name   string // as in metrics and the simulator's counters
+	method string
+	path   string
+	write  bool // may change state: never re-sent after an ambiguous failure
+}
+
+var (
+	epUserProfile    = endpoint{"user-profile", http.MethodGet, "/api-user/partner/v1/user-profile/", false}
+	epUserProfileExt = endpoint{"user-profile-ext", http.MethodGet, "/api-user/partner/v1/user-profile-ext/", false}
+	epOnboard        = endpoint{"onboard", http.MethodPost, "/api-user/partner/v1/user/onboard", true}
+	epLink           = endpoint{"link-member", http.MethodPost, "/api-user/partner/v1/user/link-member", true}
+	epUnlink         = endpoint{"unlink-member", http.MethodPost, "/api-user/partner/v1/user/unlink-member", true}
+	epRedemption     = endpoint{"point-redemption", http.MethodPost, "/api-point/partner/v1/point-redemption-with-token", true}
+	epAccrual        = endpoint{"point-accrual", http.MethodPost, "/api-point/partner/v1/point-accrual", true}
+	epLookup         = endpoint{"lookup-transaction", http.MethodPost, "/api-point/partner/v1/lookup-transaction-id", false}
+)
+
+// maxResponse bounds how much of an answer is read.
+const maxResponse = 4 << 20
+
+// envelope is the success envelope with data of type T; Errors is kept raw
+// to spot an error envelope answered with a 2xx.
+type envelope[T any] struct {
+	StatusCode int             `json:"statusCode"`
+	Message    string          `json:"message"`
+	Data       *T              `json:"data"`
+	Errors     json.RawMessage `json:"errors"`
+}
+
+// errorEnvelope is the API's error envelope.
+type errorEnvelope struct {
+	StatusCode int    `json:"statusCode"`
+	Message    string `json:"message"`
+	Errors     *struct {
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+		ErrorCode string `json:"errorCode"`
+		Name      string `json:"name"`
+	} `json:"errors"`
+	Data *struct {
+		ResultURL string `json:"resultUrl"`
+	} `json:"data"`
+}
+
+// attemptResult is one HTTP exchange.
+type attemptResult struct {
+	status     int
+	retryAfter time.Duration
+	body       []byte
+	err        error // transport error or attempt timeout (body read included)
+	wrote      bool  // the whole request reached the connection
+	timedOut   bool  // the per-attempt Timeout fired
+}
+
+// call runs ep with retries and decodes the success envelope into T. It is
+// the only place where answers are interpreted.
+func call[T any](ctx context.Context, c *Client, ep endpoint, pathParam, ref string, body any) (*T, CallInfo, error) {
+	var info CallInfo
+	target := c.base + ep.path
+	if pathParam != "" {
+		target += url.PathEscape(pathParam)
+	}
+	var payload []byte
+	if body != nil {
+		var err error
+		if payload, err = json.Marshal(body); err != nil {
+			return nil, info, &ValidationError{Op: ep.name, Ref: ref, Problems: []string{"body does not encode: " + err.Error()}}
+		}
+	}
+	start := c.now()
+	renewed := false // one token renewal after a 401
+	retries := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, info, &TransientError{Op: ep.name, Ref: ref, Status: info.Status, Attempts: info.Attempts, Err: err}
+		}
+		tok, err := c.tokens.Token(ctx)
+		var retryErr *TransientError
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, info, &TransientError{Op: ep.name, Ref: ref, Status: info.Status, Attempts: info.Attempts, Err: ctx.Err()}
+		case err != nil && tokensource.IsTransient(err):
+			retryErr = &TransientError{Op: ep.name, Ref: ref, Attempts: info.Attempts, Err: err}
+		case err != nil:
+			var ge *tokensource.Error
+			ae := &AuthError{Op: ep.name, Ref: ref, Err: err}
+			if errors.As(err, &ge) {
+				ae.HTTPStatus, ae.Code = ge.Status, ge.Code
+			}
+			return nil, info, ae
+		default:
+			info.Attempts++
+			res := c.attempt(ctx, ep, target, payload, tok)
+			info.Status = res.status
+			done, rerr := c.interpret(ctx, ep, ref, &info, res, tok, &renewed)
+			if done {
+				if rerr != nil {
+					return nil, info, rerr
+				}
+				return decodeData[T](ep, ref, &info, res)
+			}
+			if rerr == nil { // 401 with a renewal left: go again at once
+				continue
+			}
+			retryErr = rerr
+		}
+		// A retry known not to repeat an applied write.
+		retries++
+		retryErr.Attempts = info.Attempts
+		if retries >= c.retry.MaxAttempts {
+			return nil, info, retryErr
+		}
+		wait := c.backoff(retries)
+		if retryErr.RetryAfter > 0 {
+			wait = min(retryErr.RetryAfter, c.retry.MaxRetryAfter)
+		}
+		if c.now().Add(wait).Sub(start) > c.retry.MaxElapsed {
+			return nil, info, retryErr
+		}
+		c.log.Debug("retrying partner API call", zap.String("endpoint", ep.name), zap.String("ref", ref),
+			zap.Int("attempts", info.Attempts), zap.Int("status", retryErr.Status), zap.Duration("wait", wait),
+			zap.NamedError("cause", retryErr.Err))
+		if c.onRetry != nil {
+			c.onRetry(ep.name)
+		}
+		if err := c.sleep(ctx, wait); err != nil {
+			return nil, info, &TransientError{Op: ep.name, Ref: ref, Status: info.Status, Attempts: info.Attempts, Err: err}
+		}
+	}
+}
+
+// backoff is full jitter: uniform in [0, min(Max, Initial·2^(n−1))).
+func (c *Client) backoff(n int) time.Duration {
+	ceil := c.retry.Initial << min(n-1, 30)
+	if ceil <= 0 || ceil > c.retry.Max {
+		ceil = c.retry.Max
+	}
+	return time.Duration(c.rand() * float64(ceil))
+}
+
+// interpret classifies one attempt. done: the call ends here (with rerr or,
+// when rerr is nil, a 2xx to decode). Not done with rerr nil: renew the
+// token and go again now. Not done with rerr: retry after back-off.
+func (c *Client) interpret(ctx context.Context, ep endpoint, ref string, info *CallInfo, res attemptResult,
+	tok tokensource.Token, renewed *bool) (bool, *TransientError) {
+	te := func(ambiguous bool, err error) *TransientError {
+		return &TransientError{Op: ep.name, Ref: ref, Status: res.status, RetryAfter: res.retryAfter,
+			Attempts: info.Attempts, Ambiguous: ambiguous, Err: err}
+	}
+	if res.err != nil {
+		ambiguous := ep.write && res.wrote
+		if ctx.Err() != nil { // the caller gave up: stop, saying what we know
+			info.Ambiguous = ambiguous
+			return true, te(ambiguous, ctx.Err())
+		}
+		if ambiguous {
+			info.Ambiguous = true
+			return true, te(true, res.err)
+		}
+		return false, te(false, res.err)
+	}
+	switch s := res.status; {
+	case s >= 200 && s < 300:
+		return true, nil
+	case s == http.StatusUnauthorized:
+		if !*renewed {
+			*renewed = true
+			c.tokens.Invalidate(tok)
+			return false, nil
+		}
+		return true, nil
+	case s == http.StatusRequestTimeout, s == http.StatusTooManyRequests, s == http.StatusServiceUnavailable:
+		// Refused before processing: safe to send again, writes included.
+		return false, te(false, errors.New(http.StatusText(s)))
+	case s >= 500:
+		if ep.write {
+			info.Ambiguous = true
+			return true, te(true, errors.New(http.StatusText(s)))
+		}
+		return false, te(false, errors.New(http.StatusText(s)))
+	}
+	return true, nil // other 4xx: decoded as business/auth errors
+}
+
+// decodeData turns a finished attempt into the call's value or typed error.
+func decodeData[T any](ep endpoint, ref string, info *CallInfo, res attemptResult) (*T, CallInfo, error) {
+	s := res.status
+	if s >= 200 && s < 300 {
+		var env envelope[T]
+		err := json.Unmarshal(res.body, &env)
+		switch {
+		case err == nil && len(env.Errors) > 0 && string(env.Errors) != "null":
+			return nil, *info, businessError(ep, ref, s, res.body)
+		case err != nil:
+			info.Ambiguous = ep.write
+			return nil, *info, &MalformedResponseError{Op: ep.name, Ref: ref, HTTPStatus: s, Ambiguous: ep.write, Err: errors.New("body is not the JSON success envelope")}
+		case env.Data == nil:
+			info.Ambiguous = ep.write
+			return nil, *info, &MalformedResponseError{Op: ep.name, Ref: ref, HTTPStatus: s, Ambiguous: ep.write, Err: errors.New("success envelope without data")}
+		}
+		return env.Data, *info, nil
+	}
+	if s == http.StatusUnauthorized || s == http.StatusForbidden {
+		ae := &AuthError{Op: ep.name, Ref: ref, HTTPStatus: s}
+		var env errorEnvelope
+		if json.Unmarshal(res.body, &env) == nil && env.Errors != nil {
+			ae.Code = env.Errors.Code
+		}
+		return nil, *info, ae
+	}
+	return nil, *info, businessError(ep, ref, s, res.body)
+}
+
+func businessError(ep endpoint, ref string, status int, body []byte) error {
+	var env errorEnvelope
+	if err := json.Unmarshal(body, &env); err != nil || env.Errors == nil {
+		return &MalformedResponseError{Op: ep.name, Ref: ref, HTTPStatus: status, Err: errors.New("body is not the JSON error envelope")}
+	}
+	be := &BusinessError{Op: ep.name, Ref: ref, HTTPStatus: status, StatusCode: env.StatusCode,
+		StatusMessage: env.Message, Code: env.Errors.Code, Message: env.Errors.Message,
+		ErrorCode: env.Errors.ErrorCode, Name: env.Errors.Name}
+	if env.Data != nil {
+		be.ResultURL = env.Data.ResultURL
+	}
+	return be
+}
+
+// attempt makes one HTTP request, bounded by the per-attempt timeout, and
+// reads the whole answer.
+func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payload []byte, tok tokensource.Token) attemptResult {
+	actx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var wrote atomic.Bool
+	if ep.write {
+		// Whether the request was fully sent decides, after a failure,
+		// between "not applied, retry" and "ambiguous, ask the bridge".
+		actx = httptrace.WithClientTrace(actx, &httptrace.ClientTrace{
+			WroteRequest: func(i httptrace.WroteRequestInfo) {
+				if i.Err == nil {
+					wrote.Store(true)
+				}
+			},
+		})
+	}
+	var rd io.Reader
+	if payload != nil {
+		rd = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(actx, ep.method, target, rd)
+	if err != nil {
+		return attemptResult{err: errors.New("cannot build request")}
+	}
+	req.Header.Set("Accept", "application/json")
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	tok.SetAuthHeader(req)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return attemptResult{err: transportErr(actx, ctx, err), wrote: wrote.Load(), timedOut: actx.Err() != nil && ctx.Err() == nil}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	res := attemptResult{status: resp.StatusCode, body: body, wrote: true, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
+	switch {
+	case err != nil:
+		res.err, res.timedOut = transportErr(actx, ctx, err), actx.Err() != nil && ctx.Err() == nil
+	case len(body) > maxResponse:
+		res.body = nil // decodes as malformed, without scanning megabytes
+	}
+	return res
+}
+
+// errAttemptTimeout is the cause of a TransientError when Options.Timeout
+// cut an attempt.
+var errAttemptTimeout = errors.New("attempt timed out")
+
+// transportErr names a transport failure without the request URL.
+func transportErr(actx, ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if actx.Err() != nil {
+		return errAttemptTimeout
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date; 0 if absent or bad.
+func parseRetryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := time.Until(t); d > 0 {
+			return d
+		}
+	}
+	return 0
+}

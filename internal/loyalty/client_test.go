@@ -1,0 +1,450 @@
+package loyalty_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// tokens is a Source handing out "tok-N", renewed on Invalidate.
+type tokens struct {
+	mu          sync.Mutex
+	n           int
+	invalidated int
+}
+
+func (s *tokens) Token(context.Context) (tokensource.Token, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == 0 {
+		s.n = 1
+	}
+	return tokensource.Token{AccessToken: fmt.Sprintf("tok-%d", s.n), TokenType: "Bearer", Expiry: time.Now().Add(time.Hour)}, nil
+}
+
+func (s *tokens) Invalidate(t tokensource.Token) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.AccessToken == fmt.Sprintf("tok-%d", s.n) {
+		s.n++
+		s.invalidated++
+	}
+}
+
+// sleeps records the waits the client asks for instead of sleeping.
+type sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleeps) Sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+func (s *sleeps) All() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.d...)
+}
+
+type fixture struct {
+	srv    *httptest.Server
+	client *loyalty.Client
+	sleeps *sleeps
+	tokens *tokens
+}
+
+func newFixture(t *testing.T, h http.HandlerFunc, mod func(*loyalty.Options)) *fixture {
+	t.Helper()
+	f := &fixture{srv: httptest.NewServer(h), sleeps: &sleeps{}, tokens: &tokens{}}
+	opts := loyalty.Options{BaseURL: f.srv.URL, Tokens: f.tokens, Sleep: f.sleeps.Sleep,
+		Rand: func() float64 { return 0.5 }, Timeout: 2 * time.Second}
+	if mod != nil {
+		mod(&opts)
+	}
+	c, err := loyalty.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.client = c
+	t.Cleanup(func() { c.Close(); f.srv.Close() })
+	return f
+}
+
+func ok(w http.ResponseWriter, data string) {
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"statusCode":200,"message":"SUCCESS","data":%s}`, data)
+}
+
+func fail(w http.ResponseWriter, status int, errs string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"statusCode":%d,"message":"Bad Request","errors":%s}`, status, errs)
+}
+
+var accrual = loyalty.AccrualRequest{LoyaltyID: "LB00000001", TransactionID: "tx-1",
+	TransactionDate: loyalty.TransactionDate{Time: time.UnixMilli(1763805600123)}, TransactionAmount: 150000}
+
+func TestCustomerInfoSendsTokenAndDecodes(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/api-user/partner/v1/user-profile/LB00000001" ||
+			r.Header.Get("Authorization") != "Bearer tok-1" {
+			w.WriteHeader(418)
+			return
+		}
+		ok(w, `{"loyaltyId":"LB00000001","dateOfBirth":"01-02-1990","eKycStatus":"VERIFIED","phone":"+84900000001"}`)
+	}, nil)
+	p, info, err := f.client.CustomerInfo(context.Background(), "LB00000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.LoyaltyID != "LB00000001" || p.EKYCStatus != "VERIFIED" || p.DateOfBirth != "01-02-1990" || info.Attempts != 1 || info.Status != 200 {
+		t.Fatalf("%+v %+v", p, info)
+	}
+}
+
+func TestAccrualBodyMatchesSpec(t *testing.T) {
+	for _, tc := range []struct {
+		format loyalty.DateFormat
+		want   string
+	}{
+		{"", `1763805600123`},
+		{loyalty.DateISO8601, `"2025-11-22T10:00:00.123Z"`},
+	} {
+		var got map[string]json.RawMessage
+		f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Content-Type") != "application/json" {
+				w.WriteHeader(415)
+				return
+			}
+			_ = json.NewDecoder(r.Body).Decode(&got)
+			ok(w, `{"sponsorId":7,"transactionId":"tx-1","bitReference":"BIT1","loyaltyId":"LB00000001","timestamp":"2025-11-22T10:00:00.000Z","requestId":"6f1c"}`)
+		}, func(o *loyalty.Options) { o.AccrualDateFormat = tc.format })
+		res, _, err := f.client.Accrue(context.Background(), accrual)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.SponsorID != 7 || res.BitReference != "BIT1" {
+			t.Fatalf("%+v", res)
+		}
+		if string(got["transactionDate"]) != tc.want || string(got["transactionCurrency"]) != `"VND"` ||
+			string(got["transactionAmount"]) != `150000` {
+			t.Fatalf("format %q: body %s", tc.format, got)
+		}
+		if _, present := got["itemId"]; present {
+			t.Fatal("empty optional itemId sent")
+		}
+	}
+}
+
+func TestTransactionDateRoundTrip(t *testing.T) {
+	for _, in := range []string{`1763805600123`, `"1763805600123"`, `"2025-11-22T10:00:00.123Z"`, `"2025-11-22T17:00:00.123+07:00"`} {
+		var d loyalty.TransactionDate
+		if err := json.Unmarshal([]byte(in), &d); err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if d.Time.UnixMilli() != 1763805600123 {
+			t.Fatalf("%s → %v", in, d.Time)
+		}
+	}
+	var d loyalty.TransactionDate
+	if err := json.Unmarshal([]byte(`"yesterday"`), &d); err == nil {
+		t.Fatal("bad date accepted")
+	}
+}
+
+func TestBusinessErrorsReturnAtOnceTyped(t *testing.T) {
+	cases := []struct {
+		name   string
+		body   string
+		call   func(c *loyalty.Client) (loyalty.CallInfo, error)
+		is     error
+		check  func(*loyalty.BusinessError) bool
+		linked bool
+	}{
+		{name: "linked", body: `{"code":"MEMBER_IS_LINKED","message":"Account has been linked","name":"MemberIsLinkedException"}`,
+			call: func(c *loyalty.Client) (loyalty.CallInfo, error) {
+				_, i, err := c.Link(context.Background(), loyalty.LinkRequest{LoyaltyID: "LB1", PartnerMemberID: "P1"})
+				return i, err
+			}, is: loyalty.ErrMemberIsLinked, linked: true},
+		{name: "not-linked", body: `{"code":"MEMBER_IS_NOT_LINKED_YET","message":"not linked yet","name":"MemberIsNotLinkedException"}`,
+			call: func(c *loyalty.Client) (loyalty.CallInfo, error) {
+				_, i, err := c.Unlink(context.Background(), loyalty.LinkRequest{LoyaltyID: "LB1", PartnerMemberID: "P1"})
+				return i, err
+			}, is: loyalty.ErrMemberNotLinked},
+		{name: "insufficient", body: `{"code":"INSUFFICIENT_POINT","message":"Not enough points","errorCode":"INSUFFICIENT_POINT"}`,
+			call: func(c *loyalty.Client) (loyalty.CallInfo, error) {
+				_, i, err := c.Redeem(context.Background(), loyalty.RedemptionRequest{TransactionID: "tx-9", LoyaltyID: "LB1",
+					TransactionDate: "2025-11-22T10:00:00Z", UsedPoint: 10, Sign: "x.y.z"})
+				return i, err
+			}, is: loyalty.ErrInsufficientPoint},
+		{name: "onboarding", body: `{"code":"0001","message":"Bad Request","errorCode":"BAD_REQUEST"},"data":{"resultUrl":"https://partner.example/result?errorCode=0001"}`,
+			call: func(c *loyalty.Client) (loyalty.CallInfo, error) {
+				_, i, err := c.Onboard(context.Background(), loyalty.OnboardRequest{ExternalID: "ext-1", Phone: "+84900000009"})
+				return i, err
+			}, is: loyalty.ErrOnboardingRejected,
+			check: func(b *loyalty.BusinessError) bool {
+				return b.ResultURL == "https://partner.example/result?errorCode=0001" && b.APICode() == "BAD_REQUEST"
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(w http.ResponseWriter, r *http.Request) { fail(w, 400, tc.body) }, nil)
+			info, err := tc.call(f.client)
+			var be *loyalty.BusinessError
+			if !errors.As(err, &be) || !errors.Is(err, tc.is) || be.HTTPStatus != 400 || be.StatusCode != 400 || be.StatusMessage != "Bad Request" {
+				t.Fatalf("err %v (%+v)", err, be)
+			}
+			if info.Attempts != 1 || info.Ambiguous || len(f.sleeps.All()) != 0 {
+				t.Fatalf("info %+v sleeps %v", info, f.sleeps.All())
+			}
+			if loyalty.Category(err) != loyalty.CategoryBusiness || loyalty.Retryable(err) || loyalty.IsMemberLinked(err) != tc.linked {
+				t.Fatalf("category %s", loyalty.Category(err))
+			}
+			if tc.check != nil && !tc.check(be) {
+				t.Fatalf("%+v", be)
+			}
+			if strings.Contains(err.Error(), "+849") {
+				t.Fatalf("error string carries a phone number: %v", err)
+			}
+		})
+	}
+}
+
+func TestRetryAfterIsObeyedForWrites(t *testing.T) {
+	for _, status := range []int{429, 503} {
+		var n atomic.Int64
+		f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1) <= 2 {
+				w.Header().Set("Retry-After", "3")
+				fail(w, status, `{"code":"X","message":"busy"}`)
+				return
+			}
+			ok(w, `{"transactionId":"tx-1","bitReference":"B"}`)
+		}, nil)
+		_, info, err := f.client.Accrue(context.Background(), accrual)
+		if err != nil {
+			t.Fatalf("%d: %v", status, err)
+		}
+		if got := f.sleeps.All(); len(got) != 2 || got[0] != 3*time.Second || got[1] != 3*time.Second || info.Attempts != 3 {
+			t.Fatalf("%d: waits %v info %+v", status, got, info)
+		}
+	}
+}
+
+func TestRetryAfterIsCapped(t *testing.T) {
+	var n atomic.Int64
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.Header().Set("Retry-After", "3600")
+			w.WriteHeader(503)
+			return
+		}
+		ok(w, `{"loyaltyId":"LB1"}`)
+	}, func(o *loyalty.Options) { o.Retry.MaxRetryAfter = 7 * time.Second })
+	if _, _, err := f.client.CustomerProfile(context.Background(), "LB1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.sleeps.All(); len(got) != 1 || got[0] != 7*time.Second {
+		t.Fatalf("waits %v", got)
+	}
+}
+
+func TestReadsBackOffWithFullJitterUntilExhausted(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) { fail(w, 502, `{"code":"X","message":"bad gateway"}`) },
+		func(o *loyalty.Options) {
+			o.Retry = loyalty.RetryPolicy{MaxAttempts: 5, Initial: 100 * time.Millisecond, Max: 300 * time.Millisecond}
+		})
+	_, info, err := f.client.LookupTransaction(context.Background(), loyalty.LookupRequest{LoyaltyID: "LB1", TransactionID: "tx-1"})
+	var te *loyalty.TransientError
+	if !errors.As(err, &te) || te.Ambiguous || te.Status != 502 || te.Attempts != 5 || info.Attempts != 5 || info.Ambiguous {
+		t.Fatalf("err %v info %+v", err, info)
+	}
+	want := []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond, 150 * time.Millisecond}
+	if got := f.sleeps.All(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("waits %v, want %v (rand 0.5 × min(max, initial·2ⁿ))", got, want)
+	}
+	if loyalty.Category(err) != loyalty.CategoryTransientExhausted || !loyalty.Retryable(err) {
+		t.Fatal(loyalty.Category(err))
+	}
+}
+
+func TestMaxElapsedStopsRetries(t *testing.T) {
+	now := time.Unix(0, 0)
+	var mu sync.Mutex
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }, func(o *loyalty.Options) {
+		o.Retry = loyalty.RetryPolicy{MaxAttempts: 100, MaxElapsed: 10 * time.Second}
+		o.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		o.Sleep = func(_ context.Context, d time.Duration) error { mu.Lock(); now = now.Add(d); mu.Unlock(); return nil }
+		o.Rand = func() float64 { return 0.999 }
+	})
+	_, info, err := f.client.CustomerInfo(context.Background(), "LB1")
+	if err == nil || info.Attempts >= 100 || info.Attempts < 3 {
+		t.Fatalf("err %v attempts %d", err, info.Attempts)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if now.Sub(time.Unix(0, 0)) > 10*time.Second {
+		t.Fatalf("slept %v past MaxElapsed", now.Sub(time.Unix(0, 0)))
+	}
+}
+
+func TestServerErrorOnWriteIsAmbiguousAndNotResent(t *testing.T) {
+	var n atomic.Int64
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		fail(w, 500, `{"code":"INTERNAL","message":"oops"}`)
+	}, nil)
+	_, info, err := f.client.Accrue(context.Background(), accrual)
+	if !loyalty.IsAmbiguous(err) || !info.Ambiguous || info.Attempts != 1 || n.Load() != 1 {
+		t.Fatalf("err %v info %+v calls %d", err, info, n.Load())
+	}
+	if !strings.Contains(err.Error(), "point-accrual tx=tx-1") {
+		t.Fatalf("error does not name operation and transaction: %v", err)
+	}
+}
+
+func TestHangIsCutByTimeout(t *testing.T) {
+	release := make(chan struct{})
+	var n atomic.Int64
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}, func(o *loyalty.Options) {
+		o.Timeout = 50 * time.Millisecond
+		o.Retry.MaxAttempts = 2
+	})
+	defer close(release)
+	_, info, err := f.client.Accrue(context.Background(), accrual)
+	var te *loyalty.TransientError
+	if !errors.As(err, &te) || !te.Ambiguous || !info.Ambiguous || info.Attempts != 1 || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("write: err %v info %+v", err, info)
+	}
+	_, info, err = f.client.CustomerInfo(context.Background(), "LB1")
+	if !errors.As(err, &te) || te.Ambiguous || info.Ambiguous || info.Attempts != 2 {
+		t.Fatalf("read: err %v info %+v", err, info)
+	}
+}
+
+func TestUnsentWriteIsRetried(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {}, func(o *loyalty.Options) { o.Retry.MaxAttempts = 3 })
+	f.srv.Close() // connection refused: nothing was sent
+	_, info, err := f.client.Accrue(context.Background(), accrual)
+	if loyalty.IsAmbiguous(err) || info.Attempts != 3 || len(f.sleeps.All()) != 2 {
+		t.Fatalf("err %v info %+v", err, info)
+	}
+	if strings.Contains(err.Error(), "127.0.0.1") && strings.Contains(err.Error(), "/api-point") {
+		t.Fatalf("error repeats the URL: %v", err)
+	}
+}
+
+func TestUnauthorizedRenewsTokenOnce(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer tok-1" {
+			w.WriteHeader(401)
+			fmt.Fprint(w, `{"statusCode":401,"message":"Unauthorized","errors":{"code":"UNAUTHORIZED","message":"expired"}}`)
+			return
+		}
+		ok(w, `{"loyaltyId":"LB1"}`)
+	}, nil)
+	_, info, err := f.client.CustomerProfile(context.Background(), "LB1")
+	if err != nil || info.Attempts != 2 || f.tokens.invalidated != 1 || len(f.sleeps.All()) != 0 {
+		t.Fatalf("err %v info %+v invalidated %d", err, info, f.tokens.invalidated)
+	}
+
+	always := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(401)
+		fmt.Fprint(w, `{"statusCode":401,"message":"Unauthorized","errors":{"code":"UNAUTHORIZED","message":"no"}}`)
+	}, nil)
+	_, info, err = always.client.Accrue(context.Background(), accrual)
+	var ae *loyalty.AuthError
+	if !errors.As(err, &ae) || ae.HTTPStatus != 401 || ae.Code != "UNAUTHORIZED" || info.Attempts != 2 || info.Ambiguous {
+		t.Fatalf("err %v info %+v", err, info)
+	}
+	if loyalty.Category(err) != loyalty.CategoryAuth {
+		t.Fatal(loyalty.Category(err))
+	}
+}
+
+func TestMalformedAnswers(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			fmt.Fprint(w, `<html>gateway</html>`)
+			return
+		}
+		fmt.Fprint(w, `{"statusCode":200,"message":"SUCCESS"}`)
+	}, nil)
+	_, _, err := f.client.CustomerInfo(context.Background(), "LB1")
+	var me *loyalty.MalformedResponseError
+	if !errors.As(err, &me) || me.Ambiguous || loyalty.Category(err) != loyalty.CategoryInternal {
+		t.Fatalf("read: %v", err)
+	}
+	_, info, err := f.client.Accrue(context.Background(), accrual)
+	if !errors.As(err, &me) || !me.Ambiguous || !info.Ambiguous {
+		t.Fatalf("write: %v %+v", err, info)
+	}
+}
+
+func TestValidationBeforeAnyCall(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) { t.Error("called") }, nil)
+	_, info, err := f.client.Redeem(context.Background(), loyalty.RedemptionRequest{LoyaltyID: "LB1", UsedPoint: 0})
+	var ve *loyalty.ValidationError
+	if !errors.As(err, &ve) || info.Attempts != 0 || loyalty.Category(err) != loyalty.CategoryValidation || len(ve.Problems) < 3 {
+		t.Fatalf("%v", err)
+	}
+	_, _, err = f.client.LookupTransaction(context.Background(), loyalty.LookupRequest{LoyaltyID: "LB1"})
+	if !errors.As(err, &ve) {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestContextCancelStopsBackoff(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }, func(o *loyalty.Options) {
+		o.Sleep = func(ctx context.Context, d time.Duration) error { cancel(); <-ctx.Done(); return ctx.Err() }
+	})
+	_, info, err := f.client.CustomerInfo(ctx, "LB1")
+	if !errors.Is(err, context.Canceled) || info.Attempts != 1 {
+		t.Fatalf("err %v info %+v", err, info)
+	}
+}
+
+func TestNewReportsEveryProblem(t *testing.T) {
+	_, err := loyalty.New(loyalty.Options{BaseURL: "ftp://x", Retry: loyalty.RetryPolicy{MaxAttempts: -1}, AccrualDateFormat: "rfc"})
+	for _, want := range []string{"BaseURL", "Tokens", "negative", "AccrualDateFormat"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v does not mention %s", err, want)
+		}
+	}
+}
+
+func TestResponseBodyIsBounded(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"statusCode":200,"message":"SUCCESS","data":{"loyaltyId":"`+strings.Repeat("x", 5<<20)+`"}}`)
+	}, nil)
+	if _, _, err := f.client.CustomerInfo(context.Background(), "LB1"); err == nil {
+		t.Fatal("5 MiB answer accepted")
+	}
+}

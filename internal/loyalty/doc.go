@@ -1,0 +1,60 @@
+// Package loyalty is the typed client of the Partner Loyalty Points API
+// (../shared/spec/partner-loyalty-api.md): Customer Info, Customer Profile,
+// User Onboarding, link-member, unlink-member, Point Redemption With Token,
+// Point Accrual and Lookup Transaction. The token calls (password, refresh,
+// exchange) live in internal/tokensource, redemption signing in
+// internal/signing.
+//
+// # Calls
+//
+// Every method takes a context first and returns (value, CallInfo, error).
+// CallInfo.Attempts counts the HTTP requests made; CallInfo.Ambiguous says
+// that a failed write may nevertheless have been applied. Request and
+// result structs carry the spec's field names and JSON types; the envelope
+// is decoded in one place (call/decodeData).
+//
+// # Retry contract
+//
+// Reads (CustomerInfo, CustomerProfile, LookupTransaction) are retried on
+// every transient failure: transport errors, attempt timeouts, 408, 429 and
+// 5xx. Writes (Onboard, Link, Unlink, Redeem, Accrue) are retried only when
+// the failure is known not to have been applied:
+//
+//   - the request never fully reached the connection (dial refused, reset
+//     before the body was written — observed with httptrace);
+//   - 408, 429 and 503: the service refused the request before processing;
+//   - a token grant failed transiently (nothing was sent);
+//   - 401: the token is invalidated and the call is sent once more at once.
+//
+// A write that times out or breaks after it was sent, or is answered with a
+// 5xx other than 503, is NOT re-sent: the client returns a *TransientError
+// with Ambiguous true (and CallInfo.Ambiguous). The caller — the bridge's
+// idempotency guard — looks the transaction up (LookupTransaction by
+// transactionId) before deciding to send it again. A 2xx to a write that
+// cannot be decoded is a *MalformedResponseError, also Ambiguous.
+//
+// Back-off is exponential with full jitter (uniform in [0, min(Max,
+// Initial·2ⁿ⁻¹))), bounded by MaxAttempts and MaxElapsed; a Retry-After
+// answer replaces the jittered wait, capped at MaxRetryAfter. No retry
+// starts once the wait would pass MaxElapsed, and ctx ends every wait. 400
+// (and every other 4xx but 401, 408 and 429) is never retried.
+//
+// # Errors
+//
+// *BusinessError (the error envelope; errors.Is against the Code
+// sentinels, IsMemberLinked, IsMemberNotLinked), *AuthError, *TransientError,
+// *MalformedResponseError and *ValidationError (refused before any call).
+// Category maps each to the error-event category of DESIGN §3, Retryable to
+// its retryable flag. Error strings name the endpoint and the transaction
+// id (or loyaltyId / externalId), never a secret, token or personal datum;
+// the server's free-text message is kept in a field, not in Error().
+//
+// # Transport
+//
+// One http.Client for the process (NewHTTPClient: pool sized for the
+// configured concurrency, optional CA and client certificate). Each attempt
+// is bounded by Options.Timeout through its context.
+//
+// The package must not know about Kafka, events or outcomes: it reports
+// what the API said and whether it might have applied the call.
+package loyalty

@@ -1,0 +1,263 @@
+package loyalty
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Code is an API error code (errors.code, errors.errorCode or errors.name
+// of the error envelope). Codes are sentinels: errors.Is(err, ErrMemberIsLinked)
+// is true for a *BusinessError carrying that code.
+type Code string
+
+func (c Code) Error() string { return "loyalty: API error " + string(c) }
+
+// Codes the spec names, and those the simulator uses where the spec is
+// silent.
+const (
+	ErrMemberIsLinked       Code = "MEMBER_IS_LINKED"
+	ErrMemberNotLinked      Code = "MEMBER_IS_NOT_LINKED_YET"
+	ErrOnboardingRejected   Code = "BAD_REQUEST" // onboarding failure: code 0001, errorCode BAD_REQUEST
+	ErrMemberNotFound       Code = "MEMBER_NOT_FOUND"
+	ErrInsufficientPoint    Code = "INSUFFICIENT_POINT"
+	ErrDuplicateTransaction Code = "DUPLICATE_TRANSACTION"
+	ErrInvalidSign          Code = "INVALID_SIGN"
+	ErrInvalidRequest       Code = "INVALID_REQUEST"
+	ErrTransactionNotFound  Code = "TRANSACTION_NOT_FOUND"
+)
+
+// BusinessError is an answer in the API's error envelope (HTTP 400 for the
+// spec's errors; any other 4xx but 401/403 that carries the envelope).
+// The call was not applied. Never retried.
+type BusinessError struct {
+	Op  string // endpoint name, e.g. "point-accrual"
+	Ref string // "tx=<transactionId>" or "member=<loyaltyId>", may be ""
+
+	HTTPStatus    int
+	StatusCode    int    // envelope statusCode
+	StatusMessage string // envelope message, e.g. "Bad Request"
+	Code          string // errors.code
+	Message       string // errors.message (server text; not in Error())
+	ErrorCode     string // errors.errorCode
+	Name          string // errors.name (link/unlink)
+	ResultURL     string // data.resultUrl (onboarding)
+}
+
+func (e *BusinessError) Error() string {
+	var b strings.Builder
+	b.WriteString(prefix(e.Op, e.Ref))
+	fmt.Fprintf(&b, "business error (HTTP %d)", e.HTTPStatus)
+	for _, s := range []string{e.Code, e.ErrorCode, e.Name} {
+		if s != "" {
+			b.WriteString(" " + s)
+		}
+	}
+	return b.String()
+}
+
+// Is matches a Code against errors.code, errors.errorCode and errors.name.
+func (e *BusinessError) Is(target error) bool {
+	c, ok := target.(Code)
+	return ok && c != "" && (string(c) == e.Code || string(c) == e.ErrorCode || string(c) == e.Name)
+}
+
+// APICode is the most specific code of the envelope: errors.code unless it
+// is the generic onboarding "0001", then errorCode, then name.
+func (e *BusinessError) APICode() string {
+	if e.Code != "" && e.Code != "0001" {
+		return e.Code
+	}
+	for _, s := range []string{e.ErrorCode, e.Name, e.Code} {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// IsMemberLinked reports whether err is link-member's "already linked".
+func IsMemberLinked(err error) bool {
+	return errors.Is(err, ErrMemberIsLinked) || errors.Is(err, Code("MemberIsLinkedException"))
+}
+
+// IsMemberNotLinked reports whether err is unlink-member's "not linked yet".
+func IsMemberNotLinked(err error) bool {
+	return errors.Is(err, ErrMemberNotLinked) || errors.Is(err, Code("MemberIsNotLinkedException"))
+}
+
+// AuthError: the service or identity provider refused our credentials (a
+// 401 that persisted after one token renewal, a 403, or a rejected grant).
+// Not applied.
+type AuthError struct {
+	Op, Ref    string
+	HTTPStatus int    // 0 when the token grant failed without an answer
+	Code       string // envelope errors.code or OAuth2 error
+	Err        error
+}
+
+func (e *AuthError) Error() string {
+	s := prefix(e.Op, e.Ref) + "not authorised"
+	if e.HTTPStatus != 0 {
+		s += fmt.Sprintf(" (HTTP %d)", e.HTTPStatus)
+	}
+	if e.Code != "" {
+		s += " " + e.Code
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *AuthError) Unwrap() error { return e.Err }
+
+// TransientError: no definitive answer. Either the retry budget ran out on
+// failures known not to have been applied (Ambiguous false), or a write
+// failed in a way that may have been applied (Ambiguous true: timeout or
+// broken connection after the request was sent, 5xx other than 503), which
+// the client does not retry — see the package doc.
+type TransientError struct {
+	Op, Ref    string
+	Status     int           // last HTTP status; 0 when no answer came
+	RetryAfter time.Duration // last Retry-After asked for, if any
+	Attempts   int
+	Ambiguous  bool
+	Err        error // cause: transport error, context error, grant error
+}
+
+func (e *TransientError) Error() string {
+	var b strings.Builder
+	b.WriteString(prefix(e.Op, e.Ref))
+	if e.Ambiguous {
+		b.WriteString("outcome unknown (may have been applied)")
+	} else {
+		b.WriteString("not applied")
+	}
+	if e.Status != 0 {
+		fmt.Fprintf(&b, ", HTTP %d", e.Status)
+	}
+	fmt.Fprintf(&b, ", after %d attempt", e.Attempts)
+	if e.Attempts != 1 {
+		b.WriteString("s")
+	}
+	if e.Err != nil {
+		b.WriteString(": " + e.Err.Error())
+	}
+	return b.String()
+}
+
+func (e *TransientError) Unwrap() error { return e.Err }
+
+// MalformedResponseError: an answer we cannot read (not the spec's JSON
+// envelope). Ambiguous when it answered a write with 2xx.
+type MalformedResponseError struct {
+	Op, Ref    string
+	HTTPStatus int
+	Ambiguous  bool
+	Err        error
+}
+
+func (e *MalformedResponseError) Error() string {
+	return fmt.Sprintf("%smalformed response (HTTP %d): %v", prefix(e.Op, e.Ref), e.HTTPStatus, e.Err)
+}
+
+func (e *MalformedResponseError) Unwrap() error { return e.Err }
+
+// ValidationError: the request was refused before any call.
+type ValidationError struct {
+	Op, Ref  string
+	Problems []string
+}
+
+func (e *ValidationError) Error() string {
+	return prefix(e.Op, e.Ref) + "invalid request: " + strings.Join(e.Problems, "; ")
+}
+
+func prefix(op, ref string) string {
+	s := "loyalty: " + op
+	if ref != "" {
+		s += " " + ref
+	}
+	return s + ": "
+}
+
+// IsAmbiguous reports whether err says the request may have been applied.
+// The bridge then looks the transaction up before trying again.
+func IsAmbiguous(err error) bool {
+	var te *TransientError
+	if errors.As(err, &te) {
+		return te.Ambiguous
+	}
+	var me *MalformedResponseError
+	return errors.As(err, &me) && me.Ambiguous
+}
+
+// ErrorCategory is the error-event category of a failure (DESIGN §3).
+type ErrorCategory string
+
+// Categories the client's errors map to.
+const (
+	CategoryBusiness           ErrorCategory = "BUSINESS"
+	CategoryAuth               ErrorCategory = "AUTH"
+	CategoryTransientExhausted ErrorCategory = "TRANSIENT_EXHAUSTED"
+	CategoryValidation         ErrorCategory = "VALIDATION"
+	CategoryInternal           ErrorCategory = "INTERNAL"
+)
+
+// Category maps err to its error-event category; "" for nil.
+func Category(err error) ErrorCategory {
+	var (
+		be *BusinessError
+		ae *AuthError
+		te *TransientError
+		ve *ValidationError
+	)
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &be):
+		return CategoryBusiness
+	case errors.As(err, &ae):
+		return CategoryAuth
+	case errors.As(err, &te), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return CategoryTransientExhausted
+	case errors.As(err, &ve):
+		return CategoryValidation
+	}
+	return CategoryInternal
+}
+
+// Retryable reports whether processing the same request later may succeed
+// (the error event's retryable flag): transient and auth failures yes;
+// business, validation and malformed answers no.
+func Retryable(err error) bool {
+	switch Category(err) {
+	case CategoryTransientExhausted, CategoryAuth:
+		return true
+	}
+	return false
+}
+
+// HTTPStatus is the HTTP status carried by err, 0 if none.
+func HTTPStatus(err error) int {
+	var (
+		be *BusinessError
+		ae *AuthError
+		te *TransientError
+		me *MalformedResponseError
+	)
+	switch {
+	case errors.As(err, &be):
+		return be.HTTPStatus
+	case errors.As(err, &ae):
+		return ae.HTTPStatus
+	case errors.As(err, &te):
+		return te.Status
+	case errors.As(err, &me):
+		return me.HTTPStatus
+	}
+	return 0
+}
