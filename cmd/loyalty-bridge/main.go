@@ -31,7 +31,11 @@ type command struct {
 
 // commands is built per call so that no package-level state is mutable.
 func commands() map[string]command {
-	return map[string]command{}
+	return map[string]command{
+		"schemas": schemasCommand(),
+		"produce": produceCommand(),
+		"tail":    tailCommand(),
+	}
 }
 
 // exitError carries a specific exit code (e.g. 2 for usage errors).

@@ -25,10 +25,10 @@ const (
 // DecodeError is a permanent failure to decode one record. Detail never
 // contains record content.
 type DecodeError struct {
-	Kind     DecodeKind
-	Topic    string
-	SchemaID int // 0 when not read
-	Detail   string
+	Kind     DecodeKind `json:"kind"`
+	Topic    string     `json:"topic"`
+	SchemaID int        `json:"schemaId,omitempty"` // 0 when not read
+	Detail   string     `json:"detail,omitempty"`
 }
 
 func (e *DecodeError) Error() string {

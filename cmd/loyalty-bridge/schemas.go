@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
+)
+
+// contractFlags are the settings shared by schemas, produce and tail: where
+// the registry (and the brokers) are and what the topics are called.
+type contractFlags struct {
+	registryURL string
+	brokers     string
+	topics      codec.Topics
+}
+
+func (c *contractFlags) define(fs *flag.FlagSet, withBrokers bool) {
+	fs.StringVar(&c.registryURL, "schema-registry-url", "http://127.0.0.1:8081", "Schema Registry URL (comma-separated for several)")
+	if withBrokers {
+		fs.StringVar(&c.brokers, "brokers", "127.0.0.1:9092", "Kafka seed brokers, comma-separated")
+	}
+	fs.StringVar(&c.topics.Purchase, "purchase-topic", codec.DefaultPurchaseTopic, "purchase input topic")
+	fs.StringVar(&c.topics.RefundRedemption, "refund-redemption-topic", codec.DefaultRefundRedemptionTopic, "refund/redemption input topic")
+	fs.StringVar(&c.topics.MemberOnboarding, "member-onboarding-topic", codec.DefaultMemberOnboardingTopic, "member onboarding input topic")
+}
+
+func (c *contractFlags) registry() (*sr.Client, error) {
+	return sr.NewClient(sr.URLs(commaList(c.registryURL)...))
+}
+
+func commaList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseBoundFlags binds every flag of fs to LOYALTY_BRIDGE_* and parses; a usage
+// problem becomes exit code 2.
+func parseBoundFlags(fs *flag.FlagSet, e env, args []string) error {
+	b := flagenv.New(fs, "LOYALTY_BRIDGE_")
+	b.All()
+	if err := b.Parse(args, e.lookup); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &exitError{code: 2, err: err}
+	}
+	return nil
+}
+
+func schemasCommand() command {
+	return command{
+		summary: "register the Avro schemas, or check them against the registry",
+		run:     runSchemas,
+	}
+}
+
+func runSchemas(ctx context.Context, e env, args []string) error {
+	fs := flag.NewFlagSet("schemas", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: loyalty-bridge schemas register|check [flags]")
+		fmt.Fprintln(e.stderr, "\n  register  registers schemas/*.avsc under <topic>-value for every input, result and error topic")
+		fmt.Fprintln(e.stderr, "  check     checks them against each subject's registered versions under the subject's")
+		fmt.Fprintln(e.stderr, "            compatibility level (locally and by the registry); exit 1 naming what fails")
+		fmt.Fprintln(e.stderr)
+		fs.PrintDefaults()
+	}
+	var cf contractFlags
+	cf.define(fs, false)
+	if len(args) == 0 || (args[0] != "register" && args[0] != "check") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fs.Usage()
+			return flag.ErrHelp
+		}
+		fs.Usage()
+		return &exitError{code: 2, err: errors.New("want register or check")}
+	}
+	sub := args[0]
+	if err := parseBoundFlags(fs, e, args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return &exitError{code: 2, err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	cl, err := cf.registry()
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	subjects := codec.SubjectsOf(cf.topics)
+	if sub == "register" {
+		for _, s := range subjects {
+			ss, err := cl.CreateSchema(ctx, s.Subject, sr.Schema{Schema: s.Schema, Type: sr.TypeAvro})
+			if err != nil {
+				return fmt.Errorf("register %s: %w", s.Subject, err)
+			}
+			fmt.Fprintf(e.stdout, "registered %-45s id %d version %d (%s)\n", s.Subject, ss.ID, ss.Version, s.Contract)
+		}
+		return nil
+	}
+	var failed []string
+	for _, s := range subjects {
+		problems, err := checkSubject(ctx, cl, s)
+		if err != nil {
+			return fmt.Errorf("check %s: %w", s.Subject, err)
+		}
+		if len(problems) == 0 {
+			fmt.Fprintf(e.stdout, "ok           %s\n", s.Subject)
+			continue
+		}
+		failed = append(failed, s.Subject)
+		for _, p := range problems {
+			fmt.Fprintf(e.stdout, "INCOMPATIBLE %s: %s\n", s.Subject, p)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("incompatible with the registry: %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// checkSubject returns why the bridge's schema for s may not be registered
+// as the next version of s: the registry's own verdict plus a local
+// check under the subject's compatibility level (the local check names the
+// field; some registries, and test fakes, answer only yes or no).
+func checkSubject(ctx context.Context, cl *sr.Client, s codec.SubjectTopic) ([]string, error) {
+	ours, err := avro.ParseWithCache(s.Schema, "", &avro.SchemaCache{})
+	if err != nil {
+		return nil, err
+	}
+	versions, err := cl.Schemas(ctx, s.Subject)
+	var re *sr.ResponseError
+	if errors.As(err, &re) && sr.IsNotFoundError(re.ErrorCode) {
+		return nil, nil // a new subject: anything may be registered
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(versions) == 0 {
+		return nil, nil
+	}
+	level := sr.CompatBackward
+	if res := cl.Compatibility(sr.WithParams(ctx, sr.DefaultToGlobal), s.Subject); len(res) == 1 && res[0].Err == nil {
+		level = res[0].Level
+	}
+	var against []sr.SubjectSchema
+	switch level {
+	case sr.CompatNone:
+	case sr.CompatBackwardTransitive, sr.CompatForwardTransitive, sr.CompatFullTransitive:
+		against = versions
+	default:
+		against = versions[len(versions)-1:]
+	}
+	backward := level == sr.CompatBackward || level == sr.CompatBackwardTransitive || level == sr.CompatFull || level == sr.CompatFullTransitive
+	forward := level == sr.CompatForward || level == sr.CompatForwardTransitive || level == sr.CompatFull || level == sr.CompatFullTransitive
+	var problems []string
+	compat := avro.NewSchemaCompatibility()
+	for _, v := range against {
+		theirs, err := avro.ParseWithCache(v.Schema.Schema, "", &avro.SchemaCache{})
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("version %d does not parse: %v", v.Version, err))
+			continue
+		}
+		if backward {
+			if err := compat.Compatible(ours, theirs); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: ours cannot read data written with version %d: %v", level, v.Version, err))
+			}
+		}
+		if forward {
+			if err := compat.Compatible(theirs, ours); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: readers of version %d cannot read ours: %v", level, v.Version, err))
+			}
+		}
+	}
+	version := -1
+	if level == sr.CompatBackwardTransitive || level == sr.CompatForwardTransitive || level == sr.CompatFullTransitive {
+		version = -2
+	}
+	res, err := cl.CheckCompatibility(ctx, s.Subject, version, sr.Schema{Schema: s.Schema, Type: sr.TypeAvro})
+	if err != nil {
+		return nil, err
+	}
+	if !res.Is {
+		msg := "the registry says incompatible"
+		if len(res.Messages) > 0 {
+			msg += ": " + strings.Join(res.Messages, "; ")
+		}
+		problems = append(problems, msg)
+	}
+	return problems, nil
+}
