@@ -35,6 +35,7 @@ func commands() map[string]command {
 		"schemas": schemasCommand(),
 		"produce": produceCommand(),
 		"tail":    tailCommand(),
+		"api":     {summary: "call a partner API endpoint by hand (token, profile, accrue, lookup, ...)", run: runAPI},
 	}
 }
 
