@@ -139,9 +139,13 @@ func (e *TransientError) Error() string {
 	if e.Status != 0 {
 		fmt.Fprintf(&b, ", HTTP %d", e.Status)
 	}
-	fmt.Fprintf(&b, ", after %d attempt", e.Attempts)
-	if e.Attempts != 1 {
-		b.WriteString("s")
+	switch e.Attempts {
+	case 0:
+		b.WriteString(", before any request")
+	case 1:
+		b.WriteString(", after 1 attempt")
+	default:
+		fmt.Fprintf(&b, ", after %d attempts", e.Attempts)
 	}
 	if e.Err != nil {
 		b.WriteString(": " + e.Err.Error())
