@@ -244,7 +244,6 @@ type attemptResult struct {
 	body       []byte
 	err        error // transport error or attempt timeout (body read included)
 	wrote      bool  // the whole request reached the connection
-	timedOut   bool  // the per-attempt Timeout fired
 }
 
 // call runs ep with retries and decodes the success envelope into T. It is
@@ -452,14 +451,14 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payloa
 	tok.SetAuthHeader(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return attemptResult{err: transportErr(actx, ctx, err), wrote: wrote.Load(), timedOut: actx.Err() != nil && ctx.Err() == nil}
+		return attemptResult{err: transportErr(actx, ctx, err), wrote: wrote.Load()}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
 	res := attemptResult{status: resp.StatusCode, body: body, wrote: true, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
 	switch {
 	case err != nil:
-		res.err, res.timedOut = transportErr(actx, ctx, err), actx.Err() != nil && ctx.Err() == nil
+		res.err = transportErr(actx, ctx, err)
 	case len(body) > maxResponse:
 		res.body = nil // decodes as malformed, without scanning megabytes
 	}
