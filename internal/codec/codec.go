@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -373,6 +374,12 @@ func (c *Codec) read(topic string, id int, p *plan, body []byte) (v any, err err
 	}
 	if r.Peek(); r.Error == nil {
 		return nil, derr(KindTrailingBytes, "bytes left after %s", s.branch.fullName)
+	}
+	if e, ok := v.(*events.LoyaltyError); ok {
+		// hamba/avro carves small byte slices out of a shared slab with
+		// spare capacity: an append by the caller would overwrite the
+		// bytes of other decoded values. Clip them.
+		e.OriginalKey, e.OriginalValue = slices.Clip(e.OriginalKey), slices.Clip(e.OriginalValue)
 	}
 	return v, nil
 }

@@ -356,3 +356,29 @@ func TestTopics(t *testing.T) {
 		t.Error("SubjectsOf")
 	}
 }
+
+// Appending to a decoded bytes field must not write into memory that other
+// decoded values share.
+func TestDecodedBytesDoNotAlias(t *testing.T) {
+	_, cl, _ := newRegistry(t)
+	c := newCodec(t, cl)
+	s := samples()[7]
+	b, err := encodeAny(c, s.topic, s.value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := c.Decode(context.Background(), s.topic, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := c.Decode(context.Background(), s.topic, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1 := v1.(*events.LoyaltyError)
+	_ = append(e1.OriginalKey, "XXXXXXXXXXXXXXXX"...)
+	_ = append(e1.OriginalValue, "XXXXXXXXXXXXXXXX"...)
+	if !reflect.DeepEqual(v1, s.value) || !reflect.DeepEqual(v2, s.value) {
+		t.Fatalf("append to a decoded field changed other values:\n%+v\n%+v", v1, v2)
+	}
+}
