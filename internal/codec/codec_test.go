@@ -382,3 +382,43 @@ func TestDecodedBytesDoNotAlias(t *testing.T) {
 		t.Fatalf("append to a decoded field changed other values:\n%+v\n%+v", v1, v2)
 	}
 }
+
+// What Encode writes is plain Avro of the topic's registered schema: a
+// generic reader (hamba's, with no knowledge of our Go types) reads union
+// topics' records as the right branch.
+func TestEncodeIsStandardAvro(t *testing.T) {
+	_, cl, _ := newRegistry(t)
+	c := newCodec(t, cl)
+	for _, s := range samples() {
+		b, err := encodeAny(c, s.topic, s.value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := c.SchemaID(s.topic)
+		registered, err := cl.SchemaByID(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		schema, err := avro.ParseWithCache(registered.Schema, "", &avro.SchemaCache{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var generic any
+		if err := avro.Unmarshal(schema, b[5:], &generic); err != nil {
+			t.Fatalf("%T: %v", s.value, err)
+		}
+		fields, ok := generic.(map[string]any)
+		if !ok {
+			t.Fatalf("%T: generic value %T", s.value, generic)
+		}
+		if _, union := schema.(*avro.UnionSchema); union {
+			name := "com.loyaltybridge.events." + reflect.TypeOf(s.value).Elem().Name()
+			if fields, ok = fields[name].(map[string]any); !ok {
+				t.Fatalf("%T: union value %v lacks branch %s", s.value, generic, name)
+			}
+		}
+		if fields["transactionId"] == "" || fields["transactionId"] == nil {
+			t.Errorf("%T: generic read %v", s.value, fields)
+		}
+	}
+}
