@@ -49,7 +49,7 @@ status is 1 if any line failed.`)
 		fmt.Fprintln(e.stderr)
 		fs.PrintDefaults()
 	}
-	if err := parseBoundFlags(fs, e, args); err != nil {
+	if err := cf.parse(fs, e, args); err != nil {
 		return err
 	}
 	switch {
@@ -66,7 +66,7 @@ status is 1 if any line failed.`)
 	if err != nil {
 		return err
 	}
-	in := contractTypes(cf.topics, *topic)
+	in := cd.EventTypes(*topic)
 	if in == nil {
 		return &exitError{code: 2, err: fmt.Errorf("--topic %s is not an input topic (%s)", *topic, strings.Join(cf.topics.Inputs(), ", "))}
 	}
@@ -136,21 +136,6 @@ status is 1 if any line failed.`)
 		return fmt.Errorf("reading stdin after line %d: %w", line, scanErr)
 	case failed > 0:
 		return &exitError{code: 1, err: fmt.Errorf("%d lines failed", failed)}
-	}
-	return nil
-}
-
-// contractTypes lists the event types of input topic, or nil when topic is
-// not an input topic of t.
-func contractTypes(t codec.Topics, topic string) []events.EventType {
-	t = t.WithDefaults()
-	switch topic {
-	case t.Purchase:
-		return []events.EventType{events.TypePurchaseCompleted}
-	case t.RefundRedemption:
-		return []events.EventType{events.TypeRedemptionRequested, events.TypePurchaseRefunded}
-	case t.MemberOnboarding:
-		return []events.EventType{events.TypeMemberOnboardRequested, events.TypeMemberLinkRequested, events.TypeMemberUnlinkRequested}
 	}
 	return nil
 }

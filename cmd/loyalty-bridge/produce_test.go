@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/schemas"
 )
 
@@ -204,9 +205,7 @@ func TestREADMEExamplesAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := contractTypes(codec.Topics{}, codec.DefaultPurchaseTopic)
-	all = append(all, contractTypes(codec.Topics{}, codec.DefaultRefundRedemptionTopic)...)
-	all = append(all, contractTypes(codec.Topics{}, codec.DefaultMemberOnboardingTopic)...)
+	all := events.EventTypes()
 	seen := map[string]bool{}
 	for _, l := range strings.Split(string(readme), "\n") {
 		if !strings.HasPrefix(l, `{"type":"`) || strings.HasPrefix(l, `{"type":"Loyalty`) {

@@ -46,11 +46,18 @@ func commaList(s string) []string {
 	return out
 }
 
-// parseBoundFlags binds every flag of fs to LOYALTY_BRIDGE_* and parses; a usage
-// problem becomes exit code 2.
-func parseBoundFlags(fs *flag.FlagSet, e env, args []string) error {
+// parse parses args, reading the shared settings that the command line does
+// not give from LOYALTY_BRIDGE_* (--brokers → LOYALTY_BRIDGE_BROKERS). The
+// per-invocation flags (--topic, --key, --max …) come from the command line
+// only: an exported LOYALTY_BRIDGE_KEY should not silently re-key records.
+// A usage problem becomes exit code 2.
+func (c *contractFlags) parse(fs *flag.FlagSet, e env, args []string) error {
 	b := flagenv.New(fs, "LOYALTY_BRIDGE_")
-	b.All()
+	for _, name := range []string{"schema-registry-url", "brokers", "purchase-topic", "refund-redemption-topic", "member-onboarding-topic"} {
+		if fs.Lookup(name) != nil {
+			b.Env(name, "")
+		}
+	}
 	if err := b.Parse(args, e.lookup); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -89,7 +96,7 @@ func runSchemas(ctx context.Context, e env, args []string) error {
 		return &exitError{code: 2, err: errors.New("want register or check")}
 	}
 	sub := args[0]
-	if err := parseBoundFlags(fs, e, args[1:]); err != nil {
+	if err := cf.parse(fs, e, args[1:]); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

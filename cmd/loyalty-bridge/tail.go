@@ -55,7 +55,7 @@ without a consumer group: nothing is committed.`)
 		fmt.Fprintln(e.stderr)
 		fs.PrintDefaults()
 	}
-	if err := parseBoundFlags(fs, e, args); err != nil {
+	if err := cf.parse(fs, e, args); err != nil {
 		return err
 	}
 	if *topic == "" {

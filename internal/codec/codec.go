@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -181,11 +182,16 @@ func (c *Codec) SchemaID(topic string) (int, bool) {
 	return t.id, true
 }
 
-// Topics returns every configured topic name.
-func (c *Codec) Topics() []string {
-	out := make([]string, 0, len(c.topics))
-	for n := range c.topics {
-		out = append(out, n)
+// EventTypes returns the event types input topic carries, in union order,
+// or nil when topic is not a configured input topic.
+func (c *Codec) EventTypes(topic string) []events.EventType {
+	t, ok := c.topics[topic]
+	if !ok || t.contract == c.cs.result || t.contract == c.cs.error {
+		return nil
+	}
+	out := make([]events.EventType, len(t.contract.branches))
+	for i, b := range t.contract.branches {
+		out[i] = events.EventType(strings.TrimPrefix(b.fullName, schemas.Namespace+"."))
 	}
 	return out
 }

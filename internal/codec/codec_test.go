@@ -147,6 +147,12 @@ func TestEncodeRejectsWrongTopic(t *testing.T) {
 	if _, err := c.Encode("nope", &events.MemberLinkRequested{}); !errors.Is(err, codec.ErrUnknownTopic) {
 		t.Errorf("unknown topic: %v", err)
 	}
+	if got := c.EventTypes(topics.RefundRedemption); !reflect.DeepEqual(got, []events.EventType{events.TypeRedemptionRequested, events.TypePurchaseRefunded}) {
+		t.Errorf("EventTypes = %v", got)
+	}
+	if got := c.EventTypes(topics.ResultTopic(topics.Purchase)); got != nil {
+		t.Errorf("EventTypes(result topic) = %v", got)
+	}
 }
 
 // wire builds a Confluent-framed value with hamba and an arbitrary schema.
