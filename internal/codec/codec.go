@@ -86,6 +86,13 @@ func New(ctx context.Context, o Options) (*Codec, error) {
 	if o.MaxWriterSchemas <= 0 {
 		o.MaxWriterSchemas = 1024
 	}
+	seen := map[string]bool{}
+	for _, t := range o.Topics.All() {
+		if seen[t] {
+			return nil, fmt.Errorf("codec: topic %s configured twice", t)
+		}
+		seen[t] = true
+	}
 	cs, err := parseContractsOnce()
 	if err != nil {
 		return nil, err

@@ -342,6 +342,16 @@ func TestRegistryFailureIsTransient(t *testing.T) {
 	}
 }
 
+func TestNewRejectsBadOptions(t *testing.T) {
+	_, cl, _ := newRegistry(t)
+	if _, err := codec.New(context.Background(), codec.Options{}); err == nil {
+		t.Error("no registry accepted")
+	}
+	if _, err := codec.New(context.Background(), codec.Options{Registry: cl, Topics: codec.Topics{Purchase: "x", RefundRedemption: "x"}}); err == nil {
+		t.Error("one topic for two inputs accepted")
+	}
+}
+
 func TestNewWithoutRegisterNeedsSchemas(t *testing.T) {
 	_, cl, _ := newRegistry(t)
 	_, err := codec.New(context.Background(), codec.Options{Registry: cl})
