@@ -14,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 )
 
@@ -58,11 +57,7 @@ status is 1 if any line failed.`)
 	case *key != "" && *keyField != "":
 		return &exitError{code: 2, err: errors.New("--key and --key-field are exclusive")}
 	}
-	reg, err := cf.registry()
-	if err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	cd, err := codec.New(ctx, codec.Options{Registry: reg, Topics: cf.topics})
+	cd, err := cf.codec(ctx)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,16 @@ func (c *contractFlags) registry() (*sr.Client, error) {
 	return sr.NewClient(sr.URLs(commaList(c.registryURL)...))
 }
 
+// codec looks the bridge's schemas up in the registry (they must have been
+// registered) and returns a codec for the configured topics.
+func (c *contractFlags) codec(ctx context.Context) (*codec.Codec, error) {
+	reg, err := c.registry()
+	if err != nil {
+		return nil, &exitError{code: 2, err: err}
+	}
+	return codec.New(ctx, codec.Options{Registry: reg, Topics: c.topics})
+}
+
 func commaList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {

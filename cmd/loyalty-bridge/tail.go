@@ -61,11 +61,7 @@ without a consumer group: nothing is committed.`)
 	if *topic == "" {
 		return &exitError{code: 2, err: errors.New("--topic is required")}
 	}
-	reg, err := cf.registry()
-	if err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	cd, err := codec.New(ctx, codec.Options{Registry: reg, Topics: cf.topics})
+	cd, err := cf.codec(ctx)
 	if err != nil {
 		return err
 	}
