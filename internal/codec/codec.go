@@ -460,7 +460,7 @@ func (c *Codec) fetchWriter(ctx context.Context, id int) (avro.Schema, error) {
 			c.mu.Unlock()
 			return nil, &DecodeError{Kind: KindUnknownSchemaID, SchemaID: id, Detail: "the registry does not know this id"}
 		}
-		return nil, fmt.Errorf("%w: fetch schema id %d: %w", ErrRegistry, id, err)
+		return nil, fmt.Errorf("codec: %w: fetch schema id %d: %w", ErrRegistry, id, err)
 	}
 	var w avro.Schema
 	switch {

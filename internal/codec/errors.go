@@ -48,4 +48,4 @@ var ErrUnknownTopic = errors.New("codec: topic not configured")
 
 // ErrRegistry wraps a failure to reach the Schema Registry or an unexpected
 // answer from it. It is transient: retry the record later.
-var ErrRegistry = errors.New("codec: schema registry")
+var ErrRegistry = errors.New("schema registry")
