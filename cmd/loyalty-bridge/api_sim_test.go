@@ -1,0 +1,180 @@
+//go:build sim
+
+// Built only with -tags sim until internal/sim lands (it is being written in
+// parallel against the API these tests use); then drop the constraint.
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+)
+
+type apiStack struct {
+	sim     *sim.Server
+	url     string
+	keyFile string
+	envs    map[string]string
+}
+
+func newAPIStack(t *testing.T) *apiStack {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalECPrivateKey(key)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "partner.pem")
+	secretFile := filepath.Join(dir, "client-secret")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secretFile, []byte(sim.DefaultClientSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sim.New(sim.Options{Members: 5, InitialBalance: 1000,
+		PartnerKeys: []sim.PartnerKey{{KID: "cli", Key: key.Public()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return &apiStack{sim: s, url: srv.URL, keyFile: keyFile, envs: map[string]string{
+		"LOYALTY_BRIDGE_API_BASE_URL":           srv.URL,
+		"LOYALTY_BRIDGE_API_CLIENT_ID":          sim.DefaultClientID,
+		"LOYALTY_BRIDGE_API_CLIENT_SECRET_FILE": secretFile,
+		"LOYALTY_BRIDGE_API_USERNAME":           sim.DefaultUsername,
+		"LOYALTY_BRIDGE_API_PASSWORD":           sim.DefaultPassword,
+		"LOYALTY_BRIDGE_API_PARTNER_KEY":        keyFile,
+		"LOYALTY_BRIDGE_API_PARTNER_KEY_ID":     "cli",
+		"LOYALTY_BRIDGE_API_MAX_ATTEMPTS":       "2",
+	}}
+}
+
+func (s *apiStack) api(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	lookup := func(k string) (string, bool) { v, ok := s.envs[k]; return v, ok }
+	code := run(ctx, env{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb, lookup: lookup}, append([]string{"api"}, args...))
+	return code, out.String(), errb.String()
+}
+
+func TestAPICommandAgainstSimulator(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	s := newAPIStack(t)
+	member := sim.MemberID(1)
+
+	code, out, errs := s.api(t, "", "token")
+	if code != 0 || !strings.Contains(out, `"token_type": "Bearer"`) || !strings.Contains(out, `"expires_at"`) {
+		t.Fatalf("token: %d %s %s", code, out, errs)
+	}
+	if strings.Contains(out+errs, "eyJ") || strings.Contains(out+errs, sim.DefaultClientSecret) {
+		t.Fatalf("token output leaks: %s %s", out, errs)
+	}
+
+	code, out, errs = s.api(t, "", "profile", member)
+	if code != 0 || !strings.Contains(out, `"loyaltyId": "`+member+`"`) {
+		t.Fatalf("profile: %d %s %s", code, out, errs)
+	}
+	code, out, _ = s.api(t, "", "profile-ext", "--loyalty-id", member)
+	if code != 0 || !strings.Contains(out, `"tierClass"`) {
+		t.Fatalf("profile-ext: %d %s", code, out)
+	}
+
+	code, out, errs = s.api(t, "", "accrue", "--loyalty-id", member, "--transaction-id", "cli-acc-1", "--amount", "150000")
+	var acc struct{ BitReference string }
+	if code != 0 || json.Unmarshal([]byte(out), &acc) != nil || acc.BitReference == "" {
+		t.Fatalf("accrue: %d %s %s", code, out, errs)
+	}
+	code, out, _ = s.api(t, `{"loyaltyId":"`+member+`","bitReference":"`+acc.BitReference+`"}`, "lookup", "-")
+	if code != 0 || !strings.Contains(out, `"transactionId": "cli-acc-1"`) {
+		t.Fatalf("lookup: %d %s", code, out)
+	}
+
+	code, out, errs = s.api(t, "", "redeem", "--loyalty-id", member, "--transaction-id", "cli-red-1", "--amount", "5000", "--points", "10")
+	if code != 0 || !strings.Contains(out, `"usedPoint": 10`) {
+		t.Fatalf("redeem: %d %s %s", code, out, errs)
+	}
+
+	code, _, errs = s.api(t, "", "link", "--loyalty-id", member, "--partner-member-id", "P-1")
+	if code != 0 {
+		t.Fatalf("link: %d %s", code, errs)
+	}
+	code, out, errs = s.api(t, "", "link", "--loyalty-id", member, "--partner-member-id", "P-1")
+	if code != apiExitBusiness || !strings.Contains(out, "MEMBER_IS_LINKED") || !strings.Contains(errs, "MEMBER_IS_LINKED") {
+		t.Fatalf("link again: %d %s %s", code, out, errs)
+	}
+	code, out, _ = s.api(t, "", "unlink", "--loyalty-id", member, "--partner-member-id", "P-1")
+	if code != 0 || strings.TrimSpace(out) != "true" {
+		t.Fatalf("unlink: %d %s", code, out)
+	}
+
+	onboard := `{"phone":"+84901111222","fullName":"Nguyen Van A","gender":"male","birthday":"1990-01-02","isKYC":true,
+		"idNumber":"012345678901","placeOfIssue":"Ha Noi","placeOfBirth":"Ha Noi","issueDate":"2015-01-01",
+		"expireDate":"2035-01-01","nationality":"VNM","address":"1 Trang Tien","externalId":"ext-cli-1"}`
+	code, out, errs = s.api(t, onboard, "onboard", "-")
+	if code != 0 || !strings.Contains(out, `"memberCode"`) {
+		t.Fatalf("onboard: %d %s %s", code, out, errs)
+	}
+	code, out, errs = s.api(t, strings.Replace(onboard, `"male"`, `"robot"`, 1), "onboard", "-")
+	if code != apiExitBusiness || !strings.Contains(out, "resultUrl") || !strings.Contains(errs, "BAD_REQUEST") {
+		t.Fatalf("bad onboard: %d %s %s", code, out, errs)
+	}
+	if strings.Contains(errs, "+84901111222") {
+		t.Fatalf("error output carries the phone number: %s", errs)
+	}
+}
+
+func TestAPICommandFailures(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	s := newAPIStack(t)
+	if code, _, _ := s.api(t, ""); code != 2 {
+		t.Fatalf("no call: exit %d", code)
+	}
+	if code, _, _ := s.api(t, "", "teleport"); code != 2 {
+		t.Fatalf("unknown call: exit %d", code)
+	}
+	if code, _, errs := s.api(t, "", "lookup", "--loyalty-id", "LB1"); code != 2 || !strings.Contains(errs, "bitReference or transactionId") {
+		t.Fatalf("invalid request: exit %d %s", code, errs)
+	}
+	code, out, errs := s.api(t, "", "profile", "LB99999999")
+	if code != apiExitBusiness || !strings.Contains(errs, "MEMBER_NOT_FOUND") || !strings.Contains(out, `"statusCode": 400`) {
+		t.Fatalf("unknown member: %d %s %s", code, out, errs)
+	}
+	s.envs["LOYALTY_BRIDGE_API_PASSWORD"] = "wrong-password"
+	code, out, errs = s.api(t, "", "token")
+	if code != apiExitAuth || strings.Contains(out+errs, "wrong-password") || strings.Contains(out+errs, sim.DefaultClientSecret) {
+		t.Fatalf("bad password: %d %s %s", code, out, errs)
+	}
+	s.envs["LOYALTY_BRIDGE_API_PASSWORD"] = sim.DefaultPassword
+	s.sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{500: 1}, Endpoints: []string{"point-accrual"}})
+	code, _, errs = s.api(t, "", "accrue", "--loyalty-id", sim.MemberID(2), "--transaction-id", "cli-500", "--amount", "1")
+	if code != apiExitTransient || !strings.Contains(errs, "look the transaction up") {
+		t.Fatalf("ambiguous: %d %s", code, errs)
+	}
+	// exchange grant with the partner key
+	s.sim.SetFaults(sim.Faults{})
+	code, out, errs = s.api(t, "", "token", "--grant", "exchange")
+	if code != 0 || !strings.Contains(out, `"grant": "exchange"`) {
+		t.Fatalf("exchange: %d %s %s", code, out, errs)
+	}
+}
