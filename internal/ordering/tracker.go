@@ -1,0 +1,80 @@
+package ordering
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Tracker tracks the offsets taken from one partition and which of them are
+// done, and reports the commit point: the offset after the highest offset
+// below which every taken offset is done. The zero value is ready to use.
+//
+// Memory is proportional to Len, the number of taken offsets not yet below
+// the commit point; the caller bounds it by bounding what it takes.
+type Tracker struct {
+	q       ring[entry]
+	next    int64 // commit point, valid if moved
+	epoch   int32 // leader epoch of the record before next
+	moved   bool
+	last    int64 // highest offset added, valid if added
+	added   bool
+	notDone int // entries not done
+}
+
+type entry struct {
+	offset int64
+	epoch  int32
+	done   bool
+}
+
+// Add records that offset, read under the given leader epoch, was taken.
+// Offsets must be added in strictly increasing order; Add panics otherwise,
+// because a violation means the caller lost track of the partition.
+func (t *Tracker) Add(offset int64, epoch int32) {
+	if t.added && offset <= t.last {
+		panic(fmt.Sprintf("ordering: offset %d added after %d", offset, t.last))
+	}
+	t.q.push(entry{offset: offset, epoch: epoch})
+	t.last, t.added = offset, true
+	t.notDone++
+}
+
+// Done marks offset done and reports whether the commit point advanced.
+// Marking an offset that was never added, or is already below the commit
+// point, is an error: it means the caller has mixed up partitions or
+// assignments.
+func (t *Tracker) Done(offset int64) (advanced bool, err error) {
+	n := t.q.len()
+	i := sort.Search(n, func(i int) bool { return t.q.at(i).offset >= offset })
+	if i == n || t.q.at(i).offset != offset {
+		return false, fmt.Errorf("ordering: offset %d is not outstanding", offset)
+	}
+	e := t.q.at(i)
+	if e.done {
+		return false, fmt.Errorf("ordering: offset %d is already done", offset)
+	}
+	e.done = true
+	t.notDone--
+	if i != 0 {
+		return false, nil
+	}
+	for t.q.len() > 0 && t.q.at(0).done {
+		e := t.q.pop()
+		t.next, t.epoch, t.moved = e.offset+1, e.epoch, true
+	}
+	return true, nil
+}
+
+// Commit returns the commit point (the next offset to consume, as Kafka
+// commits it) with the leader epoch of the record before it. ok is false
+// while no taken offset has been done contiguously from the first one.
+func (t *Tracker) Commit() (next int64, epoch int32, ok bool) {
+	return t.next, t.epoch, t.moved
+}
+
+// Len returns how many taken offsets are at or above the commit point, done
+// or not.
+func (t *Tracker) Len() int { return t.q.len() }
+
+// Pending returns how many taken offsets are not done.
+func (t *Tracker) Pending() int { return t.notDone }
