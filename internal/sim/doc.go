@@ -1,0 +1,105 @@
+// Package sim is a stateful simulator of the Partner Loyalty Points API
+// (../shared/spec/partner-loyalty-api.md) for development, tests,
+// benchmarks and partner sandboxes. A *Server is an http.Handler serving
+// the identity provider ({auth_url}) and the service ({base_url}) on one
+// address; mount it on httptest.NewServer in tests, or run cmd/loyalty-sim.
+//
+// It owns: the partner client's credentials, the tokens it issued, the
+// members, their balances and link state, the transactions, fault
+// injection and the counters tests assert on. It must not know anything of
+// the bridge, Kafka or the API client: it speaks only HTTP as the spec
+// describes, so that tests through it exercise the real client.
+//
+// # Model
+//
+// Members MemberID(1)…MemberID(Options.Members) exist from the start (built
+// on first use from their index, so a large population costs nothing
+// until touched), each with Options.InitialBalance points, not linked.
+// Onboarding adds members with the next ids. Accrual credits
+// floor(transactionAmount × EarnRate) points; redemption debits usedPoint;
+// both are recorded as transactions found again by lookup-transaction-id
+// through bitReference or transactionId. The ledger (Effects, Ledger)
+// counts how often each transactionId was applied, which is how tests
+// prove "no double accrual".
+//
+// Tokens are RS256 JWTs signed with a key the Server generates at New
+// (published as a JWKS); they are valid while the Server remembers them
+// (RevokeTokens forgets all) and their exp, read on the Server's clock
+// (Options.Now), is ahead.
+//
+// # What the spec says and what is ours
+//
+// From the spec: paths, methods, request and response fields and types,
+// the success envelope, the onboarding error envelope (code 0001,
+// BAD_REQUEST, data.resultUrl), the link/unlink errors MEMBER_IS_LINKED and
+// MEMBER_IS_NOT_LINKED_YET with errors.name, the four link transitions, the
+// limits (transactionAmount ≥ 0, usedPoint > 0, currency VND by default,
+// lookup by bitReference or transactionId), and the token response fields.
+//
+// Our own, where the spec is silent (each documented in the README too):
+//
+//   - Error codes, all in the spec's error envelope with errors.code =
+//     errors.errorCode: MEMBER_NOT_FOUND (unknown loyaltyId on any member,
+//     point or lookup endpoint), INSUFFICIENT_POINT, DUPLICATE_TRANSACTION,
+//     INVALID_SIGN, INVALID_REQUEST (missing or mistyped field, malformed
+//     JSON, wrong Content-Type, limits; 413 when the body exceeds 1 MiB),
+//     TRANSACTION_NOT_FOUND (also when the transaction belongs to another
+//     loyaltyId), PARTNER_MEMBER_ID_IN_USE (link with a partnerMemberId
+//     already linked to another member), and 401 UNAUTHORIZED with
+//     statusCode 401 for a missing, unknown, revoked or expired bearer
+//     token and for every exchange-token failure.
+//   - Onboarding failure reasons, carried as the errorCode (and field)
+//     query parameters of data.resultUrl (OnboardingResultURL):
+//     INVALID_REQUEST, MISSING_FIELD, MISSING_ID_DOCUMENT, INVALID_PHONE,
+//     INVALID_EMAIL, INVALID_GENDER, INVALID_DATE, INVALID_NATIONALITY,
+//     DUPLICATE_EXTERNAL_ID. Onboarding does not link the new member.
+//   - Token endpoint errors as Keycloak answers them: 401 invalid_client
+//     (client_id/secret), 401 invalid_grant (user credentials), 400
+//     invalid_grant (refresh token unknown, revoked, expired or not a
+//     refresh token), 400 unsupported_grant_type, 400 invalid_request.
+//     expires_in and refresh_expires_in are seconds.
+//   - Exchange token: the partner JWT is RS256 or ES256 by a registered
+//     partner key (its kid selects keys when present), iss = client_id,
+//     iat, exp not passed and at most 5 minutes ahead, jti present.
+//     Replayed jtis are accepted (a client may resend after a network
+//     failure).
+//   - Redemption sign: a JWT by a registered partner key with iss =
+//     client_id, iat, exp (not passed), jti = transactionId and the claims
+//     loyaltyId, transactionId, usedPoint, transactionAmount (compared as
+//     numbers) and transactionDate (the body's string, byte for byte).
+//     Checked after the member exists and before duplicates and balance.
+//   - Accrual transactionDate: a JSON number of epoch milliseconds (the
+//     spec's example) or a string of digits (the same) or ISO 8601 (RFC
+//     3339, or YYYY-MM-DD at midnight +07:00). transactionDes and extraData
+//     must be JSON objects. usedPoint must be a whole number.
+//   - Duplicates: a transactionId is unique per kind (accrual, redemption).
+//     DuplicateReject answers DUPLICATE_TRANSACTION;
+//     DuplicateReturnOriginal answers the first call's data again. Either
+//     way nothing is applied twice. A redemption refused (bad sign,
+//     insufficient points) is not recorded and may be sent again.
+//   - Unlink with a partnerMemberId other than the one linked is
+//     MEMBER_IS_NOT_LINKED_YET (the member is not linked to that id).
+//   - Values: transactionType ACCRUAL or REDEMPTION, transactionSource
+//     PARTNER, status SUCCESS, sponsor LOYALTY_PARTNER, sponsorId 1001,
+//     eKycStatus VERIFIED or PENDING, status ACTIVE, tierClass BASIC,
+//     SILVER, GOLD or PLATINUM, bitReference BIT + 12 digits. Timestamps
+//     are UTC with milliseconds; transactionTime is the partner's
+//     transactionDate (processing time when it cannot be read) at +07:00.
+//     Lookup by a transactionId used for both kinds finds the accrual.
+//
+// # Faults
+//
+// Faults (Options.Faults, SetFaults, PUT /__sim/faults) add latency, drop
+// connections, hang, answer injected statuses without doing anything, or
+// apply a write and answer 500. They act on the token endpoints and
+// business endpoints (never the JWKS or admin API), limited to
+// Faults.Endpoints when set. Decisions come from one random source seeded
+// by Options.Seed. Injected answers carry {"statusCode":N,"message":text}.
+//
+// Concurrency: every method of Server is safe for concurrent use. Business
+// state sits behind one mutex; the simulator's cost per request is
+// measured by BenchmarkAccrual.
+//
+// Personal data and secrets: the Server logs state changes with loyaltyIds
+// only; it never logs request bodies, tokens, credentials or profiles.
+package sim

@@ -1,0 +1,225 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Faults is the misbehaviour in force. The zero value is a healthy service.
+//
+// For each request to a faulted endpoint the simulator, in this order:
+// waits Latency plus a sample of the LatencyP50/LatencyP99 distribution;
+// drops the connection with probability DropRate; hangs with probability
+// HangRate; answers one of ErrorRates' statuses (one draw, the statuses
+// taken in ascending order, so their rates add up and must total ≤ 1)
+// without doing anything; and otherwise handles the request, answering 500
+// after a successful write with probability ApplyThen500Rate. A rate of 1
+// always fires, 0 never.
+type Faults struct {
+	// Latency is added to every faulted request.
+	Latency time.Duration
+	// LatencyP50 and LatencyP99, when set, add a log-normal sample with
+	// these quantiles (on top of Latency). P50 alone gives a fixed extra
+	// P50; P99 requires P50 and must not be below it.
+	LatencyP50, LatencyP99 time.Duration
+	// ErrorRates maps an HTTP status (4xx or 5xx, e.g. 500, 502, 503, 429)
+	// to the probability of answering it instead of handling the request.
+	// 429 and 503 carry Retry-After.
+	ErrorRates map[int]float64
+	// RetryAfter is the Retry-After of 429 and 503 answers, sent in whole
+	// seconds rounded up (default 1s).
+	RetryAfter time.Duration
+	// DropRate: close the connection without answering.
+	DropRate float64
+	// HangRate: answer nothing until the client goes away or Close is
+	// called, then close the connection.
+	HangRate float64
+	// ApplyThen500Rate: after a successful write (accrual, redemption,
+	// onboard, link, unlink) answer 500 although the write stays applied.
+	ApplyThen500Rate float64
+	// Endpoints limits the faults to these Endpoint* names; empty means
+	// every business and token endpoint (never the JWKS or admin API).
+	Endpoints []string
+}
+
+// Validate reports every invalid setting together.
+func (f Faults) Validate() error {
+	var errs []error
+	rate := func(name string, r float64) {
+		if r < 0 || r > 1 || math.IsNaN(r) {
+			errs = append(errs, fmt.Errorf("%s must be in [0, 1]", name))
+		}
+	}
+	rate("DropRate", f.DropRate)
+	rate("HangRate", f.HangRate)
+	rate("ApplyThen500Rate", f.ApplyThen500Rate)
+	total := 0.0
+	for _, status := range slices.Sorted(maps.Keys(f.ErrorRates)) {
+		if status < 400 || status > 599 {
+			errs = append(errs, fmt.Errorf("ErrorRates: status %d is not a 4xx or 5xx", status))
+		}
+		rate(fmt.Sprintf("ErrorRates[%d]", status), f.ErrorRates[status])
+		total += f.ErrorRates[status]
+	}
+	if total > 1+1e-9 {
+		errs = append(errs, fmt.Errorf("ErrorRates add up to %g, more than 1", total))
+	}
+	if f.Latency < 0 || f.LatencyP50 < 0 || f.LatencyP99 < 0 || f.RetryAfter < 0 {
+		errs = append(errs, errors.New("durations must not be negative"))
+	}
+	if f.LatencyP99 > 0 && (f.LatencyP50 == 0 || f.LatencyP99 < f.LatencyP50) {
+		errs = append(errs, errors.New("LatencyP99 needs LatencyP50 and must be at least LatencyP50"))
+	}
+	for _, e := range f.Endpoints {
+		if !slices.Contains(AllEndpoints, e) {
+			errs = append(errs, fmt.Errorf("Endpoints: unknown endpoint %q (want one of %v)", e, AllEndpoints))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (f Faults) clone() Faults {
+	f.ErrorRates = maps.Clone(f.ErrorRates)
+	f.Endpoints = slices.Clone(f.Endpoints)
+	return f
+}
+
+func (f Faults) applies(endpoint string) bool {
+	return len(f.Endpoints) == 0 || slices.Contains(f.Endpoints, endpoint)
+}
+
+func (f Faults) retryAfterSeconds() string {
+	d := f.RetryAfter
+	if d <= 0 {
+		d = DefaultRetryAfter
+	}
+	return strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10)
+}
+
+// faultsJSON is the admin API's form: durations as Go duration strings
+// ("250ms"), statuses as object keys.
+type faultsJSON struct {
+	Latency          string          `json:"latency,omitempty"`
+	LatencyP50       string          `json:"latencyP50,omitempty"`
+	LatencyP99       string          `json:"latencyP99,omitempty"`
+	ErrorRates       map[int]float64 `json:"errorRates,omitempty"`
+	RetryAfter       string          `json:"retryAfter,omitempty"`
+	DropRate         float64         `json:"dropRate,omitempty"`
+	HangRate         float64         `json:"hangRate,omitempty"`
+	ApplyThen500Rate float64         `json:"applyThen500Rate,omitempty"`
+	Endpoints        []string        `json:"endpoints,omitempty"`
+}
+
+func durationText(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+// MarshalJSON writes durations as Go duration strings and leaves zero
+// settings out: {"latency":"50ms","errorRates":{"503":0.1}}.
+func (f Faults) MarshalJSON() ([]byte, error) {
+	return json.Marshal(faultsJSON{
+		Latency: durationText(f.Latency), LatencyP50: durationText(f.LatencyP50), LatencyP99: durationText(f.LatencyP99),
+		ErrorRates: f.ErrorRates, RetryAfter: durationText(f.RetryAfter), DropRate: f.DropRate, HangRate: f.HangRate,
+		ApplyThen500Rate: f.ApplyThen500Rate, Endpoints: f.Endpoints,
+	})
+}
+
+// UnmarshalJSON reads the form MarshalJSON writes; unknown fields are
+// errors so that a misspelt fault is not silently ignored.
+func (f *Faults) UnmarshalJSON(b []byte) error {
+	var j faultsJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return err
+	}
+	var errs []error
+	dur := func(name, s string) time.Duration {
+		if s == "" {
+			return 0
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not a duration such as 250ms", name, s))
+		}
+		return d
+	}
+	*f = Faults{
+		Latency: dur("latency", j.Latency), LatencyP50: dur("latencyP50", j.LatencyP50),
+		LatencyP99: dur("latencyP99", j.LatencyP99), ErrorRates: j.ErrorRates,
+		RetryAfter: dur("retryAfter", j.RetryAfter), DropRate: j.DropRate, HangRate: j.HangRate,
+		ApplyThen500Rate: j.ApplyThen500Rate, Endpoints: j.Endpoints,
+	}
+	return errors.Join(errs...)
+}
+
+// faultPlan is what the fault injector decided for one request.
+type faultPlan struct {
+	delay        time.Duration
+	drop, hang   bool
+	status       int // injected error status, 0 for none
+	applyThen500 bool
+	retryAfter   string
+}
+
+// plan draws this request's faults. rng must be guarded by the caller.
+func (f Faults) plan(rng *rand.Rand, endpoint string, write bool) faultPlan {
+	var p faultPlan
+	if !f.applies(endpoint) {
+		return p
+	}
+	p.delay = f.Latency
+	if f.LatencyP50 > 0 {
+		p.delay += logNormal(rng, f.LatencyP50, f.LatencyP99)
+	}
+	fire := func(rate float64) bool { return rate > 0 && rng.Float64() < rate }
+	switch {
+	case fire(f.DropRate):
+		p.drop = true
+		return p
+	case fire(f.HangRate):
+		p.hang = true
+		return p
+	}
+	if len(f.ErrorRates) > 0 {
+		u, sum := rng.Float64(), 0.0
+		for _, status := range slices.Sorted(maps.Keys(f.ErrorRates)) {
+			sum += f.ErrorRates[status]
+			if f.ErrorRates[status] > 0 && u < sum {
+				p.status = status
+				if status == 429 || status == 503 {
+					p.retryAfter = f.retryAfterSeconds()
+				}
+				return p
+			}
+		}
+	}
+	p.applyThen500 = write && fire(f.ApplyThen500Rate)
+	return p
+}
+
+// z99 is the standard normal 99th percentile.
+const z99 = 2.326347874
+
+// logNormal samples exp(N(ln p50, σ)) with σ chosen so that the 99th
+// percentile is p99; without p99 it is p50 exactly. Capped at 100 × p99 so
+// one unlucky draw cannot stall a benchmark.
+func logNormal(rng *rand.Rand, p50, p99 time.Duration) time.Duration {
+	if p99 <= p50 {
+		return p50
+	}
+	sigma := (math.Log(float64(p99)) - math.Log(float64(p50))) / z99
+	v := math.Exp(math.Log(float64(p50)) + sigma*rng.NormFloat64())
+	return time.Duration(min(v, 100*float64(p99)))
+}

@@ -1,0 +1,258 @@
+package sim
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Demo credentials, used when Options leaves the corresponding field empty.
+// They are public on purpose: the simulator is a sandbox.
+const (
+	DefaultClientID     = "loyalty-bridge"
+	DefaultClientSecret = "demo-client-secret"
+	DefaultUsername     = "demo-partner"
+	DefaultPassword     = "demo-password"
+)
+
+// Defaults of Options.
+const (
+	DefaultMembers         = 100
+	DefaultInitialBalance  = int64(1_000_000)
+	DefaultEarnRate        = 0.001 // 1 point per 1,000 VND
+	DefaultAccessTokenTTL  = 5 * time.Minute
+	DefaultRefreshTokenTTL = 30 * time.Minute
+	DefaultRetryAfter      = time.Second
+
+	// MaxBodyBytes bounds every request body; larger bodies are answered
+	// 413 with the error envelope (code INVALID_REQUEST).
+	MaxBodyBytes = 1 << 20
+	// MaxMembers bounds the seeded population (memory is O(members)).
+	MaxMembers = 10_000_000
+	// MaxPartnerTokenAhead is how far in the future a partner token's exp
+	// (exchange-token) may lie.
+	MaxPartnerTokenAhead = 5 * time.Minute
+)
+
+// Sponsor identity reported in accrual results and transaction records.
+const (
+	SponsorID   = 1001
+	SponsorName = "LOYALTY_PARTNER"
+)
+
+// MemberID is the loyaltyId of seeded (and onboarded) member i, 1-based:
+// "LB00000001", "LB00000002", …
+func MemberID(i int) string { return fmt.Sprintf("LB%08d", i) }
+
+// PartnerKey is a partner public key the simulator trusts for exchange-token
+// partner JWTs and redemption signs. KID is optional: a JWT whose header
+// names a kid is verified only against keys with that KID; a JWT without
+// one is tried against every key.
+type PartnerKey struct {
+	KID string
+	Key crypto.PublicKey // *rsa.PublicKey (≥ 2048 bits, RS256) or *ecdsa.PublicKey (P-256, ES256)
+}
+
+func (k PartnerKey) validate() error {
+	switch pk := k.Key.(type) {
+	case *rsa.PublicKey:
+		if pk == nil || pk.N == nil || pk.N.BitLen() < 2048 {
+			return errors.New("RSA partner key must have at least 2048 bits")
+		}
+	case *ecdsa.PublicKey:
+		if pk == nil || pk.Curve != elliptic.P256() {
+			return errors.New("ECDSA partner key must be on P-256")
+		}
+	default:
+		return fmt.Errorf("partner key of type %T: want *rsa.PublicKey or *ecdsa.PublicKey", k.Key)
+	}
+	return nil
+}
+
+// ParsePublicKeyPEM reads the first public key in data: a "PUBLIC KEY"
+// (PKIX) or "RSA PUBLIC KEY" (PKCS#1) block, or the key of a
+// "CERTIFICATE" block.
+func ParsePublicKeyPEM(data []byte) (crypto.PublicKey, error) {
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			return nil, errors.New("no PEM public key or certificate block found")
+		}
+		var (
+			key any
+			err error
+		)
+		switch block.Type {
+		case "PUBLIC KEY":
+			key, err = x509.ParsePKIXPublicKey(block.Bytes)
+		case "RSA PUBLIC KEY":
+			key, err = x509.ParsePKCS1PublicKey(block.Bytes)
+		case "CERTIFICATE":
+			var cert *x509.Certificate
+			if cert, err = x509.ParseCertificate(block.Bytes); err == nil {
+				key = cert.PublicKey
+			}
+		case "PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY", "ENCRYPTED PRIVATE KEY":
+			return nil, errors.New("a private key was given: register the partner's public key only")
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parse %s block: %w", block.Type, err)
+		}
+		if err := (PartnerKey{Key: key}).validate(); err != nil {
+			return nil, err
+		}
+		return key, nil
+	}
+}
+
+// DuplicatePolicy says how a transactionId sent a second time (on accrual,
+// or on redemption; each kind has its own namespace) is answered. The spec
+// does not say.
+type DuplicatePolicy int
+
+const (
+	// DuplicateReject answers 400 DUPLICATE_TRANSACTION (the default).
+	DuplicateReject DuplicatePolicy = iota
+	// DuplicateReturnOriginal answers 200 with the first call's data
+	// (same bitReference, requestId and timestamp) and applies nothing.
+	DuplicateReturnOriginal
+)
+
+// String is the flag spelling: "reject" or "return-original".
+func (p DuplicatePolicy) String() string {
+	switch p {
+	case DuplicateReject:
+		return "reject"
+	case DuplicateReturnOriginal:
+		return "return-original"
+	}
+	return fmt.Sprintf("DuplicatePolicy(%d)", int(p))
+}
+
+// ParseDuplicatePolicy accepts "reject" and "return-original" ("" is
+// reject).
+func ParseDuplicatePolicy(s string) (DuplicatePolicy, error) {
+	switch s {
+	case "", "reject":
+		return DuplicateReject, nil
+	case "return-original":
+		return DuplicateReturnOriginal, nil
+	}
+	return 0, fmt.Errorf("duplicate policy %q: want reject or return-original", s)
+}
+
+// Options configures a Server. The zero value is a working sandbox with the
+// demo credentials, 100 members and no faults.
+type Options struct {
+	// Partner client and the one user of the password grant. Empty → the
+	// Default* demo values.
+	ClientID, ClientSecret, Username, Password string
+	// PartnerKeys verify exchange-token partner JWTs and redemption signs.
+	// Without any, both always fail (401 and INVALID_SIGN).
+	PartnerKeys []PartnerKey
+	// AdminToken enables the admin HTTP API under /__sim/ (header
+	// X-Sim-Admin-Token). Empty: the admin API answers 404. The typed Go
+	// methods always work.
+	AdminToken string
+	// Members is the number of seeded members, MemberID(1)…MemberID(N)
+	// (default 100), each with InitialBalance points (default 1,000,000),
+	// not linked.
+	Members        int
+	InitialBalance int64
+	// EarnRate is points per currency unit (default 0.001): an accrual of
+	// amount A credits floor(A × EarnRate) points.
+	EarnRate float64
+	// Token lifetimes (defaults 5 min and 30 min); changeable at run time
+	// with SetTokenTTLs.
+	AccessTokenTTL  time.Duration
+	RefreshTokenTTL time.Duration
+	// DuplicatePolicy for a repeated transactionId (default reject).
+	DuplicatePolicy DuplicatePolicy
+	// Faults in force from the start (none by default); see SetFaults.
+	Faults Faults
+	// Seed makes fault decisions and latency samples deterministic.
+	Seed int64
+	// Logger receives one line per state change (nil: no logging). It never
+	// sees secrets, tokens or personal data.
+	Logger *zap.Logger
+	// Now is the clock for token lifetimes and timestamps (nil: time.Now).
+	// Fault latency always uses real time.
+	Now func() time.Time
+}
+
+// withDefaults fills zero values and reports every invalid setting together.
+func (o Options) withDefaults() (Options, error) {
+	var errs []error
+	if o.ClientID == "" {
+		o.ClientID = DefaultClientID
+	}
+	if o.ClientSecret == "" {
+		o.ClientSecret = DefaultClientSecret
+	}
+	if o.Username == "" {
+		o.Username = DefaultUsername
+	}
+	if o.Password == "" {
+		o.Password = DefaultPassword
+	}
+	switch {
+	case o.Members == 0:
+		o.Members = DefaultMembers
+	case o.Members < 0 || o.Members > MaxMembers:
+		errs = append(errs, fmt.Errorf("sim: Members must be in [0, %d]", MaxMembers))
+	}
+	switch {
+	case o.InitialBalance == 0:
+		o.InitialBalance = DefaultInitialBalance
+	case o.InitialBalance < 0:
+		errs = append(errs, errors.New("sim: InitialBalance must not be negative"))
+	}
+	switch {
+	case o.EarnRate == 0:
+		o.EarnRate = DefaultEarnRate
+	case o.EarnRate < 0 || math.IsNaN(o.EarnRate) || math.IsInf(o.EarnRate, 0):
+		errs = append(errs, errors.New("sim: EarnRate must be a positive number"))
+	}
+	switch {
+	case o.AccessTokenTTL == 0:
+		o.AccessTokenTTL = DefaultAccessTokenTTL
+	case o.AccessTokenTTL < time.Second:
+		errs = append(errs, errors.New("sim: AccessTokenTTL must be at least 1s"))
+	}
+	switch {
+	case o.RefreshTokenTTL == 0:
+		o.RefreshTokenTTL = DefaultRefreshTokenTTL
+	case o.RefreshTokenTTL < time.Second:
+		errs = append(errs, errors.New("sim: RefreshTokenTTL must be at least 1s"))
+	}
+	if o.DuplicatePolicy != DuplicateReject && o.DuplicatePolicy != DuplicateReturnOriginal {
+		errs = append(errs, fmt.Errorf("sim: unknown %s", o.DuplicatePolicy))
+	}
+	for i, k := range o.PartnerKeys {
+		if err := k.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("sim: PartnerKeys[%d]: %w", i, err))
+		}
+	}
+	if err := o.Faults.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("sim: Faults: %w", err))
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o, errors.Join(errs...)
+}

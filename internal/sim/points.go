@@ -1,0 +1,329 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
+)
+
+// maxAmount bounds transactionAmount and usedPoint so that points stay far
+// from int64 overflow.
+const maxAmount = 1e15
+
+type accrualRequest struct {
+	LoyaltyID           string          `json:"loyaltyId"`
+	TransactionID       string          `json:"transactionId"`
+	ItemID              string          `json:"itemId"`
+	TransactionDes      json.RawMessage `json:"transactionDes"`
+	TransactionDate     json.RawMessage `json:"transactionDate"`
+	TransactionAmount   *float64        `json:"transactionAmount"`
+	TransactionCurrency string          `json:"transactionCurrency"`
+	ExtraData           json.RawMessage `json:"extraData"`
+}
+
+type accrualResult struct {
+	SponsorID     int64  `json:"sponsorId"`
+	TransactionID string `json:"transactionId"`
+	BitReference  string `json:"bitReference"`
+	LoyaltyID     string `json:"loyaltyId"`
+	Timestamp     string `json:"timestamp"`
+	RequestID     string `json:"requestId"`
+}
+
+type redemptionRequest struct {
+	TransactionID     string   `json:"transactionId"`
+	TransactionDes    string   `json:"transactionDes"`
+	TransactionDate   string   `json:"transactionDate"`
+	TransactionAmount *float64 `json:"transactionAmount"`
+	LoyaltyID         string   `json:"loyaltyId"`
+	UsedPoint         *float64 `json:"usedPoint"`
+	Sign              string   `json:"sign"`
+}
+
+type redemptionResult struct {
+	RequestID     string `json:"requestId"`
+	TransactionID string `json:"transactionId"`
+	BitReference  string `json:"bitReference"`
+	UsedPoint     int64  `json:"usedPoint"`
+	Timestamp     string `json:"timestamp"`
+}
+
+type lookupRequest struct {
+	LoyaltyID     string `json:"loyaltyId"`
+	BitReference  string `json:"bitReference"`
+	TransactionID string `json:"transactionId"`
+}
+
+type transactionRecord struct {
+	TransactionPoint  int64   `json:"transactionPoint"`
+	TransactionAmount float64 `json:"transactionAmount"`
+	TransactionSource string  `json:"transactionSource"`
+	TransactionType   string  `json:"transactionType"`
+	TransactionID     string  `json:"transactionId"`
+	BitReference      string  `json:"bitReference"`
+	Sponsor           string  `json:"sponsor"`
+	Status            string  `json:"status"`
+	TransactionTime   string  `json:"transactionTime"`
+	RequestID         string  `json:"requestId"`
+	Timestamp         string  `json:"timestamp"`
+}
+
+// signClaims are the claims a redemption sign must carry. Pointers tell a
+// missing claim from a zero one.
+type signClaims struct {
+	jwt.RegisteredClaims
+	LoyaltyID         *string  `json:"loyaltyId"`
+	TransactionID     *string  `json:"transactionId"`
+	UsedPoint         *float64 `json:"usedPoint"`
+	TransactionAmount *float64 `json:"transactionAmount"`
+	TransactionDate   *string  `json:"transactionDate"`
+}
+
+func invalid(format string, args ...any) reply {
+	return badRequest(CodeInvalidRequest, fmt.Sprintf(format, args...))
+}
+
+// isObject reports whether raw is absent, null or a JSON object.
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null" || raw[0] == '{'
+}
+
+// parseTxDate reads a transactionDate: a JSON number or digit string of
+// epoch milliseconds, or an ISO 8601 string (RFC 3339, or a date
+// YYYY-MM-DD taken at midnight +07:00).
+func parseTxDate(raw json.RawMessage) (time.Time, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return time.Time{}, false
+	}
+	s := string(raw)
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return time.Time{}, false
+		}
+	}
+	return parseDateText(s)
+}
+
+func parseDateText(s string) (time.Time, bool) {
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.UnixMilli(ms), ms >= 0
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, true
+	}
+	if t, err := time.ParseInLocation(isoDate, s, ict); err == nil {
+		return t, true
+	}
+	return time.Time{}, false
+}
+
+func missingFields(pairs ...any) []string {
+	var out []string
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if missing, _ := pairs[i+1].(bool); missing {
+			out = append(out, pairs[i].(string))
+		}
+	}
+	return out
+}
+
+func (s *Server) handleAccrual(c *call) reply {
+	b, rep := jsonBody(c)
+	if rep != nil {
+		return *rep
+	}
+	var a accrualRequest
+	if err := json.Unmarshal(b, &a); err != nil {
+		return invalid("%s", decodeProblem(err))
+	}
+	if m := missingFields("loyaltyId", a.LoyaltyID == "", "transactionId", a.TransactionID == "",
+		"transactionDate", len(bytes.TrimSpace(a.TransactionDate)) == 0 || string(bytes.TrimSpace(a.TransactionDate)) == "null",
+		"transactionAmount", a.TransactionAmount == nil); m != nil {
+		return invalid("required: %s", strings.Join(m, ", "))
+	}
+	txTime, okDate := parseTxDate(a.TransactionDate)
+	switch {
+	case !okDate:
+		return invalid("transactionDate: want epoch milliseconds (number or digit string) or an ISO 8601 string")
+	case *a.TransactionAmount < 0 || *a.TransactionAmount > maxAmount:
+		return invalid("transactionAmount must be a non-negative number (at most %g)", maxAmount)
+	case !isObject(a.TransactionDes):
+		return invalid("transactionDes must be a JSON object")
+	case !isObject(a.ExtraData):
+		return invalid("extraData must be a JSON object")
+	}
+	if a.TransactionCurrency == "" {
+		a.TransactionCurrency = "VND"
+	}
+	points := int64(math.Floor(*a.TransactionAmount * s.opts.EarnRate))
+	now := s.now()
+
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	m := s.st.get(a.LoyaltyID)
+	if m == nil {
+		return memberNotFound()
+	}
+	if prev, dup := s.st.accruals[a.TransactionID]; dup {
+		if s.opts.DuplicatePolicy == DuplicateReturnOriginal {
+			return ok(prev.result)
+		}
+		return badRequest(CodeDuplicateTransaction, "transactionId already accrued")
+	}
+	t := &txn{kind: TypeAccrual, loyaltyID: m.id, transactionID: a.TransactionID, bitReference: s.st.bitRef(),
+		requestID: uuid.NewString(), points: points, amount: *a.TransactionAmount, at: now, txTime: txTime}
+	t.result = accrualResult{SponsorID: SponsorID, TransactionID: t.transactionID, BitReference: t.bitReference,
+		LoyaltyID: m.id, Timestamp: now.UTC().Format(isoMillisUTC), RequestID: t.requestID}
+	m.balance += points
+	s.st.accruals[t.transactionID] = t
+	s.st.byBitRef[t.bitReference] = t
+	s.st.ledger[t.transactionID]++
+	return ok(t.result)
+}
+
+func (s *Server) handleRedemption(c *call) reply {
+	b, rep := jsonBody(c)
+	if rep != nil {
+		return *rep
+	}
+	var rq redemptionRequest
+	if err := json.Unmarshal(b, &rq); err != nil {
+		return invalid("%s", decodeProblem(err))
+	}
+	if m := missingFields("transactionId", rq.TransactionID == "", "transactionDate", rq.TransactionDate == "",
+		"transactionAmount", rq.TransactionAmount == nil, "loyaltyId", rq.LoyaltyID == "",
+		"usedPoint", rq.UsedPoint == nil, "sign", rq.Sign == ""); m != nil {
+		return invalid("required: %s", strings.Join(m, ", "))
+	}
+	switch used := *rq.UsedPoint; {
+	case *rq.TransactionAmount < 0 || *rq.TransactionAmount > maxAmount:
+		return invalid("transactionAmount must be a non-negative number (at most %g)", maxAmount)
+	case used <= 0 || used > maxAmount || used != math.Trunc(used):
+		return invalid("usedPoint must be a positive whole number (at most %g)", maxAmount)
+	}
+	usedPoint := int64(*rq.UsedPoint)
+	now := s.now()
+
+	// Member first (as a real service resolves it before anything else),
+	// then the sign, then duplicates and balance under the lock.
+	s.st.mu.Lock()
+	known := s.st.get(rq.LoyaltyID) != nil
+	s.st.mu.Unlock()
+	if !known {
+		return memberNotFound()
+	}
+	if msg := s.verifySign(&rq); msg != "" {
+		return badRequest(CodeInvalidSign, msg)
+	}
+	txTime, okDate := parseDateText(rq.TransactionDate)
+	if !okDate {
+		txTime = now
+	}
+
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	m := s.st.get(rq.LoyaltyID)
+	if prev, dup := s.st.redemptions[rq.TransactionID]; dup {
+		if s.opts.DuplicatePolicy == DuplicateReturnOriginal {
+			return ok(prev.result)
+		}
+		return badRequest(CodeDuplicateTransaction, "transactionId already redeemed")
+	}
+	if m.balance < usedPoint {
+		return badRequest(CodeInsufficientPoint, "Insufficient point balance")
+	}
+	t := &txn{kind: TypeRedemption, loyaltyID: m.id, transactionID: rq.TransactionID, bitReference: s.st.bitRef(),
+		requestID: uuid.NewString(), points: usedPoint, amount: *rq.TransactionAmount, at: now, txTime: txTime}
+	t.result = redemptionResult{RequestID: t.requestID, TransactionID: t.transactionID, BitReference: t.bitReference,
+		UsedPoint: usedPoint, Timestamp: now.UTC().Format(isoMillisUTC)}
+	m.balance -= usedPoint
+	s.st.redemptions[t.transactionID] = t
+	s.st.byBitRef[t.bitReference] = t
+	s.st.ledger[t.transactionID]++
+	return ok(t.result)
+}
+
+// verifySign checks the redemption's sign against the body; "" when valid.
+func (s *Server) verifySign(rq *redemptionRequest) string {
+	var c signClaims
+	if msg := s.verifyPartnerJWT(rq.Sign, &c, &c.RegisteredClaims); msg != "" {
+		return "sign: " + msg
+	}
+	var differ []string
+	if c.ID != rq.TransactionID {
+		differ = append(differ, "jti")
+	}
+	if c.LoyaltyID == nil || *c.LoyaltyID != rq.LoyaltyID {
+		differ = append(differ, "loyaltyId")
+	}
+	if c.TransactionID == nil || *c.TransactionID != rq.TransactionID {
+		differ = append(differ, "transactionId")
+	}
+	if c.UsedPoint == nil || *c.UsedPoint != *rq.UsedPoint {
+		differ = append(differ, "usedPoint")
+	}
+	if c.TransactionAmount == nil || *c.TransactionAmount != *rq.TransactionAmount {
+		differ = append(differ, "transactionAmount")
+	}
+	if c.TransactionDate == nil || *c.TransactionDate != rq.TransactionDate {
+		differ = append(differ, "transactionDate")
+	}
+	if differ != nil {
+		return "sign claims missing or differing from the body: " + strings.Join(differ, ", ")
+	}
+	return ""
+}
+
+func (s *Server) handleLookup(c *call) reply {
+	b, rep := jsonBody(c)
+	if rep != nil {
+		return *rep
+	}
+	var l lookupRequest
+	if err := json.Unmarshal(b, &l); err != nil {
+		return invalid("%s", decodeProblem(err))
+	}
+	switch {
+	case l.LoyaltyID == "":
+		return invalid("required: loyaltyId")
+	case l.BitReference == "" && l.TransactionID == "":
+		return invalid("required: bitReference or transactionId")
+	}
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	if s.st.get(l.LoyaltyID) == nil {
+		return memberNotFound()
+	}
+	var t *txn
+	switch {
+	case l.BitReference != "":
+		t = s.st.byBitRef[l.BitReference]
+		if t != nil && l.TransactionID != "" && t.transactionID != l.TransactionID {
+			t = nil
+		}
+	default:
+		// A transactionId used for both kinds finds the accrual; its
+		// bitReference reaches the redemption.
+		if t = s.st.accruals[l.TransactionID]; t == nil || t.loyaltyID != l.LoyaltyID {
+			t = s.st.redemptions[l.TransactionID]
+		}
+	}
+	if t == nil || t.loyaltyID != l.LoyaltyID {
+		return badRequest(CodeTransactionNotFound, "Transaction not found")
+	}
+	return ok(transactionRecord{
+		TransactionPoint: t.points, TransactionAmount: t.amount, TransactionSource: TransactionSource,
+		TransactionType: t.kind, TransactionID: t.transactionID, BitReference: t.bitReference, Sponsor: SponsorName,
+		Status: StatusSuccess, TransactionTime: t.txTime.In(ict).Format(isoMillisZoned), RequestID: t.requestID,
+		Timestamp: t.at.UTC().Format(isoMillisUTC),
+	})
+}
