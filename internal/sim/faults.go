@@ -80,7 +80,7 @@ func (f Faults) Validate() error {
 	}
 	for _, e := range f.Endpoints {
 		if !slices.Contains(AllEndpoints, e) {
-			errs = append(errs, fmt.Errorf("Endpoints: unknown endpoint %q (want one of %v)", e, AllEndpoints))
+			errs = append(errs, fmt.Errorf("endpoint %q in Endpoints is unknown (want one of %v)", e, AllEndpoints))
 		}
 	}
 	return errors.Join(errs...)

@@ -1,0 +1,297 @@
+package sim_test
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/goleak"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// clock is a settable clock for token lifetimes.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+var (
+	rsaPartner = sync.OnceValue(func() *rsa.PrivateKey {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			panic(err)
+		}
+		return k
+	})
+	ecPartner = sync.OnceValue(func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			panic(err)
+		}
+		return k
+	})
+)
+
+func ecKey(t testing.TB) *ecdsa.PrivateKey {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// env is a simulator behind httptest with a fake clock and two registered
+// partner keys: "rsa-1" (RS256) and the EC key without a kid.
+type env struct {
+	t      testing.TB
+	sim    *sim.Server
+	srv    *httptest.Server
+	clk    *clock
+	client *http.Client
+	access string
+}
+
+func newEnv(t testing.TB, mod func(*sim.Options)) *env {
+	t.Helper()
+	clk := newClock()
+	o := sim.Options{Members: 20, InitialBalance: 10_000, Now: clk.Now, AdminToken: "admin-secret",
+		PartnerKeys: []sim.PartnerKey{{KID: "rsa-1", Key: &rsaPartner().PublicKey}, {Key: &ecPartner().PublicKey}}}
+	if mod != nil {
+		mod(&o)
+	}
+	s, err := sim.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, sim: s, srv: httptest.NewServer(s), clk: clk,
+		client: &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}}
+	t.Cleanup(func() {
+		s.Close()
+		e.srv.Close()
+		e.client.CloseIdleConnections()
+	})
+	return e
+}
+
+// resp is a decoded answer.
+type resp struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func (e *env) send(req *http.Request) resp {
+	e.t.Helper()
+	res, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r := resp{status: res.StatusCode, header: res.Header, raw: string(b)}
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &r.body); err != nil {
+			e.t.Fatalf("%s %s: answer is not a JSON object: %q", req.Method, req.URL.Path, b)
+		}
+		if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+			e.t.Fatalf("Content-Type %q", ct)
+		}
+	}
+	return r
+}
+
+func (e *env) form(path string, v url.Values) resp {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+path, strings.NewReader(v.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return e.send(req)
+}
+
+func passwordForm() url.Values {
+	return url.Values{"grant_type": {"password"}, "client_id": {sim.DefaultClientID}, "client_secret": {sim.DefaultClientSecret},
+		"username": {sim.DefaultUsername}, "password": {sim.DefaultPassword}}
+}
+
+// login returns a fresh password-grant answer.
+func (e *env) login() resp {
+	e.t.Helper()
+	r := e.form(sim.PathToken, passwordForm())
+	if r.status != 200 {
+		e.t.Fatalf("login: %d %s", r.status, r.raw)
+	}
+	return r
+}
+
+// bearer returns an access token, logging in once.
+func (e *env) bearer() string {
+	if e.access == "" {
+		e.access = e.login().body["access_token"].(string)
+	}
+	return e.access
+}
+
+// call sends body (a value, or a string sent verbatim) with the env's
+// access token; token "" means the env's, "-" none.
+func (e *env) call(method, path string, body any, token string) resp {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	switch token {
+	case "":
+		req.Header.Set("Authorization", "Bearer "+e.bearer())
+	case "-":
+	default:
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return e.send(req)
+}
+
+func (e *env) post(path string, body any) resp { e.t.Helper(); return e.call(http.MethodPost, path, body, "") }
+func (e *env) get(path string) resp            { e.t.Helper(); return e.call(http.MethodGet, path, nil, "") }
+
+// Shape assertions.
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "boolean"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// shape asserts that obj has exactly the fields of want, each of the JSON
+// type named.
+func shape(t testing.TB, what string, obj any, want map[string]string) map[string]any {
+	t.Helper()
+	m, ok := obj.(map[string]any)
+	if !ok {
+		t.Fatalf("%s: %s, want an object", what, jsonType(obj))
+	}
+	got := slices.Sorted(maps.Keys(m))
+	if exp := slices.Sorted(maps.Keys(want)); !slices.Equal(got, exp) {
+		t.Fatalf("%s: fields %v, want %v", what, got, exp)
+	}
+	for k, typ := range want {
+		if jt := jsonType(m[k]); jt != typ {
+			t.Fatalf("%s: %s is %s, want %s", what, k, jt, typ)
+		}
+	}
+	return m
+}
+
+// successData asserts the success envelope and returns data.
+func successData(t testing.TB, r resp, dataType string) any {
+	t.Helper()
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.raw)
+	}
+	m := shape(t, "envelope", r.body, map[string]string{"statusCode": "number", "message": "string", "data": dataType})
+	if m["statusCode"] != 200.0 || m["message"] != "SUCCESS" {
+		t.Fatalf("envelope %s", r.raw)
+	}
+	return m["data"]
+}
+
+// wantError asserts our error envelope: statusCode = status, errors.code =
+// errors.errorCode = code.
+func wantError(t testing.TB, r resp, status int, code string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.raw)
+	}
+	m := shape(t, "error envelope", r.body, map[string]string{"statusCode": "number", "message": "string", "errors": "object"})
+	if m["statusCode"] != float64(status) || m["message"] != http.StatusText(status) {
+		t.Fatalf("envelope %s", r.raw)
+	}
+	errs := shape(t, "errors", m["errors"], map[string]string{"code": "string", "message": "string", "errorCode": "string"})
+	if errs["code"] != code || errs["errorCode"] != code || errs["message"] == "" {
+		t.Fatalf("errors %v, want code %s", errs, code)
+	}
+}
+
+// JWTs signed by test partner keys.
+
+type claims = jwt.MapClaims
+
+func signJWT(t testing.TB, key crypto.Signer, kid string, c claims) string {
+	t.Helper()
+	method := jwt.SigningMethod(jwt.SigningMethodRS256)
+	if _, ok := key.(*ecdsa.PrivateKey); ok {
+		method = jwt.SigningMethodES256
+	}
+	tok := jwt.NewWithClaims(method, c)
+	if kid != "" {
+		tok.Header["kid"] = kid
+	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (e *env) partnerClaims() claims {
+	now := e.clk.Now()
+	return claims{"iss": sim.DefaultClientID, "iat": now.Unix(), "exp": now.Add(2 * time.Minute).Unix(), "jti": "jti-" + fmt.Sprint(now.UnixNano())}
+}
