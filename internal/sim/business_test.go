@@ -127,8 +127,12 @@ func linkErr(t *testing.T, r resp, code, msg, name string) {
 func TestLinkTransitions(t *testing.T) {
 	e := newEnv(t, nil)
 	id := sim.MemberID(3)
-	link := func(pm string) resp { return e.post(sim.PathLink, map[string]string{"loyaltyId": id, "partnerMemberId": pm}) }
-	unlink := func(pm string) resp { return e.post(sim.PathUnlink, map[string]string{"loyaltyId": id, "partnerMemberId": pm}) }
+	link := func(pm string) resp {
+		return e.post(sim.PathLink, map[string]string{"loyaltyId": id, "partnerMemberId": pm})
+	}
+	unlink := func(pm string) resp {
+		return e.post(sim.PathUnlink, map[string]string{"loyaltyId": id, "partnerMemberId": pm})
+	}
 	isLinked := func(t *testing.T, r resp) {
 		linkErr(t, r, "MEMBER_IS_LINKED", "The account has been linked", "MemberIsLinkedException")
 	}

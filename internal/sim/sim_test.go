@@ -197,8 +197,11 @@ func (e *env) call(method, path string, body any, token string) resp {
 	return e.send(req)
 }
 
-func (e *env) post(path string, body any) resp { e.t.Helper(); return e.call(http.MethodPost, path, body, "") }
-func (e *env) get(path string) resp            { e.t.Helper(); return e.call(http.MethodGet, path, nil, "") }
+func (e *env) post(path string, body any) resp {
+	e.t.Helper()
+	return e.call(http.MethodPost, path, body, "")
+}
+func (e *env) get(path string) resp { e.t.Helper(); return e.call(http.MethodGet, path, nil, "") }
 
 // Shape assertions.
 
