@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/goleak"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// syncBuffer is written by run and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type started struct {
+	base           string
+	stdout, stderr *syncBuffer
+	stop           func() int
+}
+
+// start runs the command until stop is called; it fails the test if the
+// command does not come up.
+func start(t *testing.T, envs map[string]string, args ...string) *started {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &started{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	ready := make(chan string, 1)
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, env{stdout: s.stdout, stderr: s.stderr, ready: func(a string) { ready <- a },
+			lookup: func(k string) (string, bool) { v, ok := envs[k]; return v, ok }},
+			append([]string{"--addr", "127.0.0.1:0"}, args...))
+	}()
+	select {
+	case a := <-ready:
+		s.base = "http://" + a
+	case code := <-done:
+		cancel()
+		t.Fatalf("exited %d: %s", code, s.stderr)
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatal("not listening after 10s")
+	}
+	var once sync.Once
+	code := 0
+	s.stop = func() int {
+		once.Do(func() {
+			cancel()
+			select {
+			case code = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no shutdown within 10s")
+			}
+		})
+		return code
+	}
+	t.Cleanup(func() { s.stop() })
+	return s
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func publicPEM(t *testing.T, k *ecdsa.PrivateKey) string {
+	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+}
+
+func post(t *testing.T, c *http.Client, target, ctype, body string, hdr map[string]string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, target, strings.NewReader(body))
+	req.Header.Set("Content-Type", ctype)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&m)
+	return res.StatusCode, m
+}
+
+func TestServeFromFlagsAndEnvironment(t *testing.T) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	keyFile := writeFile(t, "partner.pem", publicPEM(t, key))
+	secretFile := writeFile(t, "secret", "file-secret\n")
+	s := start(t, map[string]string{
+		"LOYALTY_SIM_CLIENT_SECRET_FILE": secretFile,
+		"LOYALTY_SIM_ADMIN_TOKEN":        "adm",
+		"LOYALTY_SIM_MEMBERS":            "5",
+	}, "--partner-public-key", keyFile+"#k1", "--error-rate", "503=0", "--duplicate-policy", "return-original")
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+
+	form := url.Values{"grant_type": {"password"}, "client_id": {sim.DefaultClientID}, "client_secret": {"file-secret"},
+		"username": {sim.DefaultUsername}, "password": {sim.DefaultPassword}}
+	if status, m := post(t, c, s.base+sim.PathToken, "application/x-www-form-urlencoded", form.Encode(), nil); status != 200 || m["access_token"] == nil {
+		t.Fatalf("password grant with the file's secret: %d", status)
+	}
+	form.Set("client_secret", sim.DefaultClientSecret)
+	if status, _ := post(t, c, s.base+sim.PathToken, "application/x-www-form-urlencoded", form.Encode(), nil); status != 401 {
+		t.Fatalf("demo secret still accepted: %d", status)
+	}
+	now := time.Now()
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": sim.DefaultClientID, "iat": now.Unix(),
+		"exp": now.Add(time.Minute).Unix(), "jti": "j1"})
+	tok.Header["kid"] = "k1"
+	signed, _ := tok.SignedString(key)
+	if status, m := post(t, c, s.base+sim.PathExchangeToken, "application/json", `{"token":"`+signed+`"}`, nil); status != 200 || m["token_type"] != "Bearer" {
+		t.Fatalf("exchange with the key file: %d %v", status, m)
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.base+"/__sim/faults", nil)
+	req.Header.Set(sim.AdminHeader, "adm")
+	res, err := c.Do(req)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("admin: %v %v", err, res)
+	}
+	res.Body.Close()
+
+	out := s.stdout.String()
+	for _, want := range []string{s.base, sim.DefaultClientID, "(set, not shown)", sim.DefaultPassword, "LB00000005", "1 registered", "return-original", "on: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("banner lacks %q:\n%s", want, out)
+		}
+	}
+	if code := s.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, secret := range []string{"file-secret", "adm\n", signed} {
+		if strings.Contains(out+s.stderr.String(), secret) {
+			t.Fatalf("printed a secret %q", secret)
+		}
+	}
+}
+
+// SIGINT/SIGTERM (the context) ends a hung request and shuts down.
+func TestShutdownEndsHungRequests(t *testing.T) {
+	s := start(t, nil, "--hang-rate", "1", "--fault-endpoints", "token", "--admin-token", "adm")
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	errc := make(chan error, 1)
+	go func() {
+		res, err := c.PostForm(s.base+sim.PathToken, url.Values{"grant_type": {"password"}})
+		if err == nil {
+			res.Body.Close()
+		}
+		errc <- err
+	}()
+	// Poll the admin counters until the token request is hanging.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, s.base+"/__sim/counters", nil)
+		req.Header.Set(sim.AdminHeader, "adm")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cs sim.Counters
+		_ = json.NewDecoder(res.Body).Decode(&cs)
+		res.Body.Close()
+		if cs.Totals[sim.EndpointToken] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("token request never arrived")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if code := s.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if err := <-errc; err == nil {
+		t.Fatal("hung request answered")
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	priv, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.MarshalPKCS8PrivateKey(priv)
+	privFile := writeFile(t, "private.pem", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})))
+	junk := writeFile(t, "junk.pem", "not a key")
+	for name, tc := range map[string]struct {
+		args []string
+		envs map[string]string
+	}{
+		"unknown flag":       {args: []string{"--nope"}},
+		"positional":         {args: []string{"serve"}},
+		"duplicate policy":   {args: []string{"--duplicate-policy", "ignore"}},
+		"error rate syntax":  {args: []string{"--error-rate", "503"}},
+		"error rates over 1": {args: []string{"--error-rate", "500=0.7,503=0.7"}},
+		"drop rate":          {args: []string{"--drop-rate", "2"}},
+		"unknown endpoint":   {args: []string{"--fault-endpoints", "accrual"}},
+		"private key given":  {args: []string{"--partner-public-key", privFile}},
+		"not PEM":            {args: []string{"--partner-public-key", junk}},
+		"missing key file":   {args: []string{"--partner-public-key", "/nonexistent.pem"}},
+		"members":            {args: []string{"--members", "-3"}},
+		"bad env value":      {envs: map[string]string{"LOYALTY_SIM_EARN_RATE": "lots"}},
+		"log level":          {args: []string{"--log-level", "loud"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, errb syncBuffer
+			code := run(context.Background(), env{stdout: &out, stderr: &errb,
+				lookup: func(k string) (string, bool) { v, ok := tc.envs[k]; return v, ok }}, append([]string{"--addr", "127.0.0.1:0"}, tc.args...))
+			if code != exitUsage {
+				t.Fatalf("exit %d, want %d; stderr %s", code, exitUsage, errb.String())
+			}
+			if !strings.Contains(errb.String(), "loyalty-sim: ") {
+				t.Fatalf("no message: %s", errb.String())
+			}
+		})
+	}
+	var out, errb syncBuffer
+	if code := run(context.Background(), env{stdout: &out, stderr: &errb, lookup: func(string) (string, bool) { return "", false }},
+		[]string{"-h"}); code != exitOK || !strings.Contains(errb.String(), "LOYALTY_SIM_CLIENT_SECRET_FILE") {
+		t.Fatalf("help: %d %s", code, errb.String())
+	}
+}
