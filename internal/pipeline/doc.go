@@ -1,0 +1,57 @@
+// Package pipeline is the bridge's Kafka engine: a consumer group that takes
+// records, runs a Handler on each with key-ordered concurrency, produces the
+// handler's output records asynchronously, and commits an input offset only
+// once every record before it has all its outputs acknowledged by Kafka.
+//
+// # Model
+//
+// One franz-go client both consumes (consumer group, BlockRebalanceOnPoll,
+// AutoCommitMarks) and produces (idempotent, acks=all, a short deliberate
+// linger). Three kinds of goroutine, all owned by Run:
+//
+//   - the poll loop takes at most as many records as the buffer has room
+//     for and hands them to a per-partition ordering.Scheduler and
+//     ordering.Tracker, pausing a partition whose buffer is full;
+//   - the dispatcher waits on the Gate, then hands the lowest-offset runnable
+//     record to a worker while the global and per-partition in-flight limits
+//     allow;
+//   - MaxInFlight workers run the Handler and call Produce with a promise; they
+//     never wait for acknowledgements. The last promise of a record marks it
+//     done, which may advance the partition's commit point, which is marked for
+//     franz-go's autocommit at once.
+//
+// A record is in flight from dispatch until its last output is acknowledged,
+// so MaxInFlight bounds handler calls and unacknowledged records together.
+// Buffered records (taken but not yet below the commit point: waiting,
+// in flight, or done above a gap) are bounded by MaxBuffered globally and,
+// softly, by MaxBufferedPerPartition; a full partition is paused with
+// PauseFetchPartitions (franz-go drops and later refetches what it had
+// buffered for it) while the other partitions go on. Memory is therefore
+// bounded by configuration: MaxBuffered records here, plus franz-go's fetch
+// buffers (brokers × FetchMaxBytes) and produce buffer.
+//
+// # Failures
+//
+// A Handler error is a bug path, never a silent drop: Fallback turns the
+// record into error outputs (for the bridge, an INTERNAL error event). A
+// produce failure after franz-go's own retries goes to Fallback too, once,
+// with an error matching ErrProduce. If there is no Fallback, it fails, or its
+// outputs fail, Run stops with a *RecordError; the record is never marked
+// done, so nothing at or after it is committed. Records abandoned because
+// their partition was revoked or lost, or because shutdown's drain timed out,
+// are not committed either: the next owner processes them again, and the
+// Fresh flag lets the handler guard against repeating an effect.
+//
+// # Rebalances and shutdown
+//
+// On revoke the pipeline stops dispatching the partition, drops its records
+// not yet dispatched, waits for its in-flight records (at most DrainTimeout),
+// marks and synchronously commits the contiguous point, then returns from the
+// callback. On loss it drops everything without committing. On assignment the
+// first FreshWindow records of each partition carry Meta.Fresh. When Run's
+// context is canceled: stop polling and dispatching, drain (at most
+// DrainTimeout), commit, flush, leave the group, close.
+//
+// The package never decodes values, calls the partner API, or logs record
+// keys or values (they may carry personal data): handlers own all of that.
+package pipeline

@@ -1,0 +1,225 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+)
+
+// Handler processes one input record and returns the records to produce for
+// it (each with its Topic set). Returning no records is allowed: the input is
+// then done at once. The pipeline owns the returned records.
+//
+// ctx is canceled when the record's partition is lost, or when a revoke or
+// shutdown drain has timed out; an error returned after that is not a
+// failure, the record is just abandoned (not committed). Any other error is
+// a bug path and goes to Fallback.
+//
+// Handlers run concurrently (up to MaxInFlight), but never concurrently with
+// another record of the same key in Key mode, or of the same partition in
+// Partition mode. The record must not be modified or retained.
+type Handler func(ctx context.Context, rec *kgo.Record, meta Meta) ([]*kgo.Record, error)
+
+// Meta is what the pipeline knows about a record beyond its contents.
+type Meta struct {
+	// Fresh is true for the first FreshWindow records taken from a
+	// partition after it was assigned to this member: a previous owner may
+	// have processed them without committing, so an effect they cause may
+	// already have happened.
+	Fresh bool
+}
+
+// Fallback turns a record whose Handler failed, or whose outputs could not
+// be produced (cause matches ErrProduce), into outputs such as an error
+// event. It is called at most once per record. If it returns an error, or
+// its outputs cannot be produced either, the pipeline stops.
+type Fallback func(rec *kgo.Record, cause error) ([]*kgo.Record, error)
+
+// Gate is consulted before every dispatch; Ready blocks while records must
+// be held (for the bridge, while the partner API's circuit is open) and
+// returns nil when dispatch may go on, or ctx's error. While it blocks,
+// buffered records wait, polling stops once the buffer is full, and group
+// membership continues. *circuit.Breaker implements it.
+type Gate interface {
+	Ready(ctx context.Context) error
+}
+
+// ErrProduce marks a Fallback cause: the handler succeeded but an output
+// record failed to be produced after the client's own retries.
+var ErrProduce = errors.New("pipeline: output not produced")
+
+// RecordError is the error Run returns when a record can be neither
+// processed nor turned into fallback outputs. Its source coordinates are the
+// first offset that was not committed.
+type RecordError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Err       error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("pipeline: record %s/%d@%d: %v", e.Topic, e.Partition, e.Offset, e.Err)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// Options configure a Pipeline. The zero value of every optional field means
+// its documented default.
+type Options struct {
+	// Brokers are the seed brokers. Required.
+	Brokers []string
+	// Group is the consumer group. Required.
+	Group string
+	// Topics are the input topics. Required.
+	Topics []string
+	// ClientOpts are appended after the pipeline's own client options, so
+	// they can add TLS, SASL, hooks (kprom) or a logger, and override
+	// tuning such as heartbeats or fetch sizes. Do not override the group's
+	// commit and rebalance behaviour (autocommit, callbacks,
+	// BlockRebalanceOnPoll): the pipeline's guarantees rest on them.
+	ClientOpts []kgo.Opt
+
+	// Mode is the ordering within a partition; default ordering.Key.
+	Mode ordering.Mode
+	// MaxInFlight bounds records dispatched and not yet done (handler
+	// running or outputs unacknowledged) across all partitions; default 256.
+	// It is also the number of worker goroutines.
+	MaxInFlight int
+	// MaxInFlightPerPartition bounds in-flight records of one partition, so
+	// that one busy partition cannot take every slot; default
+	// min(64, MaxInFlight).
+	MaxInFlightPerPartition int
+	// MaxBuffered bounds records taken from Kafka and not yet below their
+	// partition's commit point, across all partitions; it is what the poll
+	// loop asks for at most. Default 4 × MaxInFlight; at least MaxInFlight.
+	MaxBuffered int
+	// MaxBufferedPerPartition pauses fetching a partition once it has this
+	// many buffered records (resumed at half). Default 4 ×
+	// MaxInFlightPerPartition; at least MaxInFlightPerPartition. A single
+	// poll may overshoot it, never MaxBuffered.
+	MaxBufferedPerPartition int
+	// FreshWindow is how many records after an assignment carry
+	// Meta.Fresh; default MaxBufferedPerPartition, what a previous owner
+	// may have had beyond its commit point. Records a previous owner
+	// finished after its last commit (CommitInterval) are not covered.
+	FreshWindow int
+
+	// Linger is how long the producer waits to batch outputs; default 2ms.
+	// Workers never wait for it (acknowledgements arrive by promise), so it
+	// costs latency, not throughput. Negative means no linger.
+	Linger time.Duration
+	// CommitInterval is how often marked commit points are committed;
+	// default 1s, minimum 100ms. Shorter means fewer reprocessed records
+	// after a crash.
+	CommitInterval time.Duration
+	// DrainTimeout bounds the wait for in-flight records on revoke and on
+	// shutdown; default 10s. Keep it below the group's rebalance timeout.
+	DrainTimeout time.Duration
+
+	// Handler processes records. Required.
+	Handler Handler
+	// Fallback turns failed records into outputs; nil means a handler
+	// error stops the pipeline.
+	Fallback Fallback
+	// Gate holds dispatch while it blocks; nil means never.
+	Gate Gate
+	// Observer receives events for metrics; nil means none.
+	Observer Observer
+	// Logger receives one line per state change; per-record lines only at
+	// debug level, never with keys or values. Nil means no logging.
+	Logger *zap.Logger
+}
+
+// withDefaults validates o and returns it with defaults filled in, reporting
+// every problem at once.
+func (o Options) withDefaults() (Options, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("pipeline: "+format, args...)) }
+	if len(o.Brokers) == 0 {
+		bad("no brokers")
+	}
+	if o.Group == "" {
+		bad("no consumer group")
+	}
+	if len(o.Topics) == 0 {
+		bad("no topics")
+	}
+	for _, t := range o.Topics {
+		if t == "" {
+			bad("empty topic name")
+		}
+	}
+	if o.Handler == nil {
+		bad("no handler")
+	}
+	if _, err := o.Mode.MarshalText(); err != nil {
+		errs = append(errs, err)
+	}
+	neg := func(name string, v int) {
+		if v < 0 {
+			bad("%s must not be negative, got %d", name, v)
+		}
+	}
+	neg("MaxInFlight", o.MaxInFlight)
+	neg("MaxInFlightPerPartition", o.MaxInFlightPerPartition)
+	neg("MaxBuffered", o.MaxBuffered)
+	neg("MaxBufferedPerPartition", o.MaxBufferedPerPartition)
+	neg("FreshWindow", o.FreshWindow)
+	if o.CommitInterval < 0 || (o.CommitInterval > 0 && o.CommitInterval < 100*time.Millisecond) {
+		bad("CommitInterval must be at least 100ms (franz-go's minimum), got %v", o.CommitInterval)
+	}
+	if o.DrainTimeout < 0 {
+		bad("DrainTimeout must not be negative, got %v", o.DrainTimeout)
+	}
+
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = 256
+	}
+	if o.MaxInFlightPerPartition == 0 {
+		o.MaxInFlightPerPartition = min(64, o.MaxInFlight)
+	}
+	if o.MaxInFlightPerPartition > o.MaxInFlight {
+		bad("MaxInFlightPerPartition %d exceeds MaxInFlight %d", o.MaxInFlightPerPartition, o.MaxInFlight)
+	}
+	if o.MaxBuffered == 0 {
+		o.MaxBuffered = 4 * o.MaxInFlight
+	}
+	if o.MaxBuffered < o.MaxInFlight {
+		bad("MaxBuffered %d is below MaxInFlight %d", o.MaxBuffered, o.MaxInFlight)
+	}
+	if o.MaxBufferedPerPartition == 0 {
+		o.MaxBufferedPerPartition = 4 * o.MaxInFlightPerPartition
+	}
+	if o.MaxBufferedPerPartition < o.MaxInFlightPerPartition {
+		bad("MaxBufferedPerPartition %d is below MaxInFlightPerPartition %d", o.MaxBufferedPerPartition, o.MaxInFlightPerPartition)
+	}
+	if o.FreshWindow == 0 {
+		o.FreshWindow = o.MaxBufferedPerPartition
+	}
+	switch {
+	case o.Linger == 0:
+		o.Linger = 2 * time.Millisecond
+	case o.Linger < 0:
+		o.Linger = 0
+	}
+	if o.CommitInterval == 0 {
+		o.CommitInterval = time.Second
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Observer == nil {
+		o.Observer = NopObserver{}
+	}
+	return o, errors.Join(errs...)
+}

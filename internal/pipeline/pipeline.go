@@ -1,0 +1,742 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+)
+
+// Pipeline is a configured engine; Run runs it once.
+type Pipeline struct {
+	o   Options
+	log *zap.Logger
+	obs Observer
+
+	ran atomic.Bool
+	cl  *kgo.Client
+
+	work chan *job // dispatcher → workers
+	redo chan *job // promise → workers: records whose outputs failed
+
+	wakeDispatch chan struct{} // capacity 1: something may be dispatchable
+	wakePoll     chan struct{} // capacity 1: room in the buffer, or a resume
+
+	workCtx context.Context // handlers and produces; outlives Run's ctx until drained
+
+	mu         sync.Mutex
+	parts      map[tp]*partition
+	inFlight   int // dispatched, not done; includes records of dropped partitions
+	buffered   int // sum of the live partitions' tracker lengths
+	pollCancel context.CancelFunc
+	closing    bool
+	drained    chan struct{} // closed when inFlight reaches 0 while closing
+	isDrained  bool
+	failure    error
+	stop       context.CancelCauseFunc
+	markBuf    map[string]map[int32]kgo.EpochOffset
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// partition is the state of one assigned partition, guarded by Pipeline.mu.
+type partition struct {
+	tp
+	ctx      context.Context // canceled when the partition is dropped
+	cancel   context.CancelFunc
+	sched    *ordering.Scheduler[*job]
+	track    ordering.Tracker
+	last     int64 // highest offset taken, -1 before the first
+	inFlight int
+	fresh    int // records still to be marked Fresh
+	paused   bool
+	revoking bool
+	idle     chan struct{} // while revoking: closed when inFlight reaches 0
+}
+
+// job is one record from dispatch to done.
+type job struct {
+	p        *partition
+	task     ordering.Task[*job]
+	rec      *kgo.Record
+	fresh    bool
+	started  time.Time
+	fellBack bool         // outputs came from Fallback
+	pending  atomic.Int32 // outputs not yet acknowledged
+	errMu    sync.Mutex
+	err      error // first produce error
+	promise  func(*kgo.Record, error)
+}
+
+// New validates opts (every problem at once) and returns a Pipeline. It
+// does not connect; Run does.
+func New(opts Options) (*Pipeline, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Pipeline{
+		o:            o,
+		log:          o.Logger.Named("pipeline"),
+		obs:          o.Observer,
+		work:         make(chan *job),
+		redo:         make(chan *job, o.MaxInFlight),
+		wakeDispatch: make(chan struct{}, 1),
+		wakePoll:     make(chan struct{}, 1),
+		parts:        make(map[tp]*partition),
+		drained:      make(chan struct{}),
+		markBuf:      make(map[string]map[int32]kgo.EpochOffset),
+	}, nil
+}
+
+func (p *Pipeline) clientOpts() []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(p.o.Brokers...),
+		kgo.ConsumerGroup(p.o.Group),
+		kgo.ConsumeTopics(p.o.Topics...),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.AutoCommitMarks(),
+		kgo.AutoCommitInterval(p.o.CommitInterval),
+		kgo.OnPartitionsAssigned(p.onAssigned),
+		kgo.OnPartitionsRevoked(p.onRevoked),
+		kgo.OnPartitionsLost(p.onLost),
+		kgo.FetchMaxBytes(16 << 20),
+		// A resumed partition waits for the fetch already in flight for the
+		// others; when those are idle that fetch lasts FetchMaxWait (5s by
+		// default), so keep it short.
+		kgo.FetchMaxWait(250 * time.Millisecond),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(p.o.Linger),
+	}
+	return append(opts, p.o.ClientOpts...)
+}
+
+// Run consumes until ctx is canceled or a record fails beyond its Fallback,
+// then drains, commits, leaves the group and closes the client. It returns
+// nil after a cancellation, the *RecordError that stopped it, or an error
+// creating the client. Run may be called once.
+func (p *Pipeline) Run(ctx context.Context) error {
+	if p.ran.Swap(true) {
+		return errors.New("pipeline: Run called twice")
+	}
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	p.mu.Lock()
+	p.stop, p.workCtx = stop, workCtx
+	p.mu.Unlock()
+	cl, err := kgo.NewClient(p.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("pipeline: kafka client: %w", err)
+	}
+	p.mu.Lock()
+	p.cl = cl
+	p.mu.Unlock()
+
+	p.log.Info("pipeline starting", zap.String("group", p.o.Group), zap.Strings("topics", p.o.Topics),
+		zap.Stringer("mode", p.o.Mode), zap.Int("max_in_flight", p.o.MaxInFlight),
+		zap.Int("max_in_flight_per_partition", p.o.MaxInFlightPerPartition), zap.Int("max_buffered", p.o.MaxBuffered))
+
+	var front, workers errgroup.Group
+	front.Go(func() error { p.pollLoop(runCtx); return nil })
+	front.Go(func() error { p.dispatch(runCtx); return nil })
+	for range p.o.MaxInFlight {
+		workers.Go(func() error { p.worker(); return nil })
+	}
+
+	<-runCtx.Done()
+	_ = front.Wait()
+
+	// Drain: every dispatched record finishes or the deadline passes.
+	p.mu.Lock()
+	p.closing = true
+	p.closeDrainedLocked()
+	p.mu.Unlock()
+	timer := time.NewTimer(p.o.DrainTimeout)
+	select {
+	case <-p.drained:
+	case <-timer.C:
+		p.log.Warn("drain timed out; unfinished records will be processed again by the next owner",
+			zap.Duration("drain_timeout", p.o.DrainTimeout), zap.Int("in_flight", p.inFlightNow()))
+	}
+	timer.Stop()
+	stopWork()
+	_ = workers.Wait()
+
+	// Commit what is contiguous, flush what was produced, leave.
+	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.DrainTimeout)
+	defer cancel()
+	p.mu.Lock()
+	for _, part := range p.parts {
+		p.markLocked(cl, part)
+	}
+	p.mu.Unlock()
+	if err := cl.CommitMarkedOffsets(finalCtx); err != nil {
+		p.log.Error("final commit failed", zap.Error(err))
+	}
+	if err := cl.Flush(finalCtx); err != nil {
+		p.log.Warn("flush before close failed", zap.Error(err))
+	}
+	cl.Close() // leaves the group; onRevoked runs with closing set
+	p.mu.Lock()
+	failure := p.failure
+	p.mu.Unlock()
+	p.log.Info("pipeline stopped", zap.Error(failure))
+	return failure
+}
+
+func (p *Pipeline) closeDrainedLocked() {
+	if p.closing && p.inFlight == 0 && !p.isDrained {
+		p.isDrained = true
+		close(p.drained)
+	}
+}
+
+func (p *Pipeline) inFlightNow() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inFlight
+}
+
+func wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// pollLoop takes records while the buffer has room. With
+// BlockRebalanceOnPoll no rebalance callback runs between a poll and the
+// AllowRebalance after its records are queued, so a queued record always
+// belongs to a live partition.
+func (p *Pipeline) pollLoop(ctx context.Context) {
+	for {
+		p.mu.Lock()
+		var room int
+		var resume map[string][]int32
+		for {
+			if ctx.Err() != nil {
+				p.mu.Unlock()
+				return
+			}
+			resume = p.resumableLocked()
+			room = p.o.MaxBuffered - p.buffered
+			if room > 0 || resume != nil {
+				break
+			}
+			p.mu.Unlock()
+			select {
+			case <-p.wakePoll:
+			case <-ctx.Done():
+			}
+			p.mu.Lock()
+		}
+		pollCtx, cancel := context.WithCancel(ctx)
+		p.pollCancel = cancel
+		p.mu.Unlock()
+
+		if resume != nil {
+			p.cl.ResumeFetchPartitions(resume)
+			p.logPause(resume, false)
+		}
+		if room <= 0 {
+			cancel()
+			continue
+		}
+		fs := p.cl.PollRecords(pollCtx, room)
+		cancel()
+		fs.EachError(func(topic string, partition int32, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+				return
+			}
+			p.log.Warn("fetch error", zap.String("topic", topic), zap.Int32("partition", partition), zap.Error(err))
+		})
+		pause := p.enqueue(fs)
+		if pause != nil {
+			p.cl.PauseFetchPartitions(pause)
+			p.logPause(pause, true)
+		}
+		p.cl.AllowRebalance()
+		wake(p.wakeDispatch)
+	}
+}
+
+// resumableLocked returns the paused partitions whose buffer drained to half,
+// marking them resumed.
+func (p *Pipeline) resumableLocked() map[string][]int32 {
+	var resume map[string][]int32
+	for _, part := range p.parts {
+		if part.paused && part.track.Len() <= p.o.MaxBufferedPerPartition/2 {
+			part.paused = false
+			if resume == nil {
+				resume = make(map[string][]int32)
+			}
+			resume[part.topic] = append(resume[part.topic], part.partition)
+		}
+	}
+	return resume
+}
+
+// enqueue hands polled records to their partitions and returns the
+// partitions to pause.
+func (p *Pipeline) enqueue(fs kgo.Fetches) map[string][]int32 {
+	var pause map[string][]int32
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pollCancel = nil
+	n := 0
+	fs.EachRecord(func(r *kgo.Record) {
+		key := tp{r.Topic, r.Partition}
+		part := p.parts[key]
+		if part == nil { // not announced by onAssigned; adopt it
+			part = p.newPartitionLocked(key)
+		}
+		if r.Offset <= part.last {
+			p.log.Warn("record offset went backwards; skipped", zap.String("topic", r.Topic),
+				zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Int64("last", part.last))
+			return
+		}
+		part.last = r.Offset
+		j := &job{p: part, rec: r}
+		j.promise = j.onAck(p)
+		if part.fresh > 0 {
+			j.fresh = true
+			part.fresh--
+		}
+		part.sched.Push(r.Offset, r.Key, j)
+		part.track.Add(r.Offset, r.LeaderEpoch)
+		p.buffered++
+		n++
+		if !part.paused && part.track.Len() >= p.o.MaxBufferedPerPartition {
+			part.paused = true
+			if pause == nil {
+				pause = make(map[string][]int32)
+			}
+			pause[part.topic] = append(pause[part.topic], part.partition)
+		}
+	})
+	if n > 0 {
+		p.obs.InFlight(p.inFlight, p.buffered)
+	}
+	return pause
+}
+
+// logPause logs at debug level: under a backlog, pausing and resuming is
+// routine flow control that happens many times a second.
+func (p *Pipeline) logPause(tps map[string][]int32, paused bool) {
+	msg := "partitions resumed"
+	if paused {
+		msg = "partitions paused: buffer full"
+	}
+	for topic, parts := range tps {
+		p.log.Debug(msg, zap.String("topic", topic), zap.Int32s("partitions", parts))
+		for _, part := range parts {
+			p.obs.Paused(topic, part, paused)
+		}
+	}
+}
+
+func (p *Pipeline) newPartitionLocked(key tp) *partition {
+	ctx, cancel := context.WithCancel(p.workCtx)
+	part := &partition{
+		tp:     key,
+		ctx:    ctx,
+		cancel: cancel,
+		sched:  ordering.NewScheduler[*job](p.o.Mode),
+		last:   -1,
+		fresh:  p.o.FreshWindow,
+	}
+	p.parts[key] = part
+	return part
+}
+
+// dispatch hands runnable records to workers while the limits allow.
+func (p *Pipeline) dispatch(ctx context.Context) {
+	for {
+		if p.o.Gate != nil {
+			if err := p.o.Gate.Ready(ctx); err != nil {
+				return
+			}
+		}
+		p.mu.Lock()
+		j := p.nextLocked()
+		p.mu.Unlock()
+		if j == nil {
+			select {
+			case <-p.wakeDispatch:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		if ce := p.log.Check(zap.DebugLevel, "dispatch"); ce != nil {
+			ce.Write(zap.String("topic", j.rec.Topic), zap.Int32("partition", j.rec.Partition),
+				zap.Int64("offset", j.rec.Offset), zap.Bool("fresh", j.fresh))
+		}
+		p.obs.RecordStarted(j.rec.Topic, j.rec.Partition, j.fresh)
+		select {
+		case p.work <- j:
+		case <-p.workCtx.Done(): // drain timed out before a worker was free
+			p.finish(j, Abandoned)
+			return
+		}
+	}
+}
+
+// nextLocked picks the next record to run, or nil.
+func (p *Pipeline) nextLocked() *job {
+	if p.inFlight >= p.o.MaxInFlight {
+		return nil
+	}
+	for _, part := range p.parts { // map order: no partition is always first
+		if part.revoking || part.inFlight >= p.o.MaxInFlightPerPartition {
+			continue
+		}
+		task, ok := part.sched.Next()
+		if !ok {
+			continue
+		}
+		j := task.Value
+		j.task = task
+		j.started = time.Now()
+		part.inFlight++
+		p.inFlight++
+		p.obs.InFlight(p.inFlight, p.buffered)
+		return j
+	}
+	return nil
+}
+
+func (p *Pipeline) worker() {
+	for {
+		select {
+		case j := <-p.work:
+			p.process(j)
+		case j := <-p.redo:
+			p.fallBack(j, j.produceErr())
+		case <-p.workCtx.Done():
+			return
+		}
+	}
+}
+
+func (p *Pipeline) process(j *job) {
+	outs, err := p.handle(j)
+	if err != nil {
+		if j.p.ctx.Err() != nil {
+			p.finish(j, Abandoned)
+			return
+		}
+		p.fallBack(j, err)
+		return
+	}
+	p.produce(j, outs)
+}
+
+// handle runs the handler, turning a panic into an error: a bug in one
+// record's handling must become that record's error output, not a crash loop.
+func (p *Pipeline) handle(j *job) (outs []*kgo.Record, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			outs, err = nil, fmt.Errorf("handler panic: %v", r)
+		}
+	}()
+	return p.o.Handler(j.p.ctx, j.rec, Meta{Fresh: j.fresh})
+}
+
+func (p *Pipeline) fallBack(j *job, cause error) {
+	if j.p.ctx.Err() != nil {
+		p.finish(j, Abandoned)
+		return
+	}
+	if p.o.Fallback == nil || j.fellBack {
+		p.fail(j, cause)
+		return
+	}
+	j.fellBack = true
+	outs, err := p.o.Fallback(j.rec, cause)
+	if err != nil {
+		p.fail(j, fmt.Errorf("%w; fallback: %w", cause, err))
+		return
+	}
+	p.produce(j, outs)
+}
+
+func (p *Pipeline) produce(j *job, outs []*kgo.Record) {
+	if len(outs) == 0 {
+		p.done(j)
+		return
+	}
+	j.errMu.Lock()
+	j.err = nil
+	j.errMu.Unlock()
+	j.pending.Store(int32(len(outs)))
+	for _, out := range outs {
+		p.cl.Produce(p.workCtx, out, j.promise)
+	}
+}
+
+func (j *job) produceErr() error {
+	j.errMu.Lock()
+	defer j.errMu.Unlock()
+	return j.err
+}
+
+// onAck returns the promise for j's outputs. It runs on franz-go's promise
+// goroutine and must not block: a failed record goes back to a worker.
+func (j *job) onAck(p *Pipeline) func(*kgo.Record, error) {
+	return func(_ *kgo.Record, err error) {
+		if err != nil {
+			j.errMu.Lock()
+			if j.err == nil {
+				j.err = fmt.Errorf("%w: %w", ErrProduce, err)
+			}
+			j.errMu.Unlock()
+		}
+		if j.pending.Add(-1) > 0 {
+			return
+		}
+		if perr := j.produceErr(); perr != nil {
+			if p.workCtx.Err() != nil || j.p.ctx.Err() != nil {
+				p.finish(j, Abandoned)
+				return
+			}
+			p.redo <- j // never blocks: capacity MaxInFlight, one entry per record
+			return
+		}
+		p.done(j)
+	}
+}
+
+func (p *Pipeline) done(j *job) {
+	if j.fellBack {
+		p.finish(j, FellBack)
+	} else {
+		p.finish(j, Processed)
+	}
+}
+
+func (p *Pipeline) fail(j *job, cause error) {
+	p.mu.Lock()
+	p.failLocked(j, cause)
+	p.mu.Unlock()
+	p.finish(j, Failed)
+}
+
+// failLocked records the first failure and stops Run.
+func (p *Pipeline) failLocked(j *job, cause error) {
+	if p.failure != nil {
+		return
+	}
+	err := &RecordError{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset, Err: cause}
+	p.failure = err
+	p.log.Error("record failed beyond fallback; stopping without committing it", zap.Error(err))
+	p.stop(err)
+}
+
+// finish takes j out of flight. Only a Processed or FellBack record counts as
+// done for its partition's commit point.
+func (p *Pipeline) finish(j *job, outcome Outcome) {
+	part := j.p
+	p.mu.Lock()
+	p.inFlight--
+	part.inFlight--
+	part.sched.Done(j.task)
+	live := p.parts[part.tp] == part
+	if live && (outcome == Processed || outcome == FellBack) {
+		before := part.track.Len()
+		advanced, err := part.track.Done(j.rec.Offset)
+		if err != nil { // a bookkeeping bug: never commit past it
+			p.failLocked(j, err)
+			outcome = Failed
+		}
+		p.buffered -= before - part.track.Len()
+		if advanced && !part.revoking {
+			p.markLocked(p.cl, part)
+		}
+	}
+	if part.revoking && part.inFlight == 0 && part.idle != nil {
+		close(part.idle)
+		part.idle = nil
+	}
+	p.closeDrainedLocked()
+	if live && part.paused && part.track.Len() <= p.o.MaxBufferedPerPartition/2 && p.pollCancel != nil {
+		p.pollCancel() // the poll loop may be waiting on the other partitions
+		p.pollCancel = nil
+	}
+	p.obs.InFlight(p.inFlight, p.buffered)
+	p.mu.Unlock()
+
+	p.obs.RecordDone(j.rec.Topic, j.rec.Partition, outcome, time.Since(j.started))
+	if ce := p.log.Check(zap.DebugLevel, "record finished"); ce != nil {
+		ce.Write(zap.String("topic", j.rec.Topic), zap.Int32("partition", j.rec.Partition),
+			zap.Int64("offset", j.rec.Offset), zap.Stringer("outcome", outcome))
+	}
+	wake(p.wakeDispatch)
+	wake(p.wakePoll)
+}
+
+// markLocked marks part's commit point for franz-go's autocommit. Only live
+// partitions are ever marked: MarkCommitOffsets does not check ownership.
+func (p *Pipeline) markLocked(cl *kgo.Client, part *partition) {
+	next, epoch, ok := part.track.Commit()
+	if !ok {
+		return
+	}
+	m := p.markBuf[part.topic]
+	if m == nil {
+		m = make(map[int32]kgo.EpochOffset, 1)
+		p.markBuf[part.topic] = m
+	}
+	m[part.partition] = kgo.EpochOffset{Epoch: epoch, Offset: next}
+	cl.MarkCommitOffsets(p.markBuf)
+	delete(m, part.partition)
+	if len(m) == 0 {
+		delete(p.markBuf, part.topic)
+	}
+	p.obs.CommitPoint(part.topic, part.partition, next)
+}
+
+func (p *Pipeline) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	p.mu.Lock()
+	for topic, parts := range assigned {
+		for _, n := range parts {
+			if p.parts[tp{topic, n}] == nil {
+				p.newPartitionLocked(tp{topic, n})
+			}
+		}
+	}
+	p.mu.Unlock()
+	for topic, parts := range assigned {
+		p.log.Info("partitions assigned", zap.String("topic", topic), zap.Int32s("partitions", parts))
+		p.obs.Assigned(topic, parts, true, false)
+	}
+}
+
+// onRevoked stops dispatching the revoked partitions, waits for their
+// in-flight records (at most DrainTimeout), marks and commits, and only then
+// lets franz-go hand the partitions to another member.
+func (p *Pipeline) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	if len(revoked) == 0 {
+		return
+	}
+	start := time.Now()
+	p.mu.Lock()
+	var parts []*partition
+	var idle []chan struct{}
+	for topic, ns := range revoked {
+		for _, n := range ns {
+			part := p.parts[tp{topic, n}]
+			if part == nil {
+				continue
+			}
+			part.revoking = true
+			parts = append(parts, part)
+			if part.inFlight > 0 && !p.closing {
+				part.idle = make(chan struct{})
+				idle = append(idle, part.idle)
+			}
+		}
+	}
+	p.mu.Unlock()
+
+	timer := time.NewTimer(p.o.DrainTimeout)
+	timedOut := false
+wait:
+	for _, c := range idle {
+		select {
+		case <-c:
+		case <-timer.C:
+			timedOut = true
+			break wait
+		}
+	}
+	timer.Stop()
+
+	p.mu.Lock()
+	for _, part := range parts {
+		p.markLocked(cl, part)
+	}
+	resume := p.dropLocked(parts)
+	p.mu.Unlock()
+	if resume != nil {
+		cl.ResumeFetchPartitions(resume) // a pause must not outlive the assignment
+	}
+
+	commitCtx, cancel := context.WithTimeout(ctx, p.o.DrainTimeout)
+	err := cl.CommitMarkedOffsets(commitCtx)
+	cancel()
+	for topic, ns := range revoked {
+		p.log.Info("partitions revoked", zap.String("topic", topic), zap.Int32s("partitions", ns),
+			zap.Duration("drain", time.Since(start)), zap.Bool("drain_timed_out", timedOut), zap.Error(err))
+		p.obs.Assigned(topic, ns, false, false)
+	}
+	wake(p.wakePoll)
+}
+
+// onLost drops the partitions without committing: another member may own
+// them already.
+func (p *Pipeline) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
+	if len(lost) == 0 {
+		return
+	}
+	p.mu.Lock()
+	var parts []*partition
+	for topic, ns := range lost {
+		for _, n := range ns {
+			if part := p.parts[tp{topic, n}]; part != nil {
+				parts = append(parts, part)
+			}
+		}
+	}
+	resume := p.dropLocked(parts)
+	p.mu.Unlock()
+	if resume != nil {
+		cl.ResumeFetchPartitions(resume)
+	}
+	for topic, ns := range lost {
+		p.log.Warn("partitions lost; uncommitted records will be processed again by their next owner",
+			zap.String("topic", topic), zap.Int32s("partitions", ns))
+		p.obs.Assigned(topic, ns, false, true)
+	}
+	wake(p.wakePoll)
+}
+
+// dropLocked forgets parts, cancels their handlers and returns those that
+// were paused.
+func (p *Pipeline) dropLocked(parts []*partition) map[string][]int32 {
+	var resume map[string][]int32
+	for _, part := range parts {
+		if p.parts[part.tp] != part {
+			continue
+		}
+		delete(p.parts, part.tp)
+		p.buffered -= part.track.Len()
+		part.revoking = true
+		part.cancel()
+		if part.idle != nil {
+			close(part.idle)
+			part.idle = nil
+		}
+		if part.paused {
+			if resume == nil {
+				resume = make(map[string][]int32)
+			}
+			resume[part.topic] = append(resume[part.topic], part.partition)
+		}
+	}
+	p.obs.InFlight(p.inFlight, p.buffered)
+	return resume
+}
