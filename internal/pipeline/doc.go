@@ -20,6 +20,13 @@
 //     done, which may advance the partition's commit point, which is marked for
 //     franz-go's autocommit at once.
 //
+// Ordering applies to handler calls: the next record of a lane (a key in
+// ordering.Key mode, the partition in ordering.Partition mode) is dispatched
+// as soon as the previous handler, and its Fallback if any, has returned, not
+// when its outputs are acknowledged; so effects happen in offset order and
+// outputs are produced in offset order, which the idempotent producer keeps
+// unless an output fails (its fallback output then comes later).
+//
 // A record is in flight from dispatch until its last output is acknowledged,
 // so MaxInFlight bounds handler calls and unacknowledged records together.
 // Buffered records (taken but not yet below the commit point: waiting,

@@ -73,6 +73,7 @@ type job struct {
 	fresh    bool
 	started  time.Time
 	fellBack bool         // outputs came from Fallback
+	released bool         // lane released; guarded by Pipeline.mu
 	pending  atomic.Int32 // outputs not yet acknowledged
 	errMu    sync.Mutex
 	err      error // first produce error
@@ -397,7 +398,7 @@ func (p *Pipeline) dispatch(ctx context.Context) {
 
 // nextLocked picks the next record to run, or nil.
 func (p *Pipeline) nextLocked() *job {
-	if p.inFlight >= p.o.MaxInFlight {
+	if p.inFlight >= p.o.MaxInFlight || p.failure != nil {
 		return nil
 	}
 	for _, part := range p.parts { // map order: no partition is always first
@@ -456,6 +457,15 @@ func (p *Pipeline) handle(j *job) (outs []*kgo.Record, err error) {
 	return p.o.Handler(j.p.ctx, j.rec, Meta{Fresh: j.fresh})
 }
 
+func (p *Pipeline) callFallback(j *job, cause error) (outs []*kgo.Record, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			outs, err = nil, fmt.Errorf("fallback panic: %v", r)
+		}
+	}()
+	return p.o.Fallback(j.rec, cause)
+}
+
 func (p *Pipeline) fallBack(j *job, cause error) {
 	if j.p.ctx.Err() != nil {
 		p.finish(j, Abandoned)
@@ -466,7 +476,7 @@ func (p *Pipeline) fallBack(j *job, cause error) {
 		return
 	}
 	j.fellBack = true
-	outs, err := p.o.Fallback(j.rec, cause)
+	outs, err := p.callFallback(j, cause)
 	if err != nil {
 		p.fail(j, fmt.Errorf("%w; fallback: %w", cause, err))
 		return
@@ -475,6 +485,7 @@ func (p *Pipeline) fallBack(j *job, cause error) {
 }
 
 func (p *Pipeline) produce(j *job, outs []*kgo.Record) {
+	p.releaseLane(j)
 	if len(outs) == 0 {
 		p.done(j)
 		return
@@ -486,6 +497,19 @@ func (p *Pipeline) produce(j *job, outs []*kgo.Record) {
 	for _, out := range outs {
 		p.cl.Produce(p.workCtx, out, j.promise)
 	}
+}
+
+// releaseLane lets the next record of j's lane run once j's handler (and
+// fallback) returned, without waiting for j's outputs to be acknowledged:
+// effects stay in order, and outputs are produced in order.
+func (p *Pipeline) releaseLane(j *job) {
+	p.mu.Lock()
+	if !j.released {
+		j.released = true
+		j.p.sched.Done(j.task)
+	}
+	p.mu.Unlock()
+	wake(p.wakeDispatch)
 }
 
 func (j *job) produceErr() error {
@@ -553,7 +577,10 @@ func (p *Pipeline) finish(j *job, outcome Outcome) {
 	p.mu.Lock()
 	p.inFlight--
 	part.inFlight--
-	part.sched.Done(j.task)
+	if !j.released {
+		j.released = true
+		part.sched.Done(j.task)
+	}
 	live := p.parts[part.tp] == part
 	if live && (outcome == Processed || outcome == FellBack) {
 		before := part.track.Len()
