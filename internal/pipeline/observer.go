@@ -21,8 +21,9 @@ type Observer interface {
 	// Paused is called when fetching a partition is paused because its
 	// buffer is full, or resumed.
 	Paused(topic string, partition int32, paused bool)
-	// Assigned is called on assignment, revocation (lost false) or loss
-	// (lost true) of partitions.
+	// Assigned is called when partitions are assigned (assigned true),
+	// when their revocation starts, before the drain (lost false), and when
+	// they are lost (lost true).
 	Assigned(topic string, partitions []int32, assigned bool, lost bool)
 }
 

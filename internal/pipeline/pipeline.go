@@ -678,6 +678,9 @@ func (p *Pipeline) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[st
 		}
 	}
 	p.mu.Unlock()
+	for topic, ns := range revoked {
+		p.obs.Assigned(topic, ns, false, false)
+	}
 
 	timer := time.NewTimer(p.o.DrainTimeout)
 	timedOut := false
@@ -708,7 +711,6 @@ wait:
 	for topic, ns := range revoked {
 		p.log.Info("partitions revoked", zap.String("topic", topic), zap.Int32s("partitions", ns),
 			zap.Duration("drain", time.Since(start)), zap.Bool("drain_timed_out", timedOut), zap.Error(err))
-		p.obs.Assigned(topic, ns, false, false)
 	}
 	wake(p.wakePoll)
 }

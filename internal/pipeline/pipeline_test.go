@@ -523,3 +523,107 @@ func TestFailureStops(t *testing.T) {
 		})
 	}
 }
+
+// TestRevokeDrains: records in flight on a revoked partition finish before
+// the partition moves, and their offsets are committed first, so the new
+// owner neither loses nor repeats anything.
+func TestRevokeDrains(t *testing.T) {
+	e := newEnv(t, 2)
+	const n, blocked = 400, 5
+	e.produce(n, strconv.Itoa, func(i int) int32 { return int32(i % 2) })
+	release := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	var once [2]sync.Once
+	free := func(p int32) { once[p].Do(func() { close(release[p]) }) }
+	defer free(0)
+	defer free(1)
+	rec1 := &releaseOnRevoke{recorder: newRecorder(), free: free}
+	o1 := e.opts("g", echo(func(_ context.Context, r *kgo.Record, _ Meta) error {
+		if r.Offset == blocked {
+			<-release[r.Partition] // ignores ctx: only the drain may wait for it
+		}
+		return nil
+	}))
+	o1.Observer = rec1
+	o1.MaxInFlight = 16
+	o1.MaxInFlightPerPartition = 8
+	o1.MaxBufferedPerPartition = 32 // member 1 stops near offset 40: member 2 has work
+	start(t, o1)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		got := e.committed("g")
+		return got[0] == blocked && got[1] == blocked, fmt.Sprintf("committed %v", got)
+	})
+
+	var mu sync.Mutex
+	var fresh []string
+	o2 := e.opts("g", echo(func(_ context.Context, r *kgo.Record, m Meta) error {
+		if m.Fresh {
+			mu.Lock()
+			fresh = append(fresh, coord(r))
+			mu.Unlock()
+		}
+		return nil
+	}))
+	rec2 := newRecorder()
+	o2.Observer = rec2
+	start(t, o2)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return rec2.owns() > 0, "member 2 was never assigned a partition"
+	})
+	free(0)
+	free(1)
+	e.checkOutputs(e.outputs(outTopic, n), true)
+	e.waitCommittedToEnd("g")
+	if a := rec1.doneCount(Abandoned); a != 0 {
+		t.Errorf("member 1 abandoned %d records; the revoke drain should have finished them", a)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range fresh {
+		if off, _ := strconv.Atoi(c[strings.LastIndex(c, "/")+1:]); off <= blocked {
+			t.Errorf("member 2 received %s, at or below the drained record", c)
+		}
+	}
+	if len(fresh) == 0 {
+		t.Error("member 2 marked no record Fresh after its assignment")
+	}
+}
+
+// releaseOnRevoke frees a partition's blocked record when its revocation
+// starts.
+type releaseOnRevoke struct {
+	*recorder
+	free func(int32)
+}
+
+func (r *releaseOnRevoke) Assigned(topic string, parts []int32, assigned, lost bool) {
+	r.recorder.Assigned(topic, parts, assigned, lost)
+	if !assigned {
+		for _, p := range parts {
+			r.free(p)
+		}
+	}
+}
+
+// TestGateShutdown: a gate that never opens does not keep Run from
+// returning.
+func TestGateShutdown(t *testing.T) {
+	e := newEnv(t, 1)
+	e.produce(10, strconv.Itoa, func(int) int32 { return 0 })
+	rec := newRecorder()
+	g := &gate{open: make(chan struct{})}
+	o := e.opts("g", echo(nil))
+	o.Gate = g
+	o.Observer = rec
+	r := start(t, o)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.buffered == 10 && g.waits.Load() > 0, fmt.Sprintf("buffered %d", rec.buffered)
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.committed("g"); got[0] != 0 {
+		t.Errorf("committed %d with nothing processed", got[0])
+	}
+}
