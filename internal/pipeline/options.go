@@ -18,8 +18,9 @@ import (
 //
 // ctx is canceled when the record's partition is lost, or when a revoke or
 // shutdown drain has timed out; an error returned after that is not a
-// failure, the record is just abandoned (not committed). Any other error is
-// a bug path and goes to Fallback.
+// failure, the record is just abandoned (not committed). Any other error, or
+// a panic, is a bug path and goes to Fallback. A handler must return soon
+// after ctx is canceled: shutdown waits for it at most DrainTimeout more.
 //
 // Handlers run concurrently (up to MaxInFlight), but never concurrently with
 // another record of the same key in Key mode, or of the same partition in
@@ -43,7 +44,8 @@ type Fallback func(rec *kgo.Record, cause error) ([]*kgo.Record, error)
 
 // Gate is consulted before every dispatch; Ready blocks while records must
 // be held (for the bridge, while the partner API's circuit is open) and
-// returns nil when dispatch may go on, or ctx's error. While it blocks,
+// returns nil when dispatch may go on, or ctx's error (any other error stops
+// Run with that error). While it blocks,
 // buffered records wait, polling stops once the buffer is full, and group
 // membership continues. *circuit.Breaker implements it.
 type Gate interface {

@@ -174,7 +174,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	timer.Stop()
 	stopWork()
-	_ = workers.Wait()
+	p.waitWorkers(&workers)
 
 	// Commit what is contiguous, flush what was produced, leave.
 	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.DrainTimeout)
@@ -196,6 +196,25 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.mu.Unlock()
 	p.log.Info("pipeline stopped", zap.Error(failure))
 	return failure
+}
+
+// waitWorkers waits for the workers after their context was canceled. A
+// handler that ignores its context could hold Run forever; after
+// DrainTimeout more Run goes on closing and leaves such a worker behind
+// (its record is not committed).
+func (p *Pipeline) waitWorkers(workers *errgroup.Group) {
+	done := make(chan struct{})
+	go func() {
+		_ = workers.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(p.o.DrainTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		p.log.Error("handlers ignored cancellation; closing without them", zap.Duration("waited", p.o.DrainTimeout))
+	}
 }
 
 func (p *Pipeline) closeDrainedLocked() {
@@ -368,6 +387,11 @@ func (p *Pipeline) dispatch(ctx context.Context) {
 	for {
 		if p.o.Gate != nil {
 			if err := p.o.Gate.Ready(ctx); err != nil {
+				if ctx.Err() == nil { // a broken gate must not stall the pipeline silently
+					p.mu.Lock()
+					p.stopLocked(fmt.Errorf("pipeline: gate: %w", err))
+					p.mu.Unlock()
+				}
 				return
 			}
 		}
@@ -561,12 +585,17 @@ func (p *Pipeline) fail(j *job, cause error) {
 
 // failLocked records the first failure and stops Run.
 func (p *Pipeline) failLocked(j *job, cause error) {
+	p.stopLocked(&RecordError{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset, Err: cause})
+}
+
+// stopLocked makes err Run's result, unless another error came first, and
+// stops Run.
+func (p *Pipeline) stopLocked(err error) {
 	if p.failure != nil {
 		return
 	}
-	err := &RecordError{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset, Err: cause}
 	p.failure = err
-	p.log.Error("record failed beyond fallback; stopping without committing it", zap.Error(err))
+	p.log.Error("pipeline stopping on error; nothing at or after the failed record is committed", zap.Error(err))
 	p.stop(err)
 }
 

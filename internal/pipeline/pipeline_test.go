@@ -627,3 +627,18 @@ func TestGateShutdown(t *testing.T) {
 		t.Errorf("committed %d with nothing processed", got[0])
 	}
 }
+
+type brokenGate struct{}
+
+func (brokenGate) Ready(context.Context) error { return errors.New("gate broken") }
+
+// TestBrokenGateStops: a gate error other than cancellation stops Run.
+func TestBrokenGateStops(t *testing.T) {
+	e := newEnv(t, 1)
+	o := e.opts("g", echo(nil))
+	o.Gate = brokenGate{}
+	err := start(t, o).wait(t)
+	if err == nil || !strings.Contains(err.Error(), "gate broken") {
+		t.Fatalf("Run = %v, want the gate's error", err)
+	}
+}
