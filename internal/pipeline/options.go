@@ -94,18 +94,21 @@ type Options struct {
 	// running or outputs unacknowledged) across all partitions; default 256.
 	// It is also the number of worker goroutines.
 	MaxInFlight int
-	// MaxInFlightPerPartition bounds in-flight records of one partition, so
-	// that one busy partition cannot take every slot; default
-	// min(64, MaxInFlight).
+	// MaxInFlightPerPartition bounds in-flight records of one partition;
+	// default MaxInFlight, no bound of its own. A lower bound shares the
+	// slots among partitions, but caps a partition that is alone in having
+	// records (a catch-up tail, one hot partition) at this many.
 	MaxInFlightPerPartition int
 	// MaxBuffered bounds records taken from Kafka and not yet below their
 	// partition's commit point, across all partitions; it is what the poll
 	// loop asks for at most. Default 4 × MaxInFlight; at least MaxInFlight.
 	MaxBuffered int
 	// MaxBufferedPerPartition pauses fetching a partition once it has this
-	// many buffered records (resumed at half). Default 4 ×
-	// MaxInFlightPerPartition; at least MaxInFlightPerPartition. A single
-	// poll may overshoot it, never MaxBuffered.
+	// many buffered records (resumed at half), so that a partition whose
+	// commit point is stuck behind a slow record cannot fill the whole
+	// buffer. Default max(MaxBuffered/2, MaxInFlightPerPartition); at least
+	// MaxInFlightPerPartition. A single poll may overshoot it, never
+	// MaxBuffered.
 	MaxBufferedPerPartition int
 	// FreshWindow is how many records after an assignment carry
 	// Meta.Fresh; default MaxBufferedPerPartition, what a previous owner
@@ -185,7 +188,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.MaxInFlight = 256
 	}
 	if o.MaxInFlightPerPartition == 0 {
-		o.MaxInFlightPerPartition = min(64, o.MaxInFlight)
+		o.MaxInFlightPerPartition = o.MaxInFlight
 	}
 	if o.MaxInFlightPerPartition > o.MaxInFlight {
 		bad("MaxInFlightPerPartition %d exceeds MaxInFlight %d", o.MaxInFlightPerPartition, o.MaxInFlight)
@@ -197,7 +200,7 @@ func (o Options) withDefaults() (Options, error) {
 		bad("MaxBuffered %d is below MaxInFlight %d", o.MaxBuffered, o.MaxInFlight)
 	}
 	if o.MaxBufferedPerPartition == 0 {
-		o.MaxBufferedPerPartition = 4 * o.MaxInFlightPerPartition
+		o.MaxBufferedPerPartition = max(o.MaxBuffered/2, o.MaxInFlightPerPartition)
 	}
 	if o.MaxBufferedPerPartition < o.MaxInFlightPerPartition {
 		bad("MaxBufferedPerPartition %d is below MaxInFlightPerPartition %d", o.MaxBufferedPerPartition, o.MaxInFlightPerPartition)

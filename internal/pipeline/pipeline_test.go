@@ -40,8 +40,8 @@ func TestNewValidatesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := p.o
-	if o.Mode != ordering.Key || o.MaxInFlight != 256 || o.MaxInFlightPerPartition != 64 || o.MaxBuffered != 1024 ||
-		o.MaxBufferedPerPartition != 256 || o.FreshWindow != 256 || o.Linger != 2*time.Millisecond ||
+	if o.Mode != ordering.Key || o.MaxInFlight != 256 || o.MaxInFlightPerPartition != 256 || o.MaxBuffered != 1024 ||
+		o.MaxBufferedPerPartition != 512 || o.FreshWindow != 512 || o.Linger != 2*time.Millisecond ||
 		o.CommitInterval != time.Second || o.DrainTimeout != 10*time.Second {
 		t.Errorf("defaults: %+v", o)
 	}
