@@ -12,9 +12,9 @@
 //   - the poll loop takes at most as many records as the buffer has room
 //     for and hands them to a per-partition ordering.Scheduler and
 //     ordering.Tracker, pausing a partition whose buffer is full;
-//   - the dispatcher waits on the Gate, then hands the lowest-offset runnable
-//     record to a worker while the global and per-partition in-flight limits
-//     allow;
+//   - the dispatcher waits on the Gate, then hands a runnable record (the
+//     lowest runnable offset of its partition) to a worker while the global
+//     and per-partition in-flight limits allow;
 //   - MaxInFlight workers run the Handler and call Produce with a promise; they
 //     never wait for acknowledgements. The last promise of a record marks it
 //     done, which may advance the partition's commit point, which is marked for
@@ -35,7 +35,12 @@
 // PauseFetchPartitions (franz-go drops and later refetches what it had
 // buffered for it) while the other partitions go on. Memory is therefore
 // bounded by configuration: MaxBuffered records here, plus franz-go's fetch
-// buffers (brokers × FetchMaxBytes) and produce buffer.
+// buffers (about one fetch response per broker, FetchMaxBytes 16 MiB here)
+// and its produce buffer. FetchMaxWait is 250ms rather than franz-go's 5s:
+// a resumed partition waits for the fetch in flight for the others.
+//
+// A group with no commits starts at the earliest offset (franz-go's
+// default), so a new deployment misses nothing.
 //
 // # Failures
 //

@@ -242,7 +242,16 @@ func wake(c chan struct{}) {
 // AllowRebalance after its records are queued, so a queued record always
 // belongs to a live partition.
 func (p *Pipeline) pollLoop(ctx context.Context) {
+	var backoff time.Duration // after polls that returned only errors
 	for {
+		if backoff > 0 {
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
 		p.mu.Lock()
 		var room int
 		var resume map[string][]int32
@@ -277,12 +286,24 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 		}
 		fs := p.cl.PollRecords(pollCtx, room)
 		cancel()
+		failed := false
 		fs.EachError(func(topic string, partition int32, err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
 				return
 			}
+			failed = true
 			p.log.Warn("fetch error", zap.String("topic", topic), zap.Int32("partition", partition), zap.Error(err))
 		})
+		// franz-go retries what is retriable; what it returns may come back
+		// at once on every poll, so back off instead of spinning and logging.
+		switch {
+		case !failed || fs.NumRecords() > 0:
+			backoff = 0
+		case backoff == 0:
+			backoff = 100 * time.Millisecond
+		default:
+			backoff = min(2*backoff, 5*time.Second)
+		}
 		pause := p.enqueue(fs)
 		if pause != nil {
 			p.cl.PauseFetchPartitions(pause)
