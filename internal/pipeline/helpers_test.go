@@ -32,6 +32,7 @@ const (
 // env is a kfake cluster over TCP with the test topics.
 type env struct {
 	t     *testing.T
+	c     *kfake.Cluster
 	addrs []string
 	cl    *kgo.Client // plain client for producing inputs and reading outputs
 	adm   *kadm.Client
@@ -44,7 +45,7 @@ func newEnv(t *testing.T, partitions int32) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	e := &env{t: t, addrs: c.ListenAddrs()}
+	e := &env{t: t, c: c, addrs: c.ListenAddrs()}
 	e.cl, err = kgo.NewClient(kgo.SeedBrokers(e.addrs...), kgo.ProducerLinger(0))
 	if err != nil {
 		t.Fatal(err)

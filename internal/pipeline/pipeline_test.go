@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 )
@@ -640,5 +642,68 @@ func TestBrokenGateStops(t *testing.T) {
 	err := start(t, o).wait(t)
 	if err == nil || !strings.Contains(err.Error(), "gate broken") {
 		t.Fatalf("Run = %v, want the gate's error", err)
+	}
+}
+
+// TestLostPartition: when the group says this member's generation is gone,
+// the partitions are dropped without committing, handlers of the lost
+// partitions see their context canceled, and after rejoining the records
+// are processed again, the first ones marked Fresh.
+func TestLostPartition(t *testing.T) {
+	e := newEnv(t, 1)
+	const n, stuck = 100, 5
+	e.produce(n, strconv.Itoa, func(int) int32 { return 0 })
+	var attempts atomic.Int32
+	var freshRetry atomic.Bool
+	rec := newRecorder()
+	lost := make(chan struct{})
+	o := e.opts("g", echo(func(ctx context.Context, r *kgo.Record, m Meta) error {
+		if r.Offset != stuck {
+			return nil
+		}
+		if attempts.Add(1) == 1 {
+			<-ctx.Done() // canceled when the partition is lost
+			return ctx.Err()
+		}
+		freshRetry.Store(m.Fresh)
+		return nil
+	}))
+	o.Observer = &lostSignal{recorder: rec, lost: lost}
+	start(t, o)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		d := rec.doneCount(Processed)
+		return d == n-1 && e.committed("g")[0] == stuck, fmt.Sprintf("processed %d, committed %v", d, e.committed("g"))
+	})
+
+	e.c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.IllegalGeneration.Code
+		return resp, nil, true
+	})
+	select {
+	case <-lost:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the partition was never reported lost")
+	}
+	e.checkOutputs(e.outputs(outTopic, n), false)
+	e.waitCommittedToEnd("g")
+	if a := rec.doneCount(Abandoned); a < 1 {
+		t.Errorf("abandoned %d records; the stuck record's handler should have been canceled", a)
+	}
+	if attempts.Load() != 2 || !freshRetry.Load() {
+		t.Errorf("stuck record handled %d times, retry fresh %v; want 2, true", attempts.Load(), freshRetry.Load())
+	}
+}
+
+type lostSignal struct {
+	*recorder
+	lost chan struct{}
+	once sync.Once
+}
+
+func (l *lostSignal) Assigned(topic string, parts []int32, assigned, lost bool) {
+	l.recorder.Assigned(topic, parts, assigned, lost)
+	if lost {
+		l.once.Do(func() { close(l.lost) })
 	}
 }
