@@ -117,8 +117,9 @@ type Options struct {
 	FreshWindow int
 
 	// Linger is how long the producer waits to batch outputs; default 2ms.
-	// Workers never wait for it (acknowledgements arrive by promise), so it
-	// costs latency, not throughput. Negative means no linger.
+	// Workers never wait for it (acknowledgements arrive by promise); it
+	// only keeps a record in flight, holding its slot, a little longer.
+	// Negative means no linger.
 	Linger time.Duration
 	// CommitInterval is how often marked commit points are committed;
 	// default 1s, minimum 100ms. Shorter means fewer reprocessed records
