@@ -1,5 +1,3 @@
-//go:build sim
-
 // Built only with -tags sim until internal/sim lands (it is being written in
 // parallel against the API these tests use); then drop the constraint.
 
@@ -79,7 +77,7 @@ func (s *apiStack) api(t *testing.T, stdin string, args ...string) (int, string,
 }
 
 func TestAPICommandAgainstSimulator(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	noLeaks(t)
 	s := newAPIStack(t)
 	member := sim.MemberID(1)
 
@@ -145,7 +143,7 @@ func TestAPICommandAgainstSimulator(t *testing.T) {
 }
 
 func TestAPICommandFailures(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	noLeaks(t)
 	s := newAPIStack(t)
 	if code, _, _ := s.api(t, ""); code != 2 {
 		t.Fatalf("no call: exit %d", code)
@@ -177,4 +175,12 @@ func TestAPICommandFailures(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"grant": "exchange"`) {
 		t.Fatalf("exchange: %d %s %s", code, out, errs)
 	}
+}
+
+// noLeaks checks for leaked goroutines after every cleanup registered later
+// (the simulator's server among them) has run.
+func noLeaks(t *testing.T) {
+	t.Helper()
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 }

@@ -1,5 +1,3 @@
-//go:build sim
-
 // Built only with -tags sim until internal/sim lands (it is being written in
 // parallel against the API these tests use); then drop the constraint.
 
