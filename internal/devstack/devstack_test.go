@@ -1,0 +1,121 @@
+package devstack
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+)
+
+const testSchema = `{"type":"record","name":"T","namespace":"t","fields":[{"name":"a","type":"string"}]}`
+
+func startTest(t *testing.T, dir string) *Stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Start(ctx, Options{DataDir: dir, KafkaAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0", SimAddr: "127.0.0.1:0",
+		Partitions: 2, Topics: []string{"in", "in.result"}, Sim: sim.Options{Members: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A restart on the same data dir keeps topics, records, schema ids and the
+// partner key: what a developer who stops `dev` with Ctrl-C expects.
+func TestRestartKeepsState(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	s := startTest(t, dir)
+	reg, err := sr.NewClient(sr.URLs(s.RegistryURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := reg.CreateSchema(ctx, "in-value", sr.Schema{Schema: testSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "in", Key: []byte("k"), Value: []byte("v1")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	resp, err := http.Get(s.SimURL + "/realms/loyalty-partner/protocol/openid-connect/certs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("simulator JWKS: HTTP %d", resp.StatusCode)
+	}
+	key := s.PartnerKey
+	s.Close()
+	s.Close() // idempotent
+
+	s2 := startTest(t, dir)
+	defer s2.Close()
+	if !key.Equal(s2.PartnerKey) {
+		t.Fatal("partner key regenerated on restart")
+	}
+	reg2, err := sr.NewClient(sr.URLs(s2.RegistryURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := reg2.SchemaByVersion(ctx, "in-value", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != ss.ID || got.Version != ss.Version {
+		t.Fatalf("schema after restart: id %d v%d, want id %d v%d", got.ID, got.Version, ss.ID, ss.Version)
+	}
+	// A second registration of a new schema must not clash with the seeded id.
+	next, err := reg2.CreateSchema(ctx, "other-value", sr.Schema{Schema: `{"type":"string"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.ID == ss.ID {
+		t.Fatalf("new schema reused id %d", next.ID)
+	}
+	cl2, err := kgo.NewClient(kgo.SeedBrokers(s2.Brokers...), kgo.ConsumeTopics("in"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	for {
+		fs := cl2.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatal("record not found after restart")
+		}
+		var found bool
+		fs.EachRecord(func(r *kgo.Record) { found = found || string(r.Value) == "v1" })
+		if found {
+			break
+		}
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	ctx := context.Background()
+	if _, err := Start(ctx, Options{KafkaAddr: "nope", RegistryAddr: "127.0.0.1:0", SimAddr: "127.0.0.1:0"}); err == nil {
+		t.Fatal("bad kafka address accepted")
+	}
+	s := startTest(t, "")
+	defer s.Close()
+	// The registry's port is taken: a clear error, and nothing left running.
+	_, err := Start(ctx, Options{KafkaAddr: "127.0.0.1:0", RegistryAddr: s.RegistryURL[len("http://"):], SimAddr: "127.0.0.1:0"})
+	if err == nil {
+		t.Fatal("busy registry port accepted")
+	}
+	t.Log(err)
+}
