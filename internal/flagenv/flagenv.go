@@ -200,3 +200,20 @@ func (b *Binder) applyEnv(given map[string]bool, lookup func(string) (string, bo
 	}
 	return errors.Join(errs...)
 }
+
+// Vars returns the bound variables by flag name, and whether each is a
+// secret (which also reads <variable>_FILE). Deployment files are checked
+// against it, so that a manifest cannot set a variable nothing reads.
+func (b *Binder) Vars() map[string]Var {
+	out := make(map[string]Var, len(b.env))
+	for name, v := range b.env {
+		out[name] = Var{Name: v, Secret: b.secret[name]}
+	}
+	return out
+}
+
+// Var is one bound environment variable.
+type Var struct {
+	Name   string
+	Secret bool
+}

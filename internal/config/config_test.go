@@ -1,0 +1,121 @@
+package config
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func parse(t *testing.T, args []string, env map[string]string) (*Config, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c, b := Define(fs)
+	if err := b.ParseWithFile(args, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, "config"); err != nil {
+		return nil, err
+	}
+	return c, c.Validate()
+}
+
+var creds = map[string]string{
+	"LOYALTY_BRIDGE_API_CLIENT_ID":     "cid",
+	"LOYALTY_BRIDGE_API_CLIENT_SECRET": "s3cret",
+	"LOYALTY_BRIDGE_API_USERNAME":      "u",
+	"LOYALTY_BRIDGE_API_PASSWORD":      "p",
+}
+
+func TestDefaultsWithCredentialsAreValid(t *testing.T) {
+	c, err := parse(t, nil, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AuthURL != c.APIBaseURL || c.Group != "loyalty-bridge" || c.Ordering != "key" || !c.IncludeOriginal {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if got := c.Topics().Inputs(); got[0] != "loyalty.purchase" {
+		t.Fatalf("topics %v", got)
+	}
+}
+
+// Every problem at once, each naming its flag, and never a secret's value.
+func TestValidateReportsEverything(t *testing.T) {
+	env := map[string]string{"LOYALTY_BRIDGE_API_PASSWORD": "hunter2-canary"}
+	_, err := parse(t, []string{"--brokers", " , ", "--ordering", "random", "--max-in-flight", "0",
+		"--purchase-topic", "bad topic", "--member-onboarding-topic", "loyalty.refund-redemption",
+		"--kafka-sasl-mechanism", "GSSAPI", "--log-format", "xml", "--grant", "magic", "--drain-timeout", "0s",
+		"--kafka-tls-cert-file", "c.pem"}, env)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	msg := err.Error()
+	for _, want := range []string{"--brokers", "--ordering", "--max-in-flight", "--purchase-topic", "--member-onboarding-topic",
+		"--kafka-sasl-mechanism", "--log-format", "--grant", "--drain-timeout", "--client-id", "--kafka-tls-key-file"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error does not name %s:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "hunter2-canary") {
+		t.Fatal("error carries the password")
+	}
+}
+
+func TestSources(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yml := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(yml, []byte("group: from-yaml\nmax-in-flight: 64\nordering: partition\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"LOYALTY_BRIDGE_API_CLIENT_ID": "cid", "LOYALTY_BRIDGE_API_CLIENT_SECRET_FILE": secret,
+		"LOYALTY_BRIDGE_API_USERNAME": "u", "LOYALTY_BRIDGE_API_PASSWORD": "p", "LOYALTY_BRIDGE_MAX_IN_FLIGHT": "32",
+		"LOYALTY_BRIDGE_API_BASE_URL": "https://loyalty.example"}
+	c, err := parse(t, []string{"--config", yml, "--ordering", "unordered"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ClientSecret != "from-file" || c.Group != "from-yaml" || c.MaxInFlight != 32 || c.Ordering != "unordered" ||
+		c.APIBaseURL != "https://loyalty.example" || c.AuthURL != "https://loyalty.example" {
+		t.Fatalf("precedence flag > env > file > default broken: %+v", c)
+	}
+}
+
+func TestVarsShareTheAPICommandsNames(t *testing.T) {
+	v := Vars()
+	for flagName, want := range map[string]string{"client-id": "LOYALTY_BRIDGE_API_CLIENT_ID", "api-base-url": "LOYALTY_BRIDGE_API_BASE_URL",
+		"password": "LOYALTY_BRIDGE_API_PASSWORD", "brokers": "LOYALTY_BRIDGE_BROKERS", "kafka-sasl-password": "LOYALTY_BRIDGE_KAFKA_SASL_PASSWORD"} {
+		if v[flagName].Name != want {
+			t.Errorf("--%s: env %q, want %q", flagName, v[flagName].Name, want)
+		}
+	}
+	for _, s := range []string{"client-secret", "password", "kafka-sasl-password", "schema-registry-password"} {
+		if !v[s].Secret {
+			t.Errorf("--%s is not a secret (no _FILE variant)", s)
+		}
+	}
+}
+
+func TestKafkaOpts(t *testing.T) {
+	c, err := parse(t, []string{"--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-username", "u",
+		"--kafka-sasl-password", "p", "--kafka-tls-ca-file", filepath.Join(t.TempDir(), "missing.pem")}, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.KafkaOpts(); err == nil || !strings.Contains(err.Error(), "--kafka-tls-ca-file") {
+		t.Fatalf("missing CA file: %v", err)
+	}
+	c.KafkaTLSCAFile = ""
+	opts, err := c.KafkaOpts()
+	if err != nil || len(opts) != 3 { // seeds, client id, SASL; no TLS asked for
+		t.Fatalf("opts %d err %v", len(opts), err)
+	}
+	c.KafkaTLS = true
+	if opts, err = c.KafkaOpts(); err != nil || len(opts) != 4 {
+		t.Fatalf("with TLS: opts %d err %v", len(opts), err)
+	}
+}
