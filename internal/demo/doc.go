@@ -1,0 +1,18 @@
+// Package demo makes the sample traffic of `loyalty-bridge dev --demo N` and
+// counts what comes back.
+//
+// Plan returns N input records spread over the three input topics the way a
+// commerce platform would send them: mostly purchases, then redemptions,
+// member commands (an onboarding, link and unlink sequences that include a
+// repeated link and a repeated unlink, so the link-state outcomes show), a
+// few invalid events and a few undecodable values. Refunds of earlier
+// purchases are a second phase: a refund travels on another topic than its
+// purchase, so Kafka gives no order between them, and a refund sent with its
+// purchase could overtake it and end ORIGINAL_NOT_FOUND.
+//
+// Tally reads reply records and counts, per input topic, each outcome and
+// error category, and which planned transactions got their terminal output.
+//
+// The personal data in sample onboardings is made up (a fixed fake name,
+// phone and ID); it still travels only inside Avro values.
+package demo
