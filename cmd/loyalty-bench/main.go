@@ -1,0 +1,248 @@
+// Command loyalty-bench measures loyalty-bridge against a ceiling (plain
+// API calls, no Kafka) and a baseline (a one-record-at-a-time consumer) on
+// the same backlog, in one run, and prints throughput, end-to-end latency,
+// CPU per record and peak RSS side by side (see internal/benchkit).
+//
+//	go run ./cmd/loyalty-bench --events 100000 --latency 20ms
+//	go run ./cmd/loyalty-bench --events 100000 --latency 0 --contestants ceiling,bridge
+//	go run ./cmd/loyalty-bench --sweep backlog=10000,100000,1000000 --contestants bridge --svg scaling.svg
+//
+// Flags may also come from LOYALTY_BENCH_* environment variables. Run it
+// from inside the module: it builds ./cmd/loyalty-bridge unless
+// --bridge-bin names a binary. `loyalty-bench worker` is internal: the
+// bench re-executes itself that way to run the ceiling and the baseline as
+// processes of their own.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/benchkit"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1 // a contestant failed, or the run could not start
+	exitUsage = 2 // bad flags
+)
+
+// env is what run may touch of the outside world; tests pass their own.
+type env struct {
+	stdout, stderr io.Writer
+	stdin          io.Reader
+	lookup         func(string) (string, bool)
+	// worker is the command line that runs this program as a worker.
+	worker []string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	self, err := os.Executable()
+	if err != nil {
+		self = os.Args[0]
+	}
+	code := run(ctx, env{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, lookup: os.LookupEnv,
+		worker: []string{self, "worker"}}, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, e env, args []string) int {
+	if len(args) > 0 && args[0] == "worker" {
+		if err := benchkit.RunWorker(ctx, e.stdin, e.stdout); err != nil {
+			fmt.Fprintf(e.stderr, "loyalty-bench worker: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	}
+	o, err := parse(e, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "loyalty-bench: %v\n", err)
+		return exitUsage
+	}
+	if err := bench(ctx, e, o); err != nil {
+		fmt.Fprintf(e.stderr, "loyalty-bench: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// options is the parsed command line.
+type options struct {
+	cfg        benchkit.Config
+	jsonPath   string
+	svgPath    string
+	keepDir    bool
+	cpuProfile string
+}
+
+// listFlag is a comma-separated (or repeated) list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error {
+	*l = nil
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+// repeatFlag collects each occurrence whole.
+type repeatFlag []string
+
+func (r *repeatFlag) String() string     { return strings.Join(*r, " ") }
+func (r *repeatFlag) Set(v string) error { *r = append(*r, v); return nil }
+
+func parse(e env, args []string) (*options, error) {
+	o := &options{}
+	sc := benchkit.DefaultScenario()
+	contestants := listFlag{benchkit.Ceiling, benchkit.Baseline, benchkit.Bridge}
+	modes := listFlag{"key"}
+	var (
+		partitions                int
+		sweep, workDir            string
+		bridgeArgs                repeatFlag
+		stall, timeout            time.Duration
+		bridgeBin                 string
+		latency, latP50, latP99   time.Duration
+		maxInFlight, perPartition int
+	)
+	fs := flag.NewFlagSet("loyalty-bench", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.IntVar(&sc.Events, "events", sc.Events, "backlog size: PurchaseCompleted events pre-loaded for each contestant")
+	fs.IntVar(&partitions, "partitions", int(sc.Partitions), "partitions of the input and reply topics")
+	fs.IntVar(&sc.Keys, "keys", sc.Keys, "distinct record keys (loyaltyIds); the simulator seeds that many members")
+	fs.DurationVar(&latency, "latency", sc.Latency, "fixed latency the simulator adds to every API call (0: CPU-bound)")
+	fs.DurationVar(&latP50, "latency-p50", 0, "adds a log-normal latency with this median (a tail; with --latency-p99)")
+	fs.DurationVar(&latP99, "latency-p99", 0, "99th percentile of the log-normal latency (needs --latency-p50)")
+	fs.IntVar(&maxInFlight, "max-in-flight", sc.MaxInFlight, "bridge --max-in-flight, and the ceiling's concurrent callers")
+	fs.IntVar(&perPartition, "max-in-flight-per-partition", 0, "bridge --max-in-flight-per-partition (0: the bridge's default)")
+	fs.IntVar(&sc.BaselineEvents, "baseline-events", sc.BaselineEvents, "the baseline drains at most this many events (0: all); it is slow by design")
+	fs.Int64Var(&sc.Seed, "seed", sc.Seed, "seed of keys, amounts and latency samples")
+	fs.Var(&contestants, "contestants", "comma-separated: ceiling, baseline, bridge")
+	fs.Var(&modes, "modes", "bridge ordering modes to run, comma-separated: key, partition, unordered")
+	fs.StringVar(&sweep, "sweep", "", "run once per value: backlog=10000,100000,1000000 or in-flight=16,64,256")
+	fs.StringVar(&o.jsonPath, "json", "", "write the report as JSON to this file")
+	fs.StringVar(&o.svgPath, "svg", "", "write a chart (throughput, p99, CPU per record, peak RSS) as SVG to this file")
+	fs.StringVar(&bridgeBin, "bridge-bin", "", "a built loyalty-bridge (default: go build ./cmd/loyalty-bridge)")
+	fs.Var(&bridgeArgs, "bridge-arg", "extra argument for `loyalty-bridge run`, e.g. --bridge-arg=--linger=5ms (repeatable)")
+	fs.StringVar(&workDir, "work-dir", "", "directory for the built bridge and contestants' logs, kept (default: a temporary one, kept only on failure)")
+	fs.DurationVar(&stall, "stall", time.Minute, "fail a contestant when no reply comes for this long")
+	fs.DurationVar(&timeout, "timeout", 30*time.Minute, "bound on one contestant")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process (simulator, Kafka, collector) to this file")
+	b := flagenv.New(fs, "LOYALTY_BENCH_")
+	b.All()
+	if err := b.Parse(args, e.lookup); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var errs []error
+	sc.Partitions = int32(min(max(partitions, 0), 1<<20))
+	sc.Latency, sc.LatencyP50, sc.LatencyP99 = latency, latP50, latP99
+	sc.MaxInFlight, sc.MaxInFlightPerPartition = maxInFlight, perPartition
+	o.cfg = benchkit.Config{Scenario: sc, Contestants: contestants, Modes: modes, WorkerCommand: e.worker,
+		BridgeBin: bridgeBin, BridgeArgs: bridgeArgs, Stall: stall, Timeout: timeout, Log: e.stderr}
+	if sweep != "" {
+		w, err := benchkit.ParseSweep(sweep)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--sweep: %w", err))
+		}
+		o.cfg.Sweep = w
+	}
+	if stall <= 0 || timeout <= 0 {
+		errs = append(errs, errors.New("--stall and --timeout must be positive"))
+	}
+	if err := o.cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	o.cfg.WorkDir, o.keepDir = workDir, workDir != ""
+	return o, errors.Join(errs...)
+}
+
+func bench(ctx context.Context, e env, o *options) (err error) {
+	if o.cfg.WorkDir == "" {
+		if o.cfg.WorkDir, err = benchkit.WorkDir(); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(o.cfg.WorkDir, 0o755); err != nil {
+		return err
+	}
+	keep := o.keepDir
+	defer func() {
+		if keep {
+			fmt.Fprintf(e.stderr, "logs kept in %s\n", o.cfg.WorkDir)
+		} else {
+			_ = os.RemoveAll(o.cfg.WorkDir)
+		}
+	}()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rep, err := benchkit.Run(ctx, o.cfg)
+	if rep == nil {
+		keep = true
+		return err
+	}
+	if werr := rep.WriteText(e.stdout); werr != nil {
+		return werr
+	}
+	if o.jsonPath != "" {
+		if werr := writeFile(o.jsonPath, rep.WriteJSON); werr != nil {
+			return werr
+		}
+	}
+	if o.svgPath != "" {
+		if werr := writeFile(o.svgPath, rep.WriteSVG); werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
+		keep = true
+		return err
+	}
+	if ferr := rep.Failed(); ferr != nil {
+		keep = true
+		return fmt.Errorf("not every contestant answered every record:\n%w", ferr)
+	}
+	return nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}

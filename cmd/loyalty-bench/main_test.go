@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/benchkit"
+)
+
+// The bench re-executes itself as a worker; under `go test` "itself" is the
+// test binary, so TestMain plays the worker when asked to.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "worker" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := run(ctx, env{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin,
+			lookup: func(string) (string, bool) { return "", false }}, os.Args[1:])
+		stop()
+		os.Exit(code)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func testEnv(t *testing.T, stdout, stderr io.Writer) env {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env{stdout: stdout, stderr: stderr, stdin: strings.NewReader(""),
+		lookup: func(string) (string, bool) { return "", false }, worker: []string{self, "worker"}}
+}
+
+// TestSmoke runs the whole bench end to end at a tiny size and checks the
+// report's structure and that every contestant answered every record. It
+// is a correctness check; speed is never asserted.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: builds the bridge and starts several processes")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	contestants := "ceiling,baseline,bridge"
+	modes := "key,partition,unordered"
+	bridgeBin, bridgeErr := benchkit.PrepareBridge(ctx, "", dir)
+	if bridgeErr != nil {
+		// Another package's state, not the bench's: say so loudly, and
+		// still check everything else.
+		t.Logf("bridge not measured: %v", bridgeErr)
+		contestants = "ceiling,baseline"
+	}
+	jsonPath, svgPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "chart.svg")
+	var stdout, stderr bytes.Buffer
+	args := []string{"--events", "300", "--partitions", "4", "--keys", "50", "--latency", "0",
+		"--max-in-flight", "32", "--contestants", contestants, "--modes", modes, "--stall", "30s",
+		"--work-dir", filepath.Join(dir, "work"), "--json", jsonPath, "--svg", svgPath}
+	if bridgeBin != "" {
+		args = append(args, "--bridge-bin", bridgeBin)
+	}
+	code := run(ctx, testEnv(t, &stdout, &stderr), args)
+	t.Logf("stdout:\n%s", stdout.String())
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+
+	var rep benchkit.Report
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report JSON: %v", err)
+	}
+	if len(rep.Points) != 1 {
+		t.Fatalf("%d points, want 1", len(rep.Points))
+	}
+	want := []string{"ceiling", "baseline"}
+	if bridgeErr == nil {
+		want = append(want, "bridge/key", "bridge/partition", "bridge/unordered")
+	}
+	got := rep.Points[0].Results
+	if len(got) != len(want) {
+		t.Fatalf("%d results, want %v", len(got), want)
+	}
+	for i, r := range got {
+		if r.Contestant != want[i] {
+			t.Errorf("result %d is %q, want %q", i, r.Contestant, want[i])
+		}
+		if r.Exit != "" {
+			t.Errorf("%s did not exit cleanly: %s", r.Contestant, r.Exit)
+		}
+		if !r.OK() || r.Done != 300 || r.Results != 300 || r.Events != 300 {
+			t.Errorf("%s: done %d/%d, results %d, errors %d, error %q, first error %q", r.Contestant, r.Done, r.Events,
+				r.Results, r.Errors, r.Error, r.FirstError)
+		}
+		if r.RecordsPerSec <= 0 || r.CPUSec <= 0 || r.PeakRSSMiB <= 0 || r.LatencyP99Ms < r.LatencyP50Ms {
+			t.Errorf("%s: implausible figures %+v", r.Contestant, r)
+		}
+		if r.APICalls["point-accrual"] < 300 {
+			t.Errorf("%s: the simulator saw %d accruals, want at least 300", r.Contestant, r.APICalls["point-accrual"])
+		}
+		if !strings.Contains(stdout.String(), r.Contestant) {
+			t.Errorf("table does not mention %s", r.Contestant)
+		}
+	}
+	if bridgeErr == nil && len(rep.Points[0].Ratios) != 3 {
+		t.Errorf("ratios %+v, want one per bridge mode", rep.Points[0].Ratios)
+	}
+
+	svg, err := os.ReadFile(svgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root struct{ XMLName xml.Name }
+	if err := xml.Unmarshal(svg, &root); err != nil || root.XMLName.Local != "svg" {
+		t.Fatalf("chart is not an SVG document: %v, root %q", err, root.XMLName.Local)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--events", "0"},
+		{"--sweep", "speed=1,2"},
+		{"--latency-p99", "10ms"},
+		{"--contestants", "nobody"},
+		{"extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), testEnv(t, &stdout, &stderr), args); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d (stderr %q)", args, code, exitUsage, stderr.String())
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package benchkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+)
+
+// replies is what a collector saw on the reply topics.
+type replies struct {
+	timing     Timing
+	results    int // distinct records answered on the result topic
+	errors     int // distinct records answered on the error topic
+	duplicates int // replies for a record already answered
+	foreign    int // replies whose key is not a bench transactionId
+	firstError string
+}
+
+// collector consumes a stack's reply topics from the start and matches
+// replies to the backlog by key (the transactionId).
+type collector struct {
+	s        *stack
+	n        int
+	cl       *kgo.Client
+	seen     []bool
+	lat      *latencies
+	out      replies
+	progress atomic.Int64
+}
+
+func newCollector(s *stack, n int) (*collector, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...),
+		kgo.ConsumeTopics(s.resultTopic(), s.errorTopic()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("reply collector: %w", err)
+	}
+	return &collector{s: s, n: n, cl: cl, seen: make([]bool, n)}, nil
+}
+
+func (c *collector) close() { c.cl.Close() }
+
+// Done is how many distinct records have been answered so far; safe to
+// call from any goroutine.
+func (c *collector) Done() int { return int(c.progress.Load()) }
+
+// errStalled is returned when replies stop coming before every record is
+// answered.
+var errStalled = errors.New("no reply for too long")
+
+// run collects until every record is answered, ctx ends, no reply has
+// come for stall, or exited is closed (the contestant's process ended) and
+// nothing more arrives. launch is when the contestant started.
+func (c *collector) run(ctx context.Context, launch time.Time, stall time.Duration, exited <-chan struct{}) (replies, error) {
+	c.lat = newLatencies(launch.UnixNano(), c.n)
+	lastNew := time.Now()
+	exitSeen := false
+	for int(c.progress.Load()) < c.n {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fetches := c.cl.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return c.finish(), err
+		}
+		before := c.progress.Load()
+		fetches.EachRecord(c.add)
+		for _, fe := range fetches.Errors() {
+			if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
+				return c.finish(), fmt.Errorf("reply collector: %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+			}
+		}
+		if c.progress.Load() > before {
+			lastNew = time.Now()
+			continue
+		}
+		select {
+		case <-exited:
+			// One more empty poll after the exit: replies produced just
+			// before it may still be on their way.
+			if exitSeen {
+				return c.finish(), errors.New("the contestant exited before answering every record")
+			}
+			exitSeen = true
+		default:
+		}
+		if time.Since(lastNew) > stall {
+			return c.finish(), fmt.Errorf("%w (%s)", errStalled, stall)
+		}
+	}
+	return c.finish(), nil
+}
+
+func (c *collector) add(r *kgo.Record) {
+	i := eventIndex(r.Key)
+	switch {
+	case i < 0 || i >= c.n:
+		c.out.foreign++
+		return
+	case c.seen[i]:
+		c.out.duplicates++
+		return
+	}
+	c.seen[i] = true
+	if r.Topic == c.s.errorTopic() {
+		c.out.errors++
+		if c.out.firstError == "" {
+			c.out.firstError = c.describeError(r)
+		}
+	} else {
+		c.out.results++
+	}
+	c.lat.add(c.s.inputTS[i], r.Timestamp.UnixNano())
+	c.progress.Add(1)
+}
+
+// describeError summarises an error reply for the report (no personal
+// data: the bench's events carry none).
+func (c *collector) describeError(r *kgo.Record) string {
+	v, err := c.s.codec.Decode(context.Background(), r.Topic, r.Value)
+	if err != nil {
+		return fmt.Sprintf("%s (undecodable: %v)", r.Key, err)
+	}
+	e, ok := v.(*events.LoyaltyError)
+	if !ok {
+		return fmt.Sprintf("%s: %T on the error topic", r.Key, v)
+	}
+	code := ""
+	if e.APIErrorCode != nil {
+		code = " " + *e.APIErrorCode
+	}
+	return fmt.Sprintf("%s: %s%s: %s", e.TransactionID, e.Category, code, e.Detail)
+}
+
+func (c *collector) finish() replies {
+	c.out.timing = c.lat.timing()
+	return c.out
+}

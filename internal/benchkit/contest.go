@@ -1,0 +1,373 @@
+package benchkit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+)
+
+// Contestant kinds (Config.Contestants).
+const (
+	Ceiling  = "ceiling"
+	Baseline = "baseline"
+	Bridge   = "bridge"
+)
+
+// BridgePackage is what the bench builds when Config.BridgeBin is empty.
+const BridgePackage = "github.com/loyalty-bridge/loyalty-bridge/cmd/loyalty-bridge"
+
+// Config is one bench run. Zero durations take the documented defaults.
+type Config struct {
+	Scenario Scenario
+	// Sweep, when set, runs the contestants once per value.
+	Sweep *Sweep
+	// Contestants to run, in this order within each point: Ceiling,
+	// Baseline, Bridge (default all three).
+	Contestants []string
+	// Modes are the bridge's ordering modes to run (default key).
+	Modes []string
+	// WorkerCommand starts this program as a worker: argv to which nothing
+	// is appended; the WorkerSpec goes to its stdin (`loyalty-bench
+	// worker`). Required for the ceiling and the baseline.
+	WorkerCommand []string
+	// BridgeBin is a built loyalty-bridge; empty: build BridgePackage with
+	// the go command into WorkDir (run the bench inside the module).
+	BridgeBin string
+	// BridgeArgs are appended to the bridge's command line (after the
+	// bench's own flags, so they win).
+	BridgeArgs []string
+	// WorkDir holds the built bridge and each contestant's stderr log.
+	WorkDir string
+	// Stall fails a contestant when no reply comes for this long (default
+	// 60s); Timeout bounds one contestant (default 30m).
+	Stall, Timeout time.Duration
+	// Log receives progress lines (nil: none).
+	Log io.Writer
+}
+
+// Validate fills the defaults and reports every problem together (Run
+// does it too; commands call it early to tell usage errors apart).
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.Contestants) == 0 {
+		c.Contestants = []string{Ceiling, Baseline, Bridge}
+	}
+	for _, k := range c.Contestants {
+		if k != Ceiling && k != Baseline && k != Bridge {
+			errs = append(errs, fmt.Errorf("contestant %q: want %s, %s or %s", k, Ceiling, Baseline, Bridge))
+		}
+	}
+	if len(c.Modes) == 0 {
+		c.Modes = []string{ordering.Key.String()}
+	}
+	for _, m := range c.Modes {
+		if _, err := ordering.ParseMode(m); err != nil {
+			errs = append(errs, fmt.Errorf("mode: %w", err))
+		}
+	}
+	if (slices.Contains(c.Contestants, Ceiling) || slices.Contains(c.Contestants, Baseline)) && len(c.WorkerCommand) == 0 {
+		errs = append(errs, errors.New("WorkerCommand is required for the ceiling and the baseline"))
+	}
+	if err := c.Scenario.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Sweep != nil {
+		for _, v := range c.Sweep.Values {
+			if err := c.Sweep.Apply(c.Scenario, v).Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("sweep %s=%d: %w", c.Sweep.Param, v, err))
+			}
+		}
+	}
+	if c.Stall <= 0 {
+		c.Stall = 60 * time.Second
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Minute
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return errors.Join(errs...)
+}
+
+// Run measures every contestant at every point and returns the report. A
+// contestant that fails is reported with its error and the run goes on;
+// Run itself fails only on a bad Config or a canceled ctx.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.WorkDir == "" {
+		return nil, errors.New("benchkit: Config.WorkDir is required")
+	}
+	r := newReport(cfg)
+	var bridgeErr error
+	if slices.Contains(cfg.Contestants, Bridge) {
+		cfg.BridgeBin, bridgeErr = PrepareBridge(ctx, cfg.BridgeBin, cfg.WorkDir)
+		if bridgeErr != nil {
+			fmt.Fprintf(cfg.Log, "bridge not measured: %v\n", bridgeErr)
+		}
+	}
+	points := []int{0}
+	if cfg.Sweep != nil {
+		points = cfg.Sweep.Values
+	}
+	for pi, v := range points {
+		sc := cfg.Scenario
+		if cfg.Sweep != nil {
+			sc = cfg.Sweep.Apply(sc, v)
+			fmt.Fprintf(cfg.Log, "== %s = %d\n", cfg.Sweep.Param, v)
+		}
+		pt := Point{Scenario: scenarioReport(sc), SweepValue: v}
+		for _, k := range cfg.Contestants {
+			switch k {
+			case Ceiling, Baseline:
+				pt.Results = append(pt.Results, measure(ctx, cfg, sc, k, "", nil, pi))
+			case Bridge:
+				for _, m := range cfg.Modes {
+					pt.Results = append(pt.Results, measure(ctx, cfg, sc, k, m, bridgeErr, pi))
+				}
+			}
+			if err := ctx.Err(); err != nil {
+				return r, err
+			}
+		}
+		pt.Ratios = ratios(pt.Results)
+		r.Points = append(r.Points, pt)
+	}
+	return r, nil
+}
+
+// PrepareBridge returns a loyalty-bridge binary that has a `run` command:
+// bin when set, else one built from BridgePackage into dir. The error
+// says plainly why the bridge cannot be measured.
+func PrepareBridge(ctx context.Context, bin, dir string) (string, error) {
+	if bin == "" {
+		bin = filepath.Join(dir, "loyalty-bridge")
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, BridgePackage).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("go build %s: %w\n%s", BridgePackage, err, trimOutput(out))
+		}
+	}
+	out, _ := exec.CommandContext(ctx, bin, "run", "-h").CombinedOutput()
+	if !bytes.Contains(out, []byte("-max-in-flight")) {
+		return "", fmt.Errorf("%s has no `run` command with --max-in-flight yet; `run -h` says:\n%s", bin, trimOutput(out))
+	}
+	return bin, nil
+}
+
+func trimOutput(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 1500 {
+		s = s[:1500] + " …"
+	}
+	return s
+}
+
+// measure runs one contestant on a fresh stack.
+func measure(ctx context.Context, cfg Config, sc Scenario, kind, mode string, unavailable error, point int) Result {
+	res := Result{Contestant: kind, Kind: kind, Mode: mode, Events: sc.Events}
+	if mode != "" {
+		res.Contestant = kind + "/" + mode
+	}
+	if kind == Baseline {
+		res.Events = sc.baselineEvents()
+	}
+	if unavailable != nil {
+		res.Error = "not measured: " + unavailable.Error()
+		return res
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	fmt.Fprintf(cfg.Log, "%s: %d events, %d partitions, %d keys, latency %s, in-flight %d\n",
+		res.Contestant, res.Events, sc.Partitions, sc.Keys, sc.LatencyText(), sc.MaxInFlight)
+	if err := measureInto(ctx, cfg, sc, &res, point); err != nil {
+		res.Error = err.Error()
+		fmt.Fprintf(cfg.Log, "%s: FAILED: %v\n", res.Contestant, err)
+	} else {
+		fmt.Fprintf(cfg.Log, "%s: %d records in %.1fs: %.0f records/s, p99 %.0f ms, CPU %.3f s/1k, RSS %.0f MiB\n",
+			res.Contestant, res.Done, res.WallSec, res.RecordsPerSec, res.LatencyP99Ms, res.CPUPer1k, res.PeakRSSMiB)
+	}
+	return res
+}
+
+func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, point int) error {
+	st, err := startStack(ctx, sc)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	n := res.Events
+	var coll *collector
+	if res.Kind != Ceiling {
+		t0 := time.Now()
+		if err := st.preload(ctx, sc, n, func(w int) { fmt.Fprintf(cfg.Log, "  preloaded %d\n", w) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(cfg.Log, "  backlog of %d written in %.1fs\n", n, time.Since(t0).Seconds())
+		if coll, err = newCollector(st, n); err != nil {
+			return err
+		}
+		defer coll.close()
+	}
+	// Start from a clean heap so that the harness CPU of one contestant
+	// does not pay for the garbage of the previous one.
+	runtime.GC()
+	debug.FreeOSMemory()
+
+	name := strings.ReplaceAll(res.Contestant, "/", "-")
+	logPath := filepath.Join(cfg.WorkDir, fmt.Sprintf("%02d-%s.log", point, name))
+	// The simulator's demo credentials: public on purpose.
+	creds := struct{ ClientID, ClientSecret, Username, Password string }{
+		sim.DefaultClientID, sim.DefaultClientSecret, sim.DefaultUsername, sim.DefaultPassword}
+
+	harness0 := selfUsage()
+	var p *proc
+	launch := time.Now()
+	switch res.Kind {
+	case Bridge:
+		args := []string{"run",
+			"--brokers", strings.Join(st.Brokers, ","),
+			"--group", "bench-bridge-" + res.Mode,
+			"--schema-registry-url", st.RegistryURL,
+			"--api-base-url", st.SimURL,
+			"--client-id", creds.ClientID, "--client-secret", creds.ClientSecret,
+			"--username", creds.Username, "--password", creds.Password,
+			"--ordering", res.Mode,
+			"--max-in-flight", strconv.Itoa(sc.MaxInFlight),
+			"--metrics-addr", "127.0.0.1:0",
+			"--log-level", "info",
+		}
+		if sc.MaxInFlightPerPartition > 0 {
+			args = append(args, "--max-in-flight-per-partition", strconv.Itoa(sc.MaxInFlightPerPartition))
+		}
+		args = append(args, cfg.BridgeArgs...)
+		p, err = startProc(res.Contestant, append([]string{cfg.BridgeBin}, args...), nil, nil, logPath)
+	default:
+		spec := WorkerSpec{Kind: res.Kind, Scenario: sc, Events: n, Base: launch, Launch: launch.UnixNano(),
+			SimURL: st.SimURL, ClientID: creds.ClientID, ClientSecret: creds.ClientSecret,
+			Username: creds.Username, Password: creds.Password,
+			Brokers: st.Brokers, RegistryURL: st.RegistryURL, Group: "bench-baseline"}
+		in, _ := json.Marshal(spec)
+		p, err = startProc(res.Contestant, cfg.WorkerCommand, nil, in, logPath)
+	}
+	if err != nil {
+		return err
+	}
+	launch = p.launch
+
+	stopProgress := progress(cfg.Log, res.Contestant, n, launch, coll)
+	var (
+		timing  Timing
+		wres    WorkerResult
+		procErr error
+	)
+	if coll != nil {
+		reps, cerr := coll.run(ctx, launch, cfg.Stall, p.exited)
+		stopProgress()
+		procErr = p.stop(45 * time.Second)
+		if cerr != nil {
+			if procErr != nil {
+				return fmt.Errorf("%d of %d answered: %w; %w", coll.Done(), n, cerr, procErr)
+			}
+			return fmt.Errorf("%d of %d answered: %w%s", coll.Done(), n, cerr, p.logTail())
+		}
+		timing = reps.timing
+		res.Results, res.Errors, res.Duplicates, res.FirstError = reps.results, reps.errors, reps.duplicates, reps.firstError
+		if reps.foreign > 0 {
+			res.FirstError = strings.TrimSpace(fmt.Sprintf("%s; %d replies with unknown keys", res.FirstError, reps.foreign))
+		}
+	} else {
+		procErr = p.wait(ctx)
+		stopProgress()
+		if procErr != nil {
+			return procErr
+		}
+		if err := json.Unmarshal(p.stdout.Bytes(), &wres); err != nil || wres.Timing == nil {
+			return fmt.Errorf("ceiling result: %v in %q", err, trimOutput(p.stdout.Bytes()))
+		}
+		timing = *wres.Timing
+		res.Results, res.Errors, res.FirstError = wres.Done, wres.Errors, wres.FirstError
+	}
+	harness1 := selfUsage()
+	if procErr != nil {
+		// The records were all answered; say how the process ended.
+		res.Exit = procErr.Error()
+	}
+
+	u := p.usage()
+	res.Done = timing.Done
+	res.RecordsPerSec = timing.Rate()
+	res.StartupSec = timing.Startup().Seconds()
+	res.WallSec = timing.Wall().Seconds()
+	res.LatencyP50Ms = ms(timing.P50)
+	res.LatencyP99Ms = ms(timing.P99)
+	res.LatencyMaxMs = ms(timing.Max)
+	res.CPUSec = u.cpu.Seconds()
+	res.PeakRSSMiB = float64(u.maxRSS) / (1 << 20)
+	res.HarnessCPUSec = (harness1.cpu - harness0.cpu).Seconds()
+	if res.Done > 0 {
+		res.CPUPer1k = res.CPUSec / float64(res.Done) * 1000
+		res.HarnessCPUPer1k = res.HarnessCPUSec / float64(res.Done) * 1000
+	}
+	res.APICalls = map[string]int{}
+	total := 0
+	for ep, c := range st.Sim.Counters().Totals {
+		if c > 0 {
+			res.APICalls[ep] = c
+			if ep != sim.EndpointToken {
+				total += c
+			}
+		}
+	}
+	if res.Done > 0 {
+		res.APICallsPerRecord = float64(total) / float64(res.Done)
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// progress prints a line every 5 seconds until the returned func is
+// called.
+func progress(w io.Writer, name string, n int, launch time.Time, coll *collector) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if coll != nil {
+					fmt.Fprintf(w, "  %s: %d/%d answered after %.0fs\n", name, coll.Done(), n, time.Since(launch).Seconds())
+				} else {
+					fmt.Fprintf(w, "  %s: running for %.0fs\n", name, time.Since(launch).Seconds())
+				}
+			}
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// WorkDir makes a fresh directory for a run's logs and binaries.
+func WorkDir() (string, error) { return os.MkdirTemp("", "loyalty-bench-") }

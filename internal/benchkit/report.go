@@ -1,0 +1,341 @@
+package benchkit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Sweep parameters.
+const (
+	SweepBacklog  = "backlog"   // Scenario.Events
+	SweepInFlight = "in-flight" // Scenario.MaxInFlight
+)
+
+// Sweep runs the contestants once per value of one parameter.
+type Sweep struct {
+	Param  string `json:"param"`
+	Values []int  `json:"values"`
+}
+
+// ParseSweep reads "backlog=10000,100000,1000000" or "in-flight=16,64,256".
+func ParseSweep(s string) (*Sweep, error) {
+	param, list, ok := strings.Cut(s, "=")
+	if !ok || (param != SweepBacklog && param != SweepInFlight) {
+		return nil, fmt.Errorf("sweep %q: want %s=N,N,… or %s=N,N,…", s, SweepBacklog, SweepInFlight)
+	}
+	w := &Sweep{Param: param}
+	for _, f := range strings.Split(list, ",") {
+		v, err := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(f), "_", ""))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("sweep %s: %q is not a positive integer", param, f)
+		}
+		w.Values = append(w.Values, v)
+	}
+	return w, nil
+}
+
+// Apply returns sc with the swept parameter set to v.
+func (w Sweep) Apply(sc Scenario, v int) Scenario {
+	switch w.Param {
+	case SweepBacklog:
+		sc.Events = v
+	case SweepInFlight:
+		sc.MaxInFlight = v
+	}
+	return sc
+}
+
+// Report is everything a run measured; it is what --json writes.
+type Report struct {
+	Tool      string    `json:"tool"`
+	StartedAt time.Time `json:"startedAt"`
+	GoVersion string    `json:"goVersion"`
+	Platform  string    `json:"platform"`
+	CPUs      int       `json:"cpus"`
+	Sweep     *Sweep    `json:"sweep,omitempty"`
+	Points    []Point   `json:"points"`
+	Notes     []string  `json:"notes"`
+}
+
+// Point is one scenario's results (one per sweep value, or the only one).
+type Point struct {
+	Scenario   ScenarioReport `json:"scenario"`
+	SweepValue int            `json:"sweepValue,omitempty"`
+	Results    []Result       `json:"results"`
+	Ratios     []Ratio        `json:"ratios,omitempty"`
+}
+
+// ScenarioReport is a Scenario in readable units.
+type ScenarioReport struct {
+	Events                  int    `json:"events"`
+	BaselineEvents          int    `json:"baselineEvents"`
+	Partitions              int32  `json:"partitions"`
+	Keys                    int    `json:"keys"`
+	Latency                 string `json:"latency"`
+	LatencyP50              string `json:"latencyP50,omitempty"`
+	LatencyP99              string `json:"latencyP99,omitempty"`
+	MaxInFlight             int    `json:"maxInFlight"`
+	MaxInFlightPerPartition int    `json:"maxInFlightPerPartition,omitempty"`
+	Seed                    int64  `json:"seed"`
+}
+
+func scenarioReport(sc Scenario) ScenarioReport {
+	r := ScenarioReport{Events: sc.Events, BaselineEvents: sc.baselineEvents(), Partitions: sc.Partitions, Keys: sc.Keys,
+		Latency: sc.Latency.String(), MaxInFlight: sc.MaxInFlight, MaxInFlightPerPartition: sc.MaxInFlightPerPartition,
+		Seed: sc.Seed}
+	if sc.LatencyP50 > 0 {
+		r.LatencyP50, r.LatencyP99 = sc.LatencyP50.String(), max(sc.LatencyP99, sc.LatencyP50).String()
+	}
+	return r
+}
+
+// Result is one contestant's figures at one point.
+type Result struct {
+	Contestant string `json:"contestant"` // ceiling, baseline, bridge/key …
+	Kind       string `json:"kind"`
+	Mode       string `json:"mode,omitempty"`
+	// Events is the backlog the contestant was given; Done how many
+	// distinct records it answered: Results on the result topic (or
+	// successful calls for the ceiling) plus Errors.
+	Events     int    `json:"events"`
+	Done       int    `json:"done"`
+	Results    int    `json:"results"`
+	Errors     int    `json:"errors"`
+	Duplicates int    `json:"duplicates"`
+	FirstError string `json:"firstError,omitempty"`
+
+	RecordsPerSec float64 `json:"recordsPerSec"`
+	StartupSec    float64 `json:"startupSec"`
+	WallSec       float64 `json:"wallSec"`
+	LatencyP50Ms  float64 `json:"latencyP50Ms"`
+	LatencyP99Ms  float64 `json:"latencyP99Ms"`
+	LatencyMaxMs  float64 `json:"latencyMaxMs"`
+	// CPU and RSS of the contestant's own process (rusage).
+	CPUSec     float64 `json:"cpuSec"`
+	CPUPer1k   float64 `json:"cpuSecPer1kRecords"`
+	PeakRSSMiB float64 `json:"peakRssMiB"`
+	// The bench process meanwhile: simulator, kfake, srfake, collector.
+	HarnessCPUSec   float64 `json:"harnessCpuSec"`
+	HarnessCPUPer1k float64 `json:"harnessCpuSecPer1kRecords"`
+	// APICalls counts requests the simulator received, by endpoint;
+	// APICallsPerRecord excludes the token endpoint.
+	APICalls          map[string]int `json:"apiCalls,omitempty"`
+	APICallsPerRecord float64        `json:"apiCallsPerRecord"`
+	// Exit tells how the process ended when that was not cleanly.
+	Exit  string `json:"exit,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// OK reports whether the contestant answered every record, all of them
+// with results.
+func (r Result) OK() bool { return r.Error == "" && r.Done == r.Events && r.Errors == 0 }
+
+// Ratio compares one bridge mode with the ceiling and the baseline at the
+// same point; a zero field means the comparison was not possible.
+type Ratio struct {
+	Contestant string `json:"contestant"`
+	// ThroughputVsCeiling is bridge records/s ÷ ceiling records/s.
+	ThroughputVsCeiling float64 `json:"throughputVsCeiling,omitempty"`
+	// ThroughputVsBaseline is bridge records/s ÷ baseline records/s.
+	ThroughputVsBaseline float64 `json:"throughputVsBaseline,omitempty"`
+	// CPUVsCeiling is bridge CPU per record ÷ ceiling CPU per record.
+	CPUVsCeiling float64 `json:"cpuPerRecordVsCeiling,omitempty"`
+}
+
+// Targets of issue 8.
+const (
+	TargetVsCeiling  = 0.9 // latency-bound throughput
+	TargetVsBaseline = 50  // latency-bound throughput
+	TargetCPU        = 1.5 // CPU-bound CPU per record
+	TargetRSSMiB     = 64  // with a 1M-record backlog
+)
+
+func ratios(results []Result) []Ratio {
+	find := func(kind string) *Result {
+		for i := range results {
+			if results[i].Kind == kind && results[i].Error == "" && results[i].Done > 0 {
+				return &results[i]
+			}
+		}
+		return nil
+	}
+	ceiling, baseline := find(Ceiling), find(Baseline)
+	var out []Ratio
+	for _, r := range results {
+		if r.Kind != Bridge || r.Error != "" || r.Done == 0 {
+			continue
+		}
+		q := Ratio{Contestant: r.Contestant}
+		if ceiling != nil && ceiling.RecordsPerSec > 0 {
+			q.ThroughputVsCeiling = r.RecordsPerSec / ceiling.RecordsPerSec
+		}
+		if ceiling != nil && ceiling.CPUPer1k > 0 {
+			q.CPUVsCeiling = r.CPUPer1k / ceiling.CPUPer1k
+		}
+		if baseline != nil && baseline.RecordsPerSec > 0 {
+			q.ThroughputVsBaseline = r.RecordsPerSec / baseline.RecordsPerSec
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+func newReport(cfg Config) *Report {
+	r := &Report{Tool: "loyalty-bench", StartedAt: time.Now().UTC().Truncate(time.Second), GoVersion: runtime.Version(),
+		Platform: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(), Sweep: cfg.Sweep}
+	r.Notes = []string{
+		"Every contestant is a child process on a fresh stack with the same backlog; CPU and peak RSS are its own (rusage from wait4). " +
+			"The ceiling and the baseline are this binary re-executed as `loyalty-bench worker`.",
+		fmt.Sprintf("The simulator, kfake and srfake run inside the bench process: their cost is the harness column, not the contestant's. "+
+			"All processes share the machine's %d CPUs, so on a CPU-bound run the simulator competes with the contestant.", runtime.NumCPU()),
+		"records/s: distinct records from the first reply to the last; start: launch to the first reply (process start, connections, token, group join).",
+		"latency: reply timestamp minus the later of the input timestamp and the launch (a backlog exists before the contestant); " +
+			"in a backlog drain it is mostly queueing. Kafka timestamps have millisecond resolution.",
+		"ceiling: the internal/loyalty client calling accrual from max-in-flight goroutines, no Kafka, no Avro; its latency ends at the HTTP answer.",
+		"baseline: franz-go consumer group, a goroutine per partition, one record at a time: decode, call, ProduceSync the reply " +
+			"(which does not linger), mark for commit; client defaults. It drains a prefix of the backlog (baselineEvents); its rate is steady.",
+		"API calls/record counts what the simulator received (accrual, lookup …; token requests excluded): the bridge's guard lookups show here.",
+		"Absolute figures vary by machine; the ratios are the claim.",
+	}
+	return r
+}
+
+// WriteText writes the report as tables.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "loyalty-bench %s, %s, %d CPUs, %s\n", r.StartedAt.Format(time.RFC3339), r.Platform, r.CPUs, r.GoVersion)
+	for _, pt := range r.Points {
+		sc := pt.Scenario
+		b.WriteString("\n")
+		fmt.Fprintf(&b, "%d events (baseline %d), %d partitions, %d keys, API latency %s", sc.Events, sc.BaselineEvents,
+			sc.Partitions, sc.Keys, sc.Latency)
+		if sc.LatencyP50 != "" {
+			fmt.Fprintf(&b, " + log-normal p50 %s/p99 %s", sc.LatencyP50, sc.LatencyP99)
+		}
+		fmt.Fprintf(&b, ", max in-flight %d", sc.MaxInFlight)
+		if sc.MaxInFlightPerPartition > 0 {
+			fmt.Fprintf(&b, " (%d per partition)", sc.MaxInFlightPerPartition)
+		}
+		b.WriteString("\n\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "contestant\tdone\trecords/s\tstart s\tp50 ms\tp99 ms\tCPU s/1k\tpeak RSS MiB\tharness CPU s/1k\tAPI calls/rec\terrors\t")
+		for _, res := range pt.Results {
+			if res.Error != "" {
+				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", res.Contestant)
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%.2f\t%.0f\t%.0f\t%.3f\t%.1f\t%.3f\t%.2f\t%d\t\n", res.Contestant, res.Done, res.Events,
+				res.RecordsPerSec, res.StartupSec, res.LatencyP50Ms, res.LatencyP99Ms, res.CPUPer1k, res.PeakRSSMiB,
+				res.HarnessCPUPer1k, res.APICallsPerRecord, res.Errors)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, res := range pt.Results {
+			switch {
+			case res.Error != "":
+				fmt.Fprintf(&b, "  %s: %s\n", res.Contestant, indent(res.Error))
+			case res.Errors > 0 || res.Done != res.Events || res.Duplicates > 0:
+				fmt.Fprintf(&b, "  %s: %d of %d answered, %d errors, %d duplicate replies; first error: %s\n",
+					res.Contestant, res.Done, res.Events, res.Errors, res.Duplicates, res.FirstError)
+			}
+			if res.Exit != "" {
+				fmt.Fprintf(&b, "  %s exit: %s\n", res.Contestant, indent(res.Exit))
+			}
+		}
+		for _, q := range pt.Ratios {
+			fmt.Fprintf(&b, "  %s: throughput %s ceiling (target ≥ %.1f× when latency-bound), %s baseline (target ≥ %d×); CPU per record %s ceiling (target ≤ %.1f× when CPU-bound)\n",
+				q.Contestant, times(q.ThroughputVsCeiling), TargetVsCeiling, times(q.ThroughputVsBaseline), TargetVsBaseline,
+				times(q.CPUVsCeiling), TargetCPU)
+		}
+	}
+	if r.Sweep != nil && len(r.Points) > 1 {
+		b.WriteString("\n")
+		fmt.Fprintf(&b, "scaling over %s:\n\n", r.Sweep.Param)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "contestant\t%s\trecords/s\tp99 ms\tCPU s/1k\tpeak RSS MiB\t\n", r.Sweep.Param)
+		for _, name := range r.contestants() {
+			for _, pt := range r.Points {
+				for _, res := range pt.Results {
+					if res.Contestant != name || res.Error != "" {
+						continue
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.3f\t%.1f\t\n", name, pt.SweepValue, res.RecordsPerSec,
+						res.LatencyP99Ms, res.CPUPer1k, res.PeakRSSMiB)
+				}
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	b.WriteString("\nNotes:\n")
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// contestants lists the contestant names in first-seen order.
+func (r *Report) contestants() []string {
+	var names []string
+	for _, pt := range r.Points {
+		for _, res := range pt.Results {
+			if !slices.Contains(names, res.Contestant) {
+				names = append(names, res.Contestant)
+			}
+		}
+	}
+	return names
+}
+
+func times(v float64) string {
+	switch {
+	case v == 0:
+		return "n/a ×"
+	case v >= 10:
+		return fmt.Sprintf("%.0f×", v)
+	}
+	return fmt.Sprintf("%.2f×", v)
+}
+
+func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n    ") }
+
+// Failed lists the contestants that did not answer every record with a
+// result, with why.
+func (r *Report) Failed() error {
+	var errs []error
+	for _, pt := range r.Points {
+		for _, res := range pt.Results {
+			switch {
+			case res.Error != "":
+				errs = append(errs, fmt.Errorf("%s: %s", res.Contestant, firstLine(res.Error)))
+			case !res.OK():
+				errs = append(errs, fmt.Errorf("%s: %d of %d answered, %d errors (%s)", res.Contestant, res.Done, res.Events,
+					res.Errors, res.FirstError))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}

@@ -1,0 +1,161 @@
+package benchkit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+)
+
+// Scenario is the work every contestant does. The zero value is not
+// valid; start from DefaultScenario.
+type Scenario struct {
+	// Events is the backlog size.
+	Events int `json:"events"`
+	// Partitions of the input topic (and of the reply topics).
+	Partitions int32 `json:"partitions"`
+	// Keys is the number of distinct loyaltyIds, which are the record keys.
+	// The simulator seeds exactly that many members.
+	Keys int `json:"keys"`
+	// Latency is a fixed delay the simulator adds to every API call.
+	Latency time.Duration `json:"latency"`
+	// LatencyP50 and LatencyP99 add a log-normal delay with these
+	// quantiles on top of Latency (a tail); zero: none.
+	LatencyP50 time.Duration `json:"latencyP50,omitempty"`
+	LatencyP99 time.Duration `json:"latencyP99,omitempty"`
+	// MaxInFlight is the bridge's --max-in-flight and the ceiling's number
+	// of concurrent callers.
+	MaxInFlight int `json:"maxInFlight"`
+	// MaxInFlightPerPartition is the bridge's --max-in-flight-per-partition
+	// (0: the bridge's default).
+	MaxInFlightPerPartition int `json:"maxInFlightPerPartition,omitempty"`
+	// BaselineEvents caps the baseline's backlog (0: Events). The baseline
+	// is slow by design; its rate is steady, so a prefix measures it.
+	BaselineEvents int `json:"baselineEvents,omitempty"`
+	// Seed makes the key and amount of every event, and the simulator's
+	// latency samples, reproducible.
+	Seed int64 `json:"seed"`
+}
+
+// DefaultScenario is a latency-bound drain of 10,000 events: 20 ms per
+// call, 8 partitions, 10,000 keys, 256 in flight.
+func DefaultScenario() Scenario {
+	return Scenario{Events: 10_000, Partitions: 8, Keys: 10_000, Latency: 20 * time.Millisecond,
+		MaxInFlight: 256, BaselineEvents: 4_000, Seed: 1}
+}
+
+// Validate reports every problem together.
+func (s Scenario) Validate() error {
+	var errs []error
+	if s.Events < 1 {
+		errs = append(errs, errors.New("events must be at least 1"))
+	}
+	if s.Partitions < 1 {
+		errs = append(errs, errors.New("partitions must be at least 1"))
+	}
+	if s.Keys < 1 || s.Keys > sim.MaxMembers {
+		errs = append(errs, fmt.Errorf("keys must be in [1, %d]", sim.MaxMembers))
+	}
+	if s.MaxInFlight < 1 {
+		errs = append(errs, errors.New("max in-flight must be at least 1"))
+	}
+	if s.MaxInFlightPerPartition < 0 || s.BaselineEvents < 0 {
+		errs = append(errs, errors.New("per-partition in-flight and baseline events must not be negative"))
+	}
+	if err := s.faults().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("latency: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// baselineEvents is the baseline's share of the backlog.
+func (s Scenario) baselineEvents() int {
+	if s.BaselineEvents > 0 && s.BaselineEvents < s.Events {
+		return s.BaselineEvents
+	}
+	return s.Events
+}
+
+// faults is the simulator's latency for the scenario; it applies to every
+// business and token endpoint.
+func (s Scenario) faults() sim.Faults {
+	return sim.Faults{Latency: s.Latency, LatencyP50: s.LatencyP50, LatencyP99: s.LatencyP99}
+}
+
+// LatencyText describes the simulated latency: "20ms", "0s", "5ms + p50 10ms/p99 80ms".
+func (s Scenario) LatencyText() string {
+	t := s.Latency.String()
+	if s.LatencyP50 > 0 {
+		t += fmt.Sprintf(" + p50 %s/p99 %s", s.LatencyP50, max(s.LatencyP99, s.LatencyP50))
+	}
+	return t
+}
+
+// txPrefix starts every transactionId of the bench; the rest is the
+// event's index, which is how replies are matched to inputs.
+const txPrefix = "bench-"
+
+// TransactionID is the transactionId of event i.
+func TransactionID(i int) string { return txPrefix + strconv.Itoa(i) }
+
+// eventIndex parses a transactionId made by TransactionID; -1 if it is
+// not one.
+func eventIndex(txID []byte) int {
+	s, ok := strings.CutPrefix(string(txID), txPrefix)
+	if !ok {
+		return -1
+	}
+	i, err := strconv.Atoi(s)
+	if err != nil || i < 0 {
+		return -1
+	}
+	return i
+}
+
+// mix is splitmix64: a cheap, well-spread hash of (seed, i) so that any
+// process can build event i alone, without a shared random stream.
+func mix(seed int64, i int) uint64 {
+	z := uint64(seed)*0x9e3779b97f4a7c15 + uint64(i)*0xbf58476d1ce4e5b9 + 1
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// Event builds event i of the backlog: a uniformly drawn member key, an
+// amount between 10,000 and 1,000,000 VND, an item and a description, as
+// a storefront would send. at is its transactionDate.
+func (s Scenario) Event(i int, at time.Time) *events.PurchaseCompleted {
+	h := mix(s.Seed, i)
+	member := 1 + int(h%uint64(s.Keys))
+	amount := float64(10+(h>>32)%991) * 1000
+	item := "SKU-" + strconv.Itoa(int((h>>16)%5000))
+	desc := `{"channel":"bench","sku":"` + item + `","qty":1}`
+	return &events.PurchaseCompleted{
+		TransactionID: TransactionID(i), LoyaltyID: sim.MemberID(member), ItemID: &item,
+		TransactionDate: at.Truncate(time.Millisecond), Amount: amount, Currency: "VND", Description: &desc,
+	}
+}
+
+// AccrualRequest maps a purchase to the API call the bridge makes for it;
+// the ceiling and the baseline use it so all three send the same bodies.
+func AccrualRequest(ev *events.PurchaseCompleted) loyalty.AccrualRequest {
+	r := loyalty.AccrualRequest{LoyaltyID: ev.LoyaltyID, TransactionID: ev.TransactionID,
+		TransactionDate: loyalty.TransactionDate{Time: ev.TransactionDate}, TransactionAmount: ev.Amount,
+		TransactionCurrency: ev.Currency}
+	if ev.ItemID != nil {
+		r.ItemID = *ev.ItemID
+	}
+	if ev.Description != nil {
+		r.TransactionDes = json.RawMessage(*ev.Description)
+	}
+	if ev.ExtraData != nil {
+		r.ExtraData = json.RawMessage(*ev.ExtraData)
+	}
+	return r
+}
