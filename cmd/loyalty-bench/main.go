@@ -135,6 +135,7 @@ func parse(e env, args []string) (*options, error) {
 	fs.DurationVar(&latP99, "latency-p99", 0, "99th percentile of the log-normal latency (needs --latency-p50)")
 	fs.IntVar(&maxInFlight, "max-in-flight", sc.MaxInFlight, "bridge --max-in-flight, and the ceiling's concurrent callers")
 	fs.IntVar(&perPartition, "max-in-flight-per-partition", 0, "bridge --max-in-flight-per-partition (0: the bridge's default)")
+	fs.IntVar(&sc.Rate, "rate", 0, "write the events at this many per second while each contestant runs (open loop; latency then measures the pipeline); 0: a backlog written before it starts")
 	fs.IntVar(&sc.BaselineEvents, "baseline-events", sc.BaselineEvents, "the baseline drains at most this many events (0: all); it is slow by design")
 	fs.Int64Var(&sc.Seed, "seed", sc.Seed, "seed of keys, amounts and latency samples")
 	fs.Var(&contestants, "contestants", "comma-separated: ceiling, baseline, bridge")

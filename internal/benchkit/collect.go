@@ -14,7 +14,6 @@ import (
 
 // replies is what a collector saw on the reply topics.
 type replies struct {
-	timing     Timing
 	results    int // distinct records answered on the result topic
 	errors     int // distinct records answered on the error topic
 	duplicates int // replies for a record already answered
@@ -28,8 +27,7 @@ type collector struct {
 	s        *stack
 	n        int
 	cl       *kgo.Client
-	seen     []bool
-	lat      *latencies
+	done     *completions
 	out      replies
 	progress atomic.Int64
 }
@@ -42,7 +40,7 @@ func newCollector(s *stack, n int) (*collector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reply collector: %w", err)
 	}
-	return &collector{s: s, n: n, cl: cl, seen: make([]bool, n)}, nil
+	return &collector{s: s, n: n, cl: cl}, nil
 }
 
 func (c *collector) close() { c.cl.Close() }
@@ -57,9 +55,10 @@ var errStalled = errors.New("no reply for too long")
 
 // run collects until every record is answered, ctx ends, no reply has
 // come for stall, or exited is closed (the contestant's process ended) and
-// nothing more arrives. launch is when the contestant started.
-func (c *collector) run(ctx context.Context, launch time.Time, stall time.Duration, exited <-chan struct{}) (replies, error) {
-	c.lat = newLatencies(launch.UnixNano(), c.n)
+// nothing more arrives. launch is when the contestant started. Call it
+// once; then result.
+func (c *collector) run(ctx context.Context, launch time.Time, stall time.Duration, exited <-chan struct{}) error {
+	c.done = newCompletions(launch.UnixNano(), c.n, nil)
 	lastNew := time.Now()
 	exitSeen := false
 	for int(c.progress.Load()) < c.n {
@@ -67,13 +66,13 @@ func (c *collector) run(ctx context.Context, launch time.Time, stall time.Durati
 		fetches := c.cl.PollFetches(pctx)
 		cancel()
 		if err := ctx.Err(); err != nil {
-			return c.finish(), err
+			return err
 		}
 		before := c.progress.Load()
 		fetches.EachRecord(c.add)
 		for _, fe := range fetches.Errors() {
 			if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
-				return c.finish(), fmt.Errorf("reply collector: %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+				return fmt.Errorf("reply collector: %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
 			}
 		}
 		if c.progress.Load() > before {
@@ -85,16 +84,16 @@ func (c *collector) run(ctx context.Context, launch time.Time, stall time.Durati
 			// One more empty poll after the exit: replies produced just
 			// before it may still be on their way.
 			if exitSeen {
-				return c.finish(), errors.New("the contestant exited before answering every record")
+				return errors.New("the contestant exited before answering every record")
 			}
 			exitSeen = true
 		default:
 		}
 		if time.Since(lastNew) > stall {
-			return c.finish(), fmt.Errorf("%w (%s)", errStalled, stall)
+			return fmt.Errorf("%w (%s)", errStalled, stall)
 		}
 	}
-	return c.finish(), nil
+	return nil
 }
 
 func (c *collector) add(r *kgo.Record) {
@@ -103,11 +102,11 @@ func (c *collector) add(r *kgo.Record) {
 	case i < 0 || i >= c.n:
 		c.out.foreign++
 		return
-	case c.seen[i]:
+	case c.done.done[i] != 0:
 		c.out.duplicates++
 		return
 	}
-	c.seen[i] = true
+	c.done.done[i] = max(1, r.Timestamp.UnixNano())
 	if r.Topic == c.s.errorTopic() {
 		c.out.errors++
 		if c.out.firstError == "" {
@@ -116,7 +115,6 @@ func (c *collector) add(r *kgo.Record) {
 	} else {
 		c.out.results++
 	}
-	c.lat.add(c.s.inputTS[i], r.Timestamp.UnixNano())
 	c.progress.Add(1)
 }
 
@@ -138,7 +136,10 @@ func (c *collector) describeError(r *kgo.Record) string {
 	return fmt.Sprintf("%s: %s%s: %s", e.TransactionID, e.Category, code, e.Detail)
 }
 
-func (c *collector) finish() replies {
-	c.out.timing = c.lat.timing()
-	return c.out
+// result sums up what run collected. avail is when each record was
+// written (nil for a backlog written before the launch); its writer must
+// have finished.
+func (c *collector) result(avail []int64) (replies, Timing) {
+	c.done.avail = avail
+	return c.out, c.done.timing(avail != nil)
 }

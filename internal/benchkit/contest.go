@@ -216,11 +216,13 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 	n := res.Events
 	var coll *collector
 	if res.Kind != Ceiling {
-		t0 := time.Now()
-		if err := st.preload(ctx, sc, n, func(w int) { fmt.Fprintf(cfg.Log, "  preloaded %d\n", w) }); err != nil {
-			return err
+		if sc.Rate == 0 {
+			t0 := time.Now()
+			if err := st.write(ctx, sc, n, func(w int) { fmt.Fprintf(cfg.Log, "  written %d\n", w) }); err != nil {
+				return err
+			}
+			fmt.Fprintf(cfg.Log, "  backlog of %d written in %.1fs\n", n, time.Since(t0).Seconds())
 		}
-		fmt.Fprintf(cfg.Log, "  backlog of %d written in %.1fs\n", n, time.Since(t0).Seconds())
 		if coll, err = newCollector(st, n); err != nil {
 			return err
 		}
@@ -231,17 +233,77 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 	runtime.GC()
 	debug.FreeOSMemory()
 
-	name := strings.ReplaceAll(res.Contestant, "/", "-")
-	logPath := filepath.Join(cfg.WorkDir, fmt.Sprintf("%02d-%s.log", point, name))
-	// The simulator's demo credentials: public on purpose.
-	creds := struct{ ClientID, ClientSecret, Username, Password string }{
-		sim.DefaultClientID, sim.DefaultClientSecret, sim.DefaultUsername, sim.DefaultPassword}
-
+	logPath := filepath.Join(cfg.WorkDir, fmt.Sprintf("%02d-%s.log", point, strings.ReplaceAll(res.Contestant, "/", "-")))
 	harness0 := selfUsage()
-	var p *proc
-	launch := time.Now()
-	switch res.Kind {
-	case Bridge:
+	p, err := launch(cfg, sc, st, res, logPath)
+	if err != nil {
+		return err
+	}
+	// With a rate, the input is written while the contestant runs.
+	writeDone := make(chan error, 1)
+	if coll != nil && sc.Rate > 0 {
+		go func() { writeDone <- st.write(ctx, sc, n, nil) }()
+	} else {
+		writeDone <- nil
+	}
+	stopProgress := progress(cfg.Log, res.Contestant, n, p.launch, coll)
+	var (
+		timing  Timing
+		procErr error
+	)
+	if coll != nil {
+		cerr := coll.run(ctx, p.launch, cfg.Stall, p.exited)
+		stopProgress()
+		procErr = p.stop(45 * time.Second)
+		werr := <-writeDone
+		if cerr != nil {
+			if procErr != nil {
+				return fmt.Errorf("%d of %d answered: %w; %w", coll.Done(), n, cerr, procErr)
+			}
+			return fmt.Errorf("%d of %d answered: %w%s", coll.Done(), n, cerr, p.logTail())
+		}
+		if werr != nil {
+			return werr
+		}
+		var avail []int64
+		if sc.Rate > 0 {
+			avail = st.inputTS
+		}
+		var reps replies
+		reps, timing = coll.result(avail)
+		res.Results, res.Errors, res.Duplicates, res.FirstError = reps.results, reps.errors, reps.duplicates, reps.firstError
+		if reps.foreign > 0 {
+			res.FirstError = strings.TrimSpace(fmt.Sprintf("%s; %d replies with unknown keys", res.FirstError, reps.foreign))
+		}
+	} else {
+		procErr = p.wait(ctx)
+		stopProgress()
+		if procErr != nil {
+			return procErr
+		}
+		var wres WorkerResult
+		if err := json.Unmarshal(p.stdout.Bytes(), &wres); err != nil || wres.Timing == nil {
+			return fmt.Errorf("ceiling result: %v in %q", err, trimOutput(p.stdout.Bytes()))
+		}
+		timing = *wres.Timing
+		res.Results, res.Errors, res.FirstError = wres.Done, wres.Errors, wres.FirstError
+	}
+	harness1 := selfUsage()
+	if procErr != nil {
+		// The records were all answered; say how the process ended.
+		res.Exit = procErr.Error()
+	}
+	res.fill(timing, p.usage(), harness1.cpu-harness0.cpu, st.Sim.Counters())
+	return nil
+}
+
+// The simulator's demo credentials: public on purpose.
+var creds = struct{ ClientID, ClientSecret, Username, Password string }{
+	sim.DefaultClientID, sim.DefaultClientSecret, sim.DefaultUsername, sim.DefaultPassword}
+
+// launch starts the contestant's process against st.
+func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath string) (*proc, error) {
+	if res.Kind == Bridge {
 		args := []string{"run",
 			"--brokers", strings.Join(st.Brokers, ","),
 			"--group", "bench-bridge-" + res.Mode,
@@ -258,88 +320,57 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 			args = append(args, "--max-in-flight-per-partition", strconv.Itoa(sc.MaxInFlightPerPartition))
 		}
 		args = append(args, cfg.BridgeArgs...)
-		p, err = startProc(res.Contestant, append([]string{cfg.BridgeBin}, args...), nil, nil, logPath)
-	default:
-		spec := WorkerSpec{Kind: res.Kind, Scenario: sc, Events: n, Base: launch, Launch: launch.UnixNano(),
-			SimURL: st.SimURL, ClientID: creds.ClientID, ClientSecret: creds.ClientSecret,
-			Username: creds.Username, Password: creds.Password,
-			Brokers: st.Brokers, RegistryURL: st.RegistryURL, Group: "bench-baseline"}
-		in, _ := json.Marshal(spec)
-		p, err = startProc(res.Contestant, cfg.WorkerCommand, nil, in, logPath)
+		return startProc(res.Contestant, append([]string{cfg.BridgeBin}, args...), nil, logPath)
 	}
+	// The worker learns its launch time from the spec, so it is taken
+	// just before the start.
+	now := time.Now()
+	spec := WorkerSpec{Kind: res.Kind, Scenario: sc, Events: res.Events, Base: now, Launch: now.UnixNano(),
+		SimURL: st.SimURL, ClientID: creds.ClientID, ClientSecret: creds.ClientSecret,
+		Username: creds.Username, Password: creds.Password,
+		Brokers: st.Brokers, RegistryURL: st.RegistryURL, Group: "bench-baseline"}
+	in, err := json.Marshal(spec)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	launch = p.launch
+	p, err := startProc(res.Contestant, cfg.WorkerCommand, in, logPath)
+	if p != nil {
+		p.launch = now
+	}
+	return p, err
+}
 
-	stopProgress := progress(cfg.Log, res.Contestant, n, launch, coll)
-	var (
-		timing  Timing
-		wres    WorkerResult
-		procErr error
-	)
-	if coll != nil {
-		reps, cerr := coll.run(ctx, launch, cfg.Stall, p.exited)
-		stopProgress()
-		procErr = p.stop(45 * time.Second)
-		if cerr != nil {
-			if procErr != nil {
-				return fmt.Errorf("%d of %d answered: %w; %w", coll.Done(), n, cerr, procErr)
-			}
-			return fmt.Errorf("%d of %d answered: %w%s", coll.Done(), n, cerr, p.logTail())
-		}
-		timing = reps.timing
-		res.Results, res.Errors, res.Duplicates, res.FirstError = reps.results, reps.errors, reps.duplicates, reps.firstError
-		if reps.foreign > 0 {
-			res.FirstError = strings.TrimSpace(fmt.Sprintf("%s; %d replies with unknown keys", res.FirstError, reps.foreign))
-		}
-	} else {
-		procErr = p.wait(ctx)
-		stopProgress()
-		if procErr != nil {
-			return procErr
-		}
-		if err := json.Unmarshal(p.stdout.Bytes(), &wres); err != nil || wres.Timing == nil {
-			return fmt.Errorf("ceiling result: %v in %q", err, trimOutput(p.stdout.Bytes()))
-		}
-		timing = *wres.Timing
-		res.Results, res.Errors, res.FirstError = wres.Done, wres.Errors, wres.FirstError
-	}
-	harness1 := selfUsage()
-	if procErr != nil {
-		// The records were all answered; say how the process ended.
-		res.Exit = procErr.Error()
-	}
-
-	u := p.usage()
-	res.Done = timing.Done
-	res.RecordsPerSec = timing.Rate()
-	res.StartupSec = timing.Startup().Seconds()
-	res.WallSec = timing.Wall().Seconds()
-	res.LatencyP50Ms = ms(timing.P50)
-	res.LatencyP99Ms = ms(timing.P99)
-	res.LatencyMaxMs = ms(timing.Max)
+// fill sets the figures from the contestant's timing, its process's
+// usage, the bench process's CPU meanwhile and the simulator's counters.
+func (res *Result) fill(t Timing, u usage, harness time.Duration, c sim.Counters) {
+	res.Done = t.Done
+	res.Sampled = t.Sampled
+	res.RecordsPerSec = t.Rate()
+	res.StartupSec = t.Startup().Seconds()
+	res.WallSec = t.Wall().Seconds()
+	res.LatencyP50Ms = ms(t.P50)
+	res.LatencyP99Ms = ms(t.P99)
+	res.LatencyMaxMs = ms(t.Max)
 	res.CPUSec = u.cpu.Seconds()
 	res.PeakRSSMiB = float64(u.maxRSS) / (1 << 20)
-	res.HarnessCPUSec = (harness1.cpu - harness0.cpu).Seconds()
+	res.HarnessCPUSec = harness.Seconds()
 	if res.Done > 0 {
 		res.CPUPer1k = res.CPUSec / float64(res.Done) * 1000
 		res.HarnessCPUPer1k = res.HarnessCPUSec / float64(res.Done) * 1000
 	}
 	res.APICalls = map[string]int{}
 	total := 0
-	for ep, c := range st.Sim.Counters().Totals {
-		if c > 0 {
-			res.APICalls[ep] = c
+	for ep, n := range c.Totals {
+		if n > 0 {
+			res.APICalls[ep] = n
 			if ep != sim.EndpointToken {
-				total += c
+				total += n
 			}
 		}
 	}
 	if res.Done > 0 {
 		res.APICallsPerRecord = float64(total) / float64(res.Done)
 	}
-	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

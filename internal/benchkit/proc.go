@@ -3,7 +3,6 @@ package benchkit
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,10 +30,10 @@ type proc struct {
 	launch  time.Time
 }
 
-// startProc starts argv with env (added to a copy of this process's
-// environment without any LOYALTY_BRIDGE_* variable, so the operator's
-// settings cannot change what is measured) and stdin.
-func startProc(name string, argv, env []string, stdin []byte, logPath string) (*proc, error) {
+// startProc starts argv with this process's environment minus any
+// LOYALTY_BRIDGE_* variable (so the operator's settings cannot change what
+// is measured) and stdin.
+func startProc(name string, argv []string, stdin []byte, logPath string) (*proc, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -46,7 +45,6 @@ func startProc(name string, argv, env []string, stdin []byte, logPath string) (*
 			p.cmd.Env = append(p.cmd.Env, kv)
 		}
 	}
-	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdin = bytes.NewReader(stdin)
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = logf
@@ -130,6 +128,3 @@ func (p *proc) logTail() string {
 	}
 	return fmt.Sprintf("\n--- end of %s ---\n%s", p.logPath, strings.TrimRight(string(b), "\n"))
 }
-
-// errExited reports a process that ended before it was asked to.
-var errExited = errors.New("exited early")

@@ -84,13 +84,15 @@ type ScenarioReport struct {
 	LatencyP99              string `json:"latencyP99,omitempty"`
 	MaxInFlight             int    `json:"maxInFlight"`
 	MaxInFlightPerPartition int    `json:"maxInFlightPerPartition,omitempty"`
-	Seed                    int64  `json:"seed"`
+	// Rate is events per second written during the run; 0: a backlog.
+	Rate int   `json:"rate,omitempty"`
+	Seed int64 `json:"seed"`
 }
 
 func scenarioReport(sc Scenario) ScenarioReport {
 	r := ScenarioReport{Events: sc.Events, BaselineEvents: sc.baselineEvents(), Partitions: sc.Partitions, Keys: sc.Keys,
 		Latency: sc.Latency.String(), MaxInFlight: sc.MaxInFlight, MaxInFlightPerPartition: sc.MaxInFlightPerPartition,
-		Seed: sc.Seed}
+		Rate: sc.Rate, Seed: sc.Seed}
 	if sc.LatencyP50 > 0 {
 		r.LatencyP50, r.LatencyP99 = sc.LatencyP50.String(), max(sc.LatencyP99, sc.LatencyP50).String()
 	}
@@ -118,6 +120,9 @@ type Result struct {
 	LatencyP50Ms  float64 `json:"latencyP50Ms"`
 	LatencyP99Ms  float64 `json:"latencyP99Ms"`
 	LatencyMaxMs  float64 `json:"latencyMaxMs"`
+	// Sampled is how many records the latencies are of: all, except with
+	// a rate, where records written before the first reply are left out.
+	Sampled int `json:"latencySampled"`
 	// CPU and RSS of the contestant's own process (rusage).
 	CPUSec     float64 `json:"cpuSec"`
 	CPUPer1k   float64 `json:"cpuSecPer1kRecords"`
@@ -192,20 +197,30 @@ func newReport(cfg Config) *Report {
 	r := &Report{Tool: "loyalty-bench", StartedAt: time.Now().UTC().Truncate(time.Second), GoVersion: runtime.Version(),
 		Platform: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(), Sweep: cfg.Sweep}
 	r.Notes = []string{
-		"Every contestant is a child process on a fresh stack with the same backlog; CPU and peak RSS are its own (rusage from wait4). " +
+		"Every contestant is a child process on a fresh stack with the same events; CPU and peak RSS are its own (rusage from wait4). " +
 			"The ceiling and the baseline are this binary re-executed as `loyalty-bench worker`.",
 		fmt.Sprintf("The simulator, kfake and srfake run inside the bench process: their cost is the harness column, not the contestant's. "+
 			"All processes share the machine's %d CPUs, so on a CPU-bound run the simulator competes with the contestant.", runtime.NumCPU()),
 		"records/s: distinct records from the first reply to the last; start: launch to the first reply (process start, connections, token, group join).",
-		"latency: reply timestamp minus the later of the input timestamp and the launch (a backlog exists before the contestant); " +
-			"in a backlog drain it is mostly queueing. Kafka timestamps have millisecond resolution.",
+		latencyNote(cfg.Scenario.Rate > 0),
 		"ceiling: the internal/loyalty client calling accrual from max-in-flight goroutines, no Kafka, no Avro; its latency ends at the HTTP answer.",
 		"baseline: franz-go consumer group, a goroutine per partition, one record at a time: decode, call, ProduceSync the reply " +
-			"(which does not linger), mark for commit; client defaults. It drains a prefix of the backlog (baselineEvents); its rate is steady.",
+			"(which does not linger), mark for commit; client defaults. It handles only the first baselineEvents events; its rate is steady.",
 		"API calls/record counts what the simulator received (accrual, lookup …; token requests excluded): the bridge's guard lookups show here.",
 		"Absolute figures vary by machine; the ratios are the claim.",
 	}
 	return r
+}
+
+func latencyNote(rate bool) string {
+	if rate {
+		return "latency: reply timestamp minus input timestamp, for the records written after the contestant's first reply " +
+			"(earlier ones waited for it to start); events were written at a fixed rate while it ran (open loop). " +
+			"Kafka timestamps have millisecond resolution; the reply's is taken when it is produced, its acknowledgement follows within the producer's linger."
+	}
+	return "latency: reply timestamp minus the later of the input timestamp and the launch (the backlog exists before the contestant): " +
+		"in a backlog drain it is mostly queueing, so it says how fast and how evenly the backlog drains; use --rate for pipeline latency. " +
+		"Kafka timestamps have millisecond resolution; the reply's is taken when it is produced, its acknowledgement follows within the producer's linger."
 }
 
 // WriteText writes the report as tables.
@@ -215,7 +230,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, pt := range r.Points {
 		sc := pt.Scenario
 		b.WriteString("\n")
-		fmt.Fprintf(&b, "%d events (baseline %d), %d partitions, %d keys, API latency %s", sc.Events, sc.BaselineEvents,
+		kind := "backlog of"
+		if sc.Rate > 0 {
+			kind = fmt.Sprintf("%d/s ×", sc.Rate)
+		}
+		fmt.Fprintf(&b, "%s %d events (baseline %d), %d partitions, %d keys, API latency %s", kind, sc.Events, sc.BaselineEvents,
 			sc.Partitions, sc.Keys, sc.Latency)
 		if sc.LatencyP50 != "" {
 			fmt.Fprintf(&b, " + log-normal p50 %s/p99 %s", sc.LatencyP50, sc.LatencyP99)

@@ -35,6 +35,10 @@ type Scenario struct {
 	// MaxInFlightPerPartition is the bridge's --max-in-flight-per-partition
 	// (0: the bridge's default).
 	MaxInFlightPerPartition int `json:"maxInFlightPerPartition,omitempty"`
+	// Rate, when positive, writes the events at this many per second while
+	// the contestant runs (open loop) instead of as a backlog before it
+	// starts: latency then measures the pipeline, not the queue.
+	Rate int `json:"rate,omitempty"`
 	// BaselineEvents caps the baseline's backlog (0: Events). The baseline
 	// is slow by design; its rate is steady, so a prefix measures it.
 	BaselineEvents int `json:"baselineEvents,omitempty"`
@@ -65,8 +69,8 @@ func (s Scenario) Validate() error {
 	if s.MaxInFlight < 1 {
 		errs = append(errs, errors.New("max in-flight must be at least 1"))
 	}
-	if s.MaxInFlightPerPartition < 0 || s.BaselineEvents < 0 {
-		errs = append(errs, errors.New("per-partition in-flight and baseline events must not be negative"))
+	if s.MaxInFlightPerPartition < 0 || s.BaselineEvents < 0 || s.Rate < 0 {
+		errs = append(errs, errors.New("per-partition in-flight, baseline events and rate must not be negative"))
 	}
 	if err := s.faults().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("latency: %w", err))

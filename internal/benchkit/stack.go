@@ -16,8 +16,8 @@ import (
 )
 
 // stack is one contestant's world: Kafka, registry and simulator in this
-// process, the bridge's schemas registered, and (after preload) the
-// backlog with each record's timestamp.
+// process, the bridge's schemas registered, and (once written) the input
+// records with their timestamps.
 type stack struct {
 	*devstack.Stack
 	topics codec.Topics
@@ -61,15 +61,21 @@ func (s *stack) inputTopic() string  { return s.topics.Purchase }
 func (s *stack) resultTopic() string { return s.topics.ResultTopic(s.topics.Purchase) }
 func (s *stack) errorTopic() string  { return s.topics.ErrorTopic(s.topics.Purchase) }
 
-// preload writes events 0…n-1 of sc to the input topic, keyed by
-// loyaltyId (Kafka's default partitioner spreads the keys over the
-// partitions), and remembers each record's timestamp. progress, when set,
-// is called now and then with the number written.
-func (s *stack) preload(ctx context.Context, sc Scenario, n int, progress func(int)) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ProducerLinger(5*time.Millisecond),
+// write writes events 0…n-1 of sc to the input topic, keyed by loyaltyId
+// (Kafka's default partitioner spreads the keys over the partitions), and
+// remembers each record's timestamp in inputTS. With sc.Rate it paces the
+// writes at that many events per second from now (open loop: it does not
+// wait for the contestant); otherwise it writes as fast as it can.
+// progress, when set, is called now and then with the number written.
+func (s *stack) write(ctx context.Context, sc Scenario, n int, progress func(int)) error {
+	linger := 5 * time.Millisecond
+	if sc.Rate > 0 {
+		linger = time.Millisecond // input timestamps are taken before the linger
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ProducerLinger(linger),
 		kgo.MaxBufferedRecords(20_000), kgo.ProducerBatchMaxBytes(1<<20))
 	if err != nil {
-		return fmt.Errorf("preload client: %w", err)
+		return fmt.Errorf("input producer: %w", err)
 	}
 	defer cl.Close()
 	s.inputTS = make([]int64, n)
@@ -78,13 +84,21 @@ func (s *stack) preload(ctx context.Context, sc Scenario, n int, progress func(i
 		mu       sync.Mutex
 		firstErr error
 	)
-	base := time.Now()
+	start := time.Now()
 	topic := s.inputTopic()
 	for i := range n {
 		if ctx.Err() != nil {
 			break
 		}
-		ev := sc.Event(i, base)
+		if sc.Rate > 0 {
+			due := start.Add(time.Duration(float64(i) / float64(sc.Rate) * float64(time.Second)))
+			if time.Until(due) > time.Millisecond { // events due within a millisecond go out together
+				if err := sleepUntil(ctx, due.UnixNano()); err != nil {
+					break
+				}
+			}
+		}
+		ev := sc.Event(i, start)
 		value, err := s.codec.Encode(topic, ev)
 		if err != nil {
 			return fmt.Errorf("encode event %d: %w", i, err)
@@ -101,18 +115,18 @@ func (s *stack) preload(ctx context.Context, sc Scenario, n int, progress func(i
 				mu.Unlock()
 				return
 			}
-			if w := written.Add(1); progress != nil && w%50_000 == 0 {
+			if w := written.Add(1); progress != nil && w%100_000 == 0 {
 				progress(int(w))
 			}
 		})
 	}
 	if err := cl.Flush(ctx); err != nil {
-		return fmt.Errorf("preload: %w", err)
+		return fmt.Errorf("write input: %w", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	if firstErr != nil {
-		return fmt.Errorf("preload: %w", firstErr)
+		return fmt.Errorf("write input: %w", firstErr)
 	}
 	return ctx.Err()
 }

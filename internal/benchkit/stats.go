@@ -13,9 +13,15 @@ type Timing struct {
 	Done int `json:"done"`
 	// Launch is when the contestant was started; First and Last are its
 	// first and last completion.
-	Launch, First, Last int64
-	// P50, P99 and Max are end-to-end latencies (see the package doc).
-	P50, P99, Max time.Duration
+	Launch int64 `json:"launch"`
+	First  int64 `json:"first"`
+	Last   int64 `json:"last"`
+	// P50, P99 and Max are end-to-end latencies (see the package doc) of
+	// the Sampled records.
+	P50     time.Duration `json:"p50"`
+	P99     time.Duration `json:"p99"`
+	Max     time.Duration `json:"max"`
+	Sampled int           `json:"sampled"`
 }
 
 // Rate is records per second from the first completion to the last; with
@@ -50,40 +56,63 @@ func (t Timing) Wall() time.Duration {
 	return time.Duration(t.Last - t.Launch)
 }
 
-// latencies accumulates one contestant's completions. Not safe for
-// concurrent use.
-type latencies struct {
-	launch      int64
-	first, last int64
-	lat         []int64
+// completions records, per record, when it became available and when it
+// was completed. Not safe for concurrent use, except that distinct
+// records' done entries may be written by distinct goroutines.
+type completions struct {
+	launch int64
+	// avail[i] is when record i became available; nil means a backlog:
+	// every record was there before the launch.
+	avail []int64
+	// done[i] is when record i was completed, 0 if it was not.
+	done []int64
 }
 
-func newLatencies(launch int64, capacity int) *latencies {
-	return &latencies{launch: launch, lat: make([]int64, 0, capacity)}
+func newCompletions(launch int64, n int, avail []int64) *completions {
+	return &completions{launch: launch, avail: avail, done: make([]int64, n)}
 }
 
-// add records a completion at done of a record that became available at
-// avail (clamped to the launch: a backlog is available from the start).
-func (l *latencies) add(avail, done int64) {
-	if len(l.lat) == 0 || done < l.first {
-		l.first = done
+// timing sums up. A record's latency counts from the later of its
+// availability and the launch. With steadyOnly, records that became
+// available before the first completion (while the contestant was still
+// starting) are left out of the latencies, though not out of the counts.
+func (c *completions) timing(steadyOnly bool) Timing {
+	t := Timing{Launch: c.launch}
+	for _, d := range c.done {
+		if d == 0 {
+			continue
+		}
+		if t.Done == 0 || d < t.First {
+			t.First = d
+		}
+		t.Last = max(t.Last, d)
+		t.Done++
 	}
-	if done > l.last {
-		l.last = done
-	}
-	l.lat = append(l.lat, max(0, done-max(avail, l.launch)))
-}
-
-// timing sorts the latencies (once; add no more afterwards) and sums up.
-func (l *latencies) timing() Timing {
-	t := Timing{Done: len(l.lat), Launch: l.launch, First: l.first, Last: l.last}
-	if len(l.lat) == 0 {
+	if t.Done == 0 {
 		return t
 	}
-	slices.Sort(l.lat)
-	t.P50 = time.Duration(quantile(l.lat, 0.50))
-	t.P99 = time.Duration(quantile(l.lat, 0.99))
-	t.Max = time.Duration(l.lat[len(l.lat)-1])
+	lat := make([]int64, 0, t.Done)
+	for i, d := range c.done {
+		if d == 0 {
+			continue
+		}
+		avail := c.launch
+		if c.avail != nil {
+			avail = max(avail, c.avail[i])
+			if steadyOnly && c.avail[i] < t.First {
+				continue
+			}
+		}
+		lat = append(lat, max(0, d-avail))
+	}
+	t.Sampled = len(lat)
+	if len(lat) == 0 {
+		return t
+	}
+	slices.Sort(lat)
+	t.P50 = time.Duration(quantile(lat, 0.50))
+	t.P99 = time.Duration(quantile(lat, 0.99))
+	t.Max = time.Duration(lat[len(lat)-1])
 	return t
 }
 

@@ -15,7 +15,7 @@ import (
 // (baseline against bridge), so its axis is logarithmic when it has to be.
 
 const (
-	svgW, svgH     = 960, 700
+	svgW, svgH     = 960, 714
 	panelW, panelH = 440, 250
 	padL, padB     = 64, 40
 )
@@ -54,7 +54,7 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	}
 	for i, m := range metrics {
 		ox := 20 + float64(i%2)*(panelW+40)
-		oy := 90 + float64(i/2)*(panelH+60)
+		oy := 104 + float64(i/2)*(panelH+60)
 		r.panel(&b, ox, oy, m, names, color)
 	}
 	b.WriteString("</svg>\n")

@@ -101,15 +101,23 @@ func apiClient(spec WorkerSpec, conns int) (*loyalty.Client, *http.Client, error
 }
 
 // runCeiling calls accrual for every event from MaxInFlight goroutines and
-// times each answer.
+// times each answer. With a rate, event i is due at launch + i/rate and is
+// not called before (open loop, like the input topic of the others).
 func runCeiling(ctx context.Context, spec WorkerSpec) (WorkerResult, error) {
-	conc := spec.Scenario.MaxInFlight
-	client, hc, err := apiClient(spec, conc)
+	sc := spec.Scenario
+	client, hc, err := apiClient(spec, sc.MaxInFlight)
 	if err != nil {
 		return WorkerResult{}, err
 	}
 	defer hc.CloseIdleConnections()
-	done := make([]int64, spec.Events) // completion time of event i, 0 if failed
+	var avail []int64
+	if sc.Rate > 0 {
+		avail = make([]int64, spec.Events)
+		for i := range avail {
+			avail[i] = spec.Launch + int64(float64(i)/float64(sc.Rate)*1e9)
+		}
+	}
+	done := newCompletions(spec.Launch, spec.Events, avail)
 	var (
 		next     atomic.Int64
 		failed   atomic.Int64
@@ -117,14 +125,17 @@ func runCeiling(ctx context.Context, spec WorkerSpec) (WorkerResult, error) {
 		firstErr string
 		wg       sync.WaitGroup
 	)
-	for range min(conc, spec.Events) {
+	for range min(sc.MaxInFlight, spec.Events) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= spec.Events || ctx.Err() != nil {
 					return
 				}
-				_, _, err := client.Accrue(ctx, AccrualRequest(spec.Scenario.Event(i, spec.Base)))
+				if avail != nil && sleepUntil(ctx, avail[i]) != nil {
+					return
+				}
+				_, _, err := client.Accrue(ctx, AccrualRequest(sc.Event(i, spec.Base)))
 				if err != nil {
 					failed.Add(1)
 					mu.Lock()
@@ -134,7 +145,7 @@ func runCeiling(ctx context.Context, spec WorkerSpec) (WorkerResult, error) {
 					mu.Unlock()
 					continue
 				}
-				done[i] = time.Now().UnixNano()
+				done.done[i] = time.Now().UnixNano()
 			}
 		})
 	}
@@ -142,12 +153,22 @@ func runCeiling(ctx context.Context, spec WorkerSpec) (WorkerResult, error) {
 	if err := ctx.Err(); err != nil {
 		return WorkerResult{}, err
 	}
-	lat := newLatencies(spec.Launch, spec.Events)
-	for _, d := range done {
-		if d != 0 {
-			lat.add(0, d)
-		}
-	}
-	t := lat.timing()
+	t := done.timing(avail != nil)
 	return WorkerResult{Done: t.Done, Errors: int(failed.Load()), FirstError: firstErr, Timing: &t}, nil
+}
+
+// sleepUntil waits until the Unix-nanosecond time t or ctx's end.
+func sleepUntil(ctx context.Context, t int64) error {
+	d := time.Until(time.Unix(0, t))
+	if d <= 0 {
+		return ctx.Err()
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

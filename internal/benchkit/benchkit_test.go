@@ -1,0 +1,207 @@
+package benchkit
+
+import (
+	"bytes"
+	"encoding/xml"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestQuantile(t *testing.T) {
+	hundred := make([]int64, 100)
+	for i := range hundred {
+		hundred[i] = int64(i + 1)
+	}
+	for _, tc := range []struct {
+		in   []int64
+		q    float64
+		want int64
+	}{
+		{[]int64{7}, 0.5, 7},
+		{[]int64{7}, 0.99, 7},
+		{[]int64{1, 2}, 0.5, 1},
+		{[]int64{1, 2, 3, 4}, 0.5, 2},
+		{hundred, 0.5, 50},
+		{hundred, 0.99, 99},
+		{hundred, 1, 100},
+	} {
+		if got := quantile(tc.in, tc.q); got != tc.want {
+			t.Errorf("quantile(%d values, %v) = %d, want %d", len(tc.in), tc.q, got, tc.want)
+		}
+	}
+}
+
+func TestCompletionsTiming(t *testing.T) {
+	ms := int64(time.Millisecond)
+	launch := 1000 * ms
+	// A backlog: latencies count from the launch.
+	c := newCompletions(launch, 4, nil)
+	c.done = []int64{launch + 10*ms, launch + 20*ms, 0, launch + 40*ms}
+	tm := c.timing(false)
+	if tm.Done != 3 || tm.Sampled != 3 || tm.P50 != 20*time.Millisecond || tm.Max != 40*time.Millisecond {
+		t.Errorf("backlog timing %+v", tm)
+	}
+	if got := tm.Rate(); math.Abs(got-2/0.030) > 1e-6 {
+		t.Errorf("rate %v, want %v", got, 2/0.030)
+	}
+	if tm.Startup() != 10*time.Millisecond || tm.Wall() != 40*time.Millisecond {
+		t.Errorf("startup %s, wall %s", tm.Startup(), tm.Wall())
+	}
+
+	// Written at a rate: records written before the first completion are
+	// left out of the latencies, not out of the count.
+	avail := []int64{launch, launch + 5*ms, launch + 30*ms, launch + 35*ms}
+	c = newCompletions(launch, 4, avail)
+	c.done = []int64{launch + 25*ms, launch + 26*ms, launch + 33*ms, launch + 40*ms}
+	tm = c.timing(true)
+	if tm.Done != 4 || tm.Sampled != 2 || tm.P50 != 3*time.Millisecond || tm.Max != 5*time.Millisecond {
+		t.Errorf("rate timing %+v", tm)
+	}
+
+	if tm := newCompletions(launch, 3, nil).timing(false); tm.Done != 0 || tm.Rate() != 0 || tm.Wall() != 0 {
+		t.Errorf("empty timing %+v", tm)
+	}
+}
+
+func TestParseSweep(t *testing.T) {
+	w, err := ParseSweep("backlog=10000,100_000, 1000000")
+	if err != nil || w.Param != SweepBacklog || len(w.Values) != 3 || w.Values[1] != 100_000 {
+		t.Fatalf("ParseSweep = %+v, %v", w, err)
+	}
+	sc := w.Apply(DefaultScenario(), 7)
+	if sc.Events != 7 {
+		t.Errorf("Apply backlog: events %d", sc.Events)
+	}
+	w, err = ParseSweep("in-flight=16")
+	if err != nil || w.Apply(DefaultScenario(), 16).MaxInFlight != 16 {
+		t.Errorf("in-flight sweep: %+v, %v", w, err)
+	}
+	for _, bad := range []string{"", "backlog", "speed=1", "backlog=1,x", "in-flight=0"} {
+		if _, err := ParseSweep(bad); err == nil {
+			t.Errorf("ParseSweep(%q) accepted", bad)
+		}
+	}
+}
+
+func TestEvents(t *testing.T) {
+	sc := DefaultScenario()
+	sc.Keys = 10
+	base := time.Date(2026, 1, 2, 3, 4, 5, 678_900_000, time.UTC)
+	keys := map[string]int{}
+	for i := range 1000 {
+		ev := sc.Event(i, base)
+		if err := ev.Validate(); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if eventIndex([]byte(ev.TransactionID)) != i {
+			t.Fatalf("event %d: transactionId %q does not parse back", i, ev.TransactionID)
+		}
+		if again := sc.Event(i, base); *again.Description != *ev.Description || again.LoyaltyID != ev.LoyaltyID || again.Amount != ev.Amount {
+			t.Fatalf("event %d is not reproducible", i)
+		}
+		keys[ev.LoyaltyID]++
+		r := AccrualRequest(ev)
+		if r.TransactionID != ev.TransactionID || r.LoyaltyID != ev.LoyaltyID || string(r.TransactionDes) != *ev.Description ||
+			!r.TransactionDate.Time.Equal(base.Truncate(time.Millisecond)) {
+			t.Fatalf("accrual request %+v of %+v", r, ev)
+		}
+	}
+	if len(keys) != 10 {
+		t.Errorf("%d distinct keys, want 10", len(keys))
+	}
+	for k, n := range keys {
+		if n < 50 || n > 150 {
+			t.Errorf("key %s drawn %d times of 1000: not uniform", k, n)
+		}
+	}
+	for _, bad := range []string{"", "bench-", "bench--1", "other-1", "bench-x"} {
+		if i := eventIndex([]byte(bad)); i != -1 {
+			t.Errorf("eventIndex(%q) = %d", bad, i)
+		}
+	}
+}
+
+func TestScenarioValidate(t *testing.T) {
+	if err := DefaultScenario().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := Scenario{LatencyP99: time.Millisecond, Rate: -1}
+	err := bad.Validate()
+	if err == nil {
+		t.Fatal("invalid scenario accepted")
+	}
+	for _, want := range []string{"events", "partitions", "keys", "in-flight", "rate", "LatencyP99"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}
+
+func sampleReport(sweep bool) *Report {
+	r := newReport(Config{Scenario: DefaultScenario()})
+	res := func(name, kind string, rate float64) Result {
+		return Result{Contestant: name, Kind: kind, Events: 100, Done: 100, Results: 100, RecordsPerSec: rate,
+			LatencyP50Ms: 10, LatencyP99Ms: 20, CPUSec: 0.1, CPUPer1k: 1, PeakRSSMiB: 30}
+	}
+	values := []int{0}
+	if sweep {
+		r.Sweep = &Sweep{Param: SweepBacklog, Values: []int{1000, 10000}}
+		values = r.Sweep.Values
+	}
+	for _, v := range values {
+		pt := Point{Scenario: scenarioReport(DefaultScenario()), SweepValue: v, Results: []Result{
+			res("ceiling", Ceiling, 1000), res("baseline", Baseline, 10), res("bridge/key", Bridge, 900),
+			{Contestant: "bridge/partition <&>", Kind: Bridge, Error: "not measured: no binary"},
+		}}
+		pt.Ratios = ratios(pt.Results)
+		r.Points = append(r.Points, pt)
+	}
+	return r
+}
+
+func TestReportOutputs(t *testing.T) {
+	for _, sweep := range []bool{false, true} {
+		r := sampleReport(sweep)
+		q := r.Points[0].Ratios
+		if len(q) != 1 || math.Abs(q[0].ThroughputVsCeiling-0.9) > 1e-9 || q[0].ThroughputVsBaseline != 90 || q[0].CPUVsCeiling != 1 {
+			t.Fatalf("ratios %+v", q)
+		}
+		var text, svg bytes.Buffer
+		if err := r.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"bridge/key", "0.90× ceiling", "90× baseline", "not measured: no binary", "Notes:"} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("sweep %v: text lacks %q:\n%s", sweep, want, text.String())
+			}
+		}
+		if sweep && !strings.Contains(text.String(), "scaling over backlog") {
+			t.Errorf("sweep text lacks the scaling table")
+		}
+		if err := r.WriteSVG(&svg); err != nil {
+			t.Fatal(err)
+		}
+		dec := xml.NewDecoder(&svg)
+		for {
+			if _, err := dec.Token(); err != nil {
+				if err.Error() != "EOF" {
+					t.Errorf("sweep %v: SVG is not well-formed XML: %v", sweep, err)
+				}
+				break
+			}
+		}
+		if err := r.Failed(); err == nil || !strings.Contains(err.Error(), "bridge/partition") {
+			t.Errorf("Failed() = %v", err)
+		}
+	}
+}
+
+func TestCompact(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 0.125: "0.125", 1.5: "1.5", 12: "12", 1200: "1.2k", 12000: "12k", 1_500_000: "1.5M"} {
+		if got := compact(v); got != want {
+			t.Errorf("compact(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
