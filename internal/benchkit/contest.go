@@ -234,7 +234,7 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 	debug.FreeOSMemory()
 
 	logPath := filepath.Join(cfg.WorkDir, fmt.Sprintf("%02d-%s.log", point, strings.ReplaceAll(res.Contestant, "/", "-")))
-	harness0 := selfUsage()
+	harness0, t0 := selfUsage(), time.Now()
 	p, err := launch(cfg, sc, st, res, logPath)
 	if err != nil {
 		return err
@@ -288,12 +288,15 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 		timing = *wres.Timing
 		res.Results, res.Errors, res.FirstError = wres.Done, wres.Errors, wres.FirstError
 	}
-	harness1 := selfUsage()
+	harness1, t1 := selfUsage(), time.Now()
 	if procErr != nil {
 		// The records were all answered; say how the process ended.
 		res.Exit = procErr.Error()
 	}
 	res.fill(timing, p.usage(), harness1.cpu-harness0.cpu, st.Sim.Counters())
+	if d := t1.Sub(t0); d > 0 {
+		res.Busy = (res.CPUSec + res.HarnessCPUSec) / d.Seconds() / float64(runtime.NumCPU())
+	}
 	return nil
 }
 
