@@ -32,6 +32,8 @@ type command struct {
 // commands is built per call so that no package-level state is mutable.
 func commands() map[string]command {
 	return map[string]command{
+		"run":     runCommand(),
+		"dev":     devCommand(),
 		"schemas": schemasCommand(),
 		"produce": produceCommand(),
 		"tail":    tailCommand(),

@@ -139,7 +139,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 
 	// Schema Registry.
 	s.Registry = srfake.NewRegistry()
-	if err := s.loadSchemas(); err != nil {
+	shared, err := s.loadSchemas()
+	if err != nil {
 		return nil, err
 	}
 	regURL, err := s.serve(opts.RegistryAddr, s.saveAfterWrites(s.Registry.Handler()))
@@ -147,6 +148,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("schema registry on %s: %w", opts.RegistryAddr, err)
 	}
 	s.RegistryURL = regURL
+	if err := s.registerShared(ctx, shared); err != nil {
+		return nil, err
+	}
 
 	// Simulator.
 	simOpts := opts.Sim
@@ -262,20 +266,24 @@ type savedSchema struct {
 	Type    string `json:"schemaType,omitempty"`
 }
 
-func (s *Stack) loadSchemas() (err error) {
+// loadSchemas seeds the saved schemas. srfake seeds an id only once, but a
+// schema registered under several subjects (the result schema under every
+// .result topic) has one id; those further subjects are returned, to be
+// registered through the API once it serves, which gives them the same id.
+func (s *Stack) loadSchemas() (shared []savedSchema, err error) {
 	if s.schemaPath == "" {
-		return nil
+		return nil, nil
 	}
 	data, err := os.ReadFile(s.schemaPath)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("saved schemas: %w", err)
+		return nil, fmt.Errorf("saved schemas: %w", err)
 	}
 	var saved []savedSchema
 	if err := json.Unmarshal(data, &saved); err != nil {
-		return fmt.Errorf("saved schemas %s: %w", s.schemaPath, err)
+		return nil, fmt.Errorf("saved schemas %s: %w", s.schemaPath, err)
 	}
 	// srfake.SeedSchema panics on a clash; the file is ours but may have
 	// been edited by hand, so turn that into an error naming the file.
@@ -284,14 +292,42 @@ func (s *Stack) loadSchemas() (err error) {
 			err = fmt.Errorf("saved schemas %s: %v (delete the file to start afresh)", s.schemaPath, r)
 		}
 	}()
+	seeded := map[int]bool{}
 	for _, sc := range saved {
 		typ := sr.TypeAvro
 		if sc.Type != "" {
 			if err := typ.UnmarshalText([]byte(sc.Type)); err != nil {
-				return fmt.Errorf("saved schemas %s: %w", s.schemaPath, err)
+				return nil, fmt.Errorf("saved schemas %s: %w", s.schemaPath, err)
 			}
 		}
+		if seeded[sc.ID] {
+			shared = append(shared, sc)
+			continue
+		}
+		seeded[sc.ID] = true
 		s.Registry.SeedSchema(sc.Subject, sc.Version, sc.ID, sr.Schema{Schema: sc.Schema, Type: typ})
+	}
+	return shared, nil
+}
+
+func (s *Stack) registerShared(ctx context.Context, shared []savedSchema) error {
+	if len(shared) == 0 {
+		return nil
+	}
+	cl, err := sr.NewClient(sr.URLs(s.RegistryURL))
+	if err != nil {
+		return err
+	}
+	for _, sc := range shared {
+		typ := sr.TypeAvro
+		_ = typ.UnmarshalText([]byte(sc.Type))
+		got, err := cl.CreateSchema(ctx, sc.Subject, sr.Schema{Schema: sc.Schema, Type: typ})
+		if err != nil {
+			return fmt.Errorf("saved schemas %s: subject %s: %w", s.schemaPath, sc.Subject, err)
+		}
+		if got.ID != sc.ID {
+			return fmt.Errorf("saved schemas %s: subject %s got id %d, was %d (delete the file to start afresh)", s.schemaPath, sc.Subject, got.ID, sc.ID)
+		}
 	}
 	return nil
 }

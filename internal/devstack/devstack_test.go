@@ -42,6 +42,10 @@ func TestRestartKeepsState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The same schema under a second subject shares its id.
+	if again, err := reg.CreateSchema(ctx, "in.result-value", sr.Schema{Schema: testSchema}); err != nil || again.ID != ss.ID {
+		t.Fatalf("second subject: %v %+v", err, again)
+	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +78,9 @@ func TestRestartKeepsState(t *testing.T) {
 	got, err := reg2.SchemaByVersion(ctx, "in-value", -1)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if shared, err := reg2.SchemaByVersion(ctx, "in.result-value", -1); err != nil || shared.ID != ss.ID {
+		t.Fatalf("shared schema after restart: %v %+v", err, shared)
 	}
 	if got.ID != ss.ID || got.Version != ss.Version {
 		t.Fatalf("schema after restart: id %d v%d, want id %d v%d", got.ID, got.Version, ss.ID, ss.Version)

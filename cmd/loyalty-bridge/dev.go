@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/term"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/demo"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
+)
+
+func devCommand() command {
+	return command{summary: "run everything on this machine: Kafka, Schema Registry, partner API simulator and the bridge", run: runDev}
+}
+
+type devFlags struct {
+	dataDir, kafkaAddr, registryAddr, simAddr, metricsAddr string
+	partitions, members, demoN, maxInFlight                int
+	ordering, logLevel                                     string
+	exitWhenDone                                           bool
+	demoTimeout                                            time.Duration
+}
+
+func runDev(ctx context.Context, e env, args []string) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var f devFlags
+	fs.StringVar(&f.dataDir, "data-dir", ".loyalty-dev", "where Kafka data, schemas and the partner key persist across restarts")
+	fs.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka listen address (port 0: any free port)")
+	fs.StringVar(&f.registryAddr, "registry-addr", "127.0.0.1:8081", "Schema Registry listen address")
+	fs.StringVar(&f.simAddr, "sim-addr", "127.0.0.1:8088", "partner API simulator listen address")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9464", "/metrics, /healthz and /readyz (empty: off)")
+	fs.IntVar(&f.partitions, "partitions", 8, "partitions of each topic created")
+	fs.IntVar(&f.members, "members", 1000, "members seeded in the simulator (LB00000001 …)")
+	fs.IntVar(&f.demoN, "demo", 0, "produce this many sample events and show their progress")
+	fs.BoolVar(&f.exitWhenDone, "exit-when-done", false, "with --demo: exit after the summary (0 when every event got its output)")
+	fs.DurationVar(&f.demoTimeout, "demo-timeout", 5*time.Minute, "with --exit-when-done: give up after this long")
+	fs.StringVar(&f.ordering, "ordering", "key", "order within a partition: key, partition or unordered")
+	fs.IntVar(&f.maxInFlight, "max-in-flight", 256, "records in flight")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return &exitError{code: 2, err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+	case f.dataDir == "":
+		return &exitError{code: 2, err: errors.New("--data-dir: required (the partner key lives there)")}
+	case f.exitWhenDone && f.demoN <= 0:
+		return &exitError{code: 2, err: errors.New("--exit-when-done needs --demo N")}
+	case f.demoN < 0 || f.members < 1 || f.partitions < 1:
+		return &exitError{code: 2, err: errors.New("--demo, --members and --partitions must be positive")}
+	}
+
+	log, err := telemetry.NewLogger(telemetry.LogOptions{Format: "console", Level: f.logLevel, Output: e.stderr})
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	topics := codec.DefaultTopics()
+	stack, err := devstack.Start(ctx, devstack.Options{DataDir: f.dataDir, KafkaAddr: f.kafkaAddr, RegistryAddr: f.registryAddr,
+		SimAddr: f.simAddr, Partitions: int32(f.partitions), Topics: topics.All(),
+		Sim: sim.Options{Members: f.members}, Logger: log.Named("dev")})
+	if err != nil {
+		return err
+	}
+	defer stack.Close()
+
+	cfg, err := devConfig(stack, f)
+	if err != nil {
+		return err
+	}
+	svc, err := service.New(ctx, cfg, service.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	printBanner(e.stdout, stack, f, svc.MetricsAddr())
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		err := svc.Run(runCtx)
+		stop() // a failed bridge ends the demo too
+		done <- err
+	}()
+
+	var demoErr error
+	if f.demoN > 0 {
+		demoErr = runDemo(runCtx, e, stack, svc.Codec, f)
+		if f.exitWhenDone {
+			stop()
+		}
+	}
+	err = <-done
+	if ctx.Err() == nil || f.exitWhenDone {
+		// Stopped by --exit-when-done or by a failure, not by Ctrl-C.
+		if err != nil {
+			return err
+		}
+		return demoErr
+	}
+	fmt.Fprintln(e.stdout, "\nstopped; data kept in", f.dataDir)
+	return err
+}
+
+// devConfig is `run`'s configuration pointed at the embedded stack.
+func devConfig(stack *devstack.Stack, f devFlags) (*config.Config, error) {
+	fs := flag.NewFlagSet("dev-run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg, b := config.Define(fs)
+	// Defaults only: the dev command does not read LOYALTY_BRIDGE_* so that a
+	// shell set up for production cannot point it elsewhere.
+	if err := b.Parse(nil, func(string) (string, bool) { return "", false }); err != nil {
+		return nil, err
+	}
+	cfg.Brokers = strings.Join(stack.Brokers, ",")
+	cfg.RegistryURL = stack.RegistryURL
+	cfg.RegisterSchemas = true
+	cfg.APIBaseURL = stack.SimURL
+	cfg.ClientID, cfg.ClientSecret = sim.DefaultClientID, sim.DefaultClientSecret
+	cfg.Username, cfg.Password = sim.DefaultUsername, sim.DefaultPassword
+	cfg.PartnerKey, cfg.PartnerKeyID = stack.PartnerKeyPath, stack.PartnerKeyID
+	cfg.Group = "loyalty-bridge-dev"
+	cfg.Ordering = f.ordering
+	cfg.MaxInFlight = f.maxInFlight
+	cfg.MetricsAddr = f.metricsAddr
+	cfg.LogFormat, cfg.LogLevel = "console", f.logLevel
+	cfg.BreakerOpen = 2 * time.Second
+	if err := cfg.Validate(); err != nil {
+		return nil, &exitError{code: 2, err: err}
+	}
+	return cfg, nil
+}
+
+func printBanner(w io.Writer, s *devstack.Stack, f devFlags, metricsAddr string) {
+	brokers := strings.Join(s.Brokers, ",")
+	fmt.Fprintf(w, `
+loyalty-bridge dev — everything runs in this process; Ctrl-C stops it (data stays in %s)
+
+  Kafka             %s
+  Schema Registry   %s
+  Partner API sim   %s   (client_id %s, client_secret %s, user %s / %s)
+  Metrics, health   http://%s/metrics  /healthz  /readyz
+  Input topics      %s
+  Members           %s … %s
+
+Try, in another terminal:
+  echo '{"transactionId":"tx-1","loyaltyId":"%s","transactionDate":"%s","amount":150000}' \
+    | go run ./cmd/loyalty-bridge produce --brokers %s --schema-registry-url %s --topic loyalty.purchase
+  go run ./cmd/loyalty-bridge tail --brokers %s --schema-registry-url %s --topic loyalty.purchase.result --from-beginning
+  kcat -b %s -L
+  LOYALTY_BRIDGE_API_BASE_URL=%s LOYALTY_BRIDGE_API_CLIENT_ID=%s LOYALTY_BRIDGE_API_CLIENT_SECRET=%s \
+    LOYALTY_BRIDGE_API_USERNAME=%s LOYALTY_BRIDGE_API_PASSWORD=%s go run ./cmd/loyalty-bridge api lookup --loyalty-id %s --transaction-id tx-1
+
+`, f.dataDir, brokers, s.RegistryURL, s.SimURL, sim.DefaultClientID, sim.DefaultClientSecret, sim.DefaultUsername, sim.DefaultPassword,
+		orOff(metricsAddr), strings.Join(codec.DefaultTopics().Inputs(), ", "), sim.MemberID(1), sim.MemberID(f.members),
+		sim.MemberID(1), time.Now().UTC().Format(time.RFC3339), brokers, s.RegistryURL, brokers, s.RegistryURL, brokers,
+		s.SimURL, sim.DefaultClientID, sim.DefaultClientSecret, sim.DefaultUsername, sim.DefaultPassword, sim.MemberID(1))
+}
+
+func orOff(addr string) string {
+	if addr == "" {
+		return "(off)"
+	}
+	return addr
+}
+
+// runDemo produces the sample events, follows their replies, shows progress
+// and prints the summary. It returns an error when not every event got its
+// terminal output (only reported with --exit-when-done).
+func runDemo(ctx context.Context, e env, s *devstack.Stack, cd *codec.Codec, f devFlags) error {
+	topics := codec.DefaultTopics()
+	replyTopics := make([]string, 0, 6)
+	inputOf := map[string]string{}
+	for _, in := range topics.Inputs() {
+		replyTopics = append(replyTopics, topics.ResultTopic(in), topics.ErrorTopic(in))
+		inputOf[topics.ResultTopic(in)], inputOf[topics.ErrorTopic(in)] = in, in
+	}
+	// Replies of this run only: start at the reply topics' current ends.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(replyTopics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.RecordDeliveryTimeout(30*time.Second))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := cl.Ping(ctx); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	// The first poll fixes the start offsets before anything is produced.
+	pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	first := cl.PollFetches(pctx)
+	cancel()
+
+	tally := demo.NewTally()
+	var watchWG sync.WaitGroup
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer func() { stopWatch(); watchWG.Wait() }()
+	watchWG.Add(1)
+	go func() {
+		defer watchWG.Done()
+		fetches := first
+		for watchCtx.Err() == nil {
+			fetches.EachRecord(func(r *kgo.Record) { tallyReply(watchCtx, cd, tally, inputOf[r.Topic], r) })
+			fetches = cl.PollFetches(watchCtx)
+		}
+	}()
+
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	plan, refunds := demo.Plan(demo.Options{N: f.demoN, Members: sim.MemberID, Count: f.members, Topics: topics, Run: run,
+		Seed: uint64(time.Now().UnixNano()), Now: time.Now()})
+	start := time.Now()
+	prog := newProgress(e.stdout, start)
+	if err := produceItems(ctx, cl, cd, tally, plan); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(f.demoTimeout)
+	waitFor := func(phaseDone func() bool) bool {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for !phaseDone() {
+			done, planned := tally.Progress()
+			prog.show(done, planned)
+			select {
+			case <-ctx.Done():
+				return false
+			case <-t.C:
+			}
+			if f.exitWhenDone && time.Now().After(deadline) {
+				return false
+			}
+		}
+		return true
+	}
+	all := func() bool { d, p := tally.Progress(); return d >= p }
+	complete := waitFor(all)
+	if complete {
+		// Phase two: refunds of purchases that have been applied by now.
+		complete = produceItems(ctx, cl, cd, tally, refunds()) == nil && waitFor(all)
+	}
+	done, planned := tally.Progress()
+	prog.finish(done, planned)
+	fmt.Fprintf(e.stdout, "\n%s\n", tally.Table())
+	if !complete {
+		return fmt.Errorf("demo: %d of %d events got their output", done, planned)
+	}
+	fmt.Fprintf(e.stdout, "every event got its output in %s\n", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func produceItems(ctx context.Context, cl *kgo.Client, cd *codec.Codec, tally *demo.Tally, items []demo.Item) error {
+	var (
+		mu      sync.Mutex
+		failure error
+	)
+	for _, it := range items {
+		value := it.Raw
+		if it.Event != nil {
+			v, err := cd.Encode(it.Topic, it.Event)
+			if err != nil {
+				return fmt.Errorf("demo: encode %s: %w", it.ID, err)
+			}
+			value = v
+			tally.Expect(it.ID)
+		}
+		raw := it.Event == nil
+		cl.Produce(ctx, &kgo.Record{Topic: it.Topic, Key: []byte(it.Key), Value: value}, func(r *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				failure = err
+				mu.Unlock()
+				return
+			}
+			if raw {
+				tally.Expect(events.SourceID(r.Topic, r.Partition, r.Offset))
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failure != nil {
+		return fmt.Errorf("demo: produce: %w", failure)
+	}
+	return nil
+}
+
+func tallyReply(ctx context.Context, cd *codec.Codec, tally *demo.Tally, in string, r *kgo.Record) {
+	v, err := cd.Decode(ctx, r.Topic, r.Value)
+	if err != nil {
+		return
+	}
+	switch x := v.(type) {
+	case *events.LoyaltyResult:
+		tally.Result(in, x)
+	case *events.LoyaltyError:
+		tally.Error(in, x)
+	}
+}
+
+// progress draws a bar on a terminal and a plain line every few seconds
+// otherwise (logs, CI).
+type progress struct {
+	w     io.Writer
+	tty   bool
+	start time.Time
+	last  time.Time
+}
+
+func newProgress(w io.Writer, start time.Time) *progress {
+	f, ok := w.(*os.File)
+	return &progress{w: w, tty: ok && term.IsTerminal(int(f.Fd())), start: start}
+}
+
+func (p *progress) line(done, planned int) string {
+	elapsed := time.Since(p.start).Seconds()
+	rate := float64(done) / max(elapsed, 1e-3)
+	eta := "?"
+	if rate > 0 && planned > done {
+		eta = (time.Duration(float64(planned-done)/rate) * time.Second).Round(time.Second).String()
+	} else if planned <= done {
+		eta = "0s"
+	}
+	pct := 100.0
+	if planned > 0 {
+		pct = 100 * float64(done) / float64(planned)
+	}
+	return fmt.Sprintf("%d/%d events answered (%.0f%%)  %.0f/s  ETA %s", done, planned, pct, rate, eta)
+}
+
+func (p *progress) show(done, planned int) {
+	now := time.Now()
+	if p.tty {
+		const width = 30
+		filled := width
+		if planned > 0 {
+			filled = width * done / planned
+		}
+		fmt.Fprintf(p.w, "\r[%s%s] %s   ", strings.Repeat("#", filled), strings.Repeat("-", width-filled), p.line(done, planned))
+		return
+	}
+	if now.Sub(p.last) >= 2*time.Second {
+		p.last = now
+		fmt.Fprintln(p.w, p.line(done, planned))
+	}
+}
+
+func (p *progress) finish(done, planned int) {
+	if p.tty {
+		p.show(done, planned)
+		fmt.Fprintln(p.w)
+		return
+	}
+	fmt.Fprintln(p.w, p.line(done, planned))
+}

@@ -1,0 +1,370 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
+)
+
+// Header names of output records.
+const (
+	HeaderEventType       = "event-type"
+	HeaderSourceTopic     = "source-topic"
+	HeaderSourcePartition = "source-partition"
+	HeaderSourceOffset    = "source-offset"
+	HeaderAttempts        = "attempts"
+	HeaderReplayed        = "replayed"
+	HeaderCorrelationID   = "correlation-id"
+	HeaderTraceparent     = "traceparent"
+)
+
+// Options configures New.
+type Options struct {
+	// Client calls the partner API. Required. Redemptions without a sign
+	// are signed by the client's Signer; without one they fail VALIDATION.
+	Client *loyalty.Client
+	// Codec decodes inputs and encodes outputs. Required.
+	Codec *codec.Codec
+	// Topics names the input topics; reply topics derive from them.
+	Topics codec.Topics
+	// Breaker, when set, gates every attempt (see the package doc).
+	Breaker *circuit.Breaker
+	// RecordAttempts is the per-record budget of attempts at transient
+	// failures. Default 5.
+	RecordAttempts int
+	// RetryBackoff is the base of the full-jitter back-off between a
+	// record's attempts (doubling, capped at 32×). Default 200ms.
+	RetryBackoff time.Duration
+	// Enrich adds tierClass, memberStatus and eKycStatus to member
+	// results (two profile calls; failures only omit the fields).
+	Enrich bool
+	// OmitOriginal leaves the original key and value out of error events
+	// (PII-strict deployments).
+	OmitOriginal bool
+	// Replay guards every write and marks outputs replayed.
+	Replay bool
+	// Metrics, when set, counts outcomes, error events and guard lookups.
+	Metrics *telemetry.Metrics
+	// Logger; nil means none. Lines carry ids and positions, never values.
+	Logger *zap.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Bridge handles records. Safe for concurrent use.
+type Bridge struct {
+	o      Options
+	topics codec.Topics
+	log    *zap.Logger
+	now    func() time.Time
+}
+
+// New checks o and returns a Bridge.
+func New(o Options) (*Bridge, error) {
+	if o.Client == nil || o.Codec == nil {
+		return nil, errors.New("bridge: Client and Codec are required")
+	}
+	if o.RecordAttempts <= 0 {
+		o.RecordAttempts = 5
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = 200 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Bridge{o: o, topics: o.Topics.WithDefaults(), log: o.Logger, now: o.Now}, nil
+}
+
+// job is one record on its way through Handle.
+type job struct {
+	rec       *kgo.Record
+	ev        events.Event
+	start     time.Time
+	attempts  int  // record attempts made
+	guard     bool // look up before the next write
+	result    *events.LoyaltyResult
+	reason    string // error reason (ORIGINAL_NOT_FOUND)
+	terminalE error  // a failure that ends the record without retry
+}
+
+// Handle processes one record (a pipeline.Handler). It returns an error
+// only when ctx ended before the record reached its output.
+func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) ([]*kgo.Record, error) {
+	j := &job{rec: rec, start: b.now(), guard: m.Fresh || b.o.Replay}
+	ev, err := b.decode(ctx, rec)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var de *codec.DecodeError
+		if errors.As(err, &de) {
+			return b.failure(j, events.CategoryDecode, string(de.Kind), err)
+		}
+		return b.failure(j, events.CategoryInternal, "", err)
+	}
+	j.ev = ev
+	if err := ev.Validate(); err != nil {
+		return b.failure(j, events.CategoryValidation, "", err)
+	}
+	err = b.process(ctx, j)
+	if ctx.Err() != nil {
+		// Abandoned (revoked, lost, or shutdown past its drain): the next
+		// owner redoes it, guarded by Fresh.
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		cat := events.Category(loyalty.Category(err))
+		if cat == "" {
+			cat = events.CategoryInternal
+		}
+		return b.failure(j, cat, j.reason, err)
+	}
+	return b.success(j)
+}
+
+// decode waits out registry outages: only a *codec.DecodeError (permanent)
+// or ctx's end comes back.
+func (b *Bridge) decode(ctx context.Context, rec *kgo.Record) (events.Event, error) {
+	for i := 0; ; i++ {
+		ev, err := b.o.Codec.DecodeEvent(ctx, rec.Topic, rec.Value)
+		var de *codec.DecodeError
+		if err == nil || errors.As(err, &de) || errors.Is(err, codec.ErrUnknownTopic) || ctx.Err() != nil {
+			return ev, err
+		}
+		if i == 0 {
+			b.log.Warn("schema registry unavailable; record waits", zap.String("topic", rec.Topic),
+				zap.Int32("partition", rec.Partition), zap.Int64("offset", rec.Offset), zap.Error(err))
+		}
+		if err := sleep(ctx, b.backoff(i)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (b *Bridge) process(ctx context.Context, j *job) error {
+	switch ev := j.ev.(type) {
+	case *events.PurchaseCompleted:
+		return b.accrue(ctx, j, ev)
+	case *events.RedemptionRequested:
+		return b.redeem(ctx, j, ev)
+	case *events.PurchaseRefunded:
+		return b.refund(ctx, j, ev)
+	case *events.MemberOnboardRequested:
+		return b.onboard(ctx, j, ev)
+	case *events.MemberLinkRequested:
+		return b.link(ctx, j, ev.LoyaltyID, ev.PartnerMemberID, false)
+	case *events.MemberUnlinkRequested:
+		return b.link(ctx, j, ev.LoyaltyID, ev.PartnerMemberID, true)
+	}
+	return fmt.Errorf("bridge: no handler for %s", j.ev.Type())
+}
+
+// retry runs attempt under the record's budget and the circuit. attempt
+// returns nil when the record is done (j.result set), or an error:
+// transient ones are retried, others end the record.
+func (b *Bridge) retry(ctx context.Context, j *job, attempt func(context.Context) error) error {
+	for {
+		j.attempts++
+		done := func(error) {}
+		if b.o.Breaker != nil {
+			d, err := b.o.Breaker.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			done = d
+		}
+		err := attempt(ctx)
+		done(err)
+		if err == nil || j.terminalE != nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		if ambiguous(err) {
+			j.guard = true
+		}
+		if j.attempts >= b.o.RecordAttempts {
+			return err
+		}
+		b.log.Debug("attempt failed; retrying", zap.String("transactionId", j.ev.ID()), zap.Int("attempt", j.attempts), zap.Error(err))
+		if err := sleep(ctx, b.backoff(j.attempts-1)); err != nil {
+			return err
+		}
+	}
+}
+
+// transient: may succeed if tried again.
+func transient(err error) bool {
+	var me *loyalty.MalformedResponseError
+	return loyalty.Category(err) == loyalty.CategoryTransientExhausted || errors.As(err, &me)
+}
+
+func ambiguous(err error) bool {
+	var me *loyalty.MalformedResponseError
+	return loyalty.IsAmbiguous(err) || (errors.As(err, &me) && me.Ambiguous)
+}
+
+// backoff is full jitter over RetryBackoff × 2^n, capped at 32×.
+func (b *Bridge) backoff(n int) time.Duration {
+	ceil := b.o.RetryBackoff << min(n, 5)
+	return time.Duration(rand.Int64N(int64(ceil) + 1))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// --- outputs ---
+
+func (b *Bridge) success(j *job) ([]*kgo.Record, error) {
+	r := j.result
+	r.TransactionID = j.ev.ID()
+	r.EventType = j.ev.Type()
+	r.Attempts = int32(j.attempts)
+	r.LatencyMs = b.now().Sub(j.start).Milliseconds()
+	r.ProcessedAt = b.now().UTC()
+	r.Source = events.Source{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset}
+	out := b.topics.ResultTopic(j.rec.Topic)
+	v, err := b.o.Codec.EncodeResult(out, r)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: result of %s: %w", r.TransactionID, err)
+	}
+	if m := b.o.Metrics; m != nil {
+		m.RecordsCompleted.WithLabelValues(j.rec.Topic, string(r.Outcome)).Inc()
+		if r.Outcome == events.OutcomeAlreadyApplied {
+			m.AlreadyApplied.WithLabelValues(j.rec.Topic).Inc()
+		}
+	}
+	return []*kgo.Record{b.output(j.rec, out, r.TransactionID, string(r.EventType), j.attempts, v)}, nil
+}
+
+func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error) ([]*kgo.Record, error) {
+	e := &events.LoyaltyError{Category: cat, Retryable: retryable(cat, cause), Attempts: int32(j.attempts),
+		Detail: telemetry.ScrubString(cause.Error()), ProcessedAt: b.now().UTC(),
+		Source: events.ErrorSource{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset, Timestamp: j.rec.Timestamp}}
+	evType := "unknown"
+	if j.ev != nil {
+		e.TransactionID = j.ev.ID()
+		t := j.ev.Type()
+		e.EventType = &t
+		evType = string(t)
+	}
+	if e.TransactionID == "" {
+		e.TransactionID = events.SourceID(j.rec.Topic, j.rec.Partition, j.rec.Offset)
+	}
+	if reason != "" {
+		e.Reason = &reason
+	}
+	if s := loyalty.HTTPStatus(cause); s != 0 {
+		e.HTTPStatus = ptr(int32(s))
+	}
+	var be *loyalty.BusinessError
+	if errors.As(cause, &be) {
+		scrub := piiScrubber(j.ev)
+		e.APIStatusCode = ptr(int32(be.StatusCode))
+		e.APIMessage = optional(scrub(be.StatusMessage))
+		e.APIErrorCode = optional(be.Code)
+		e.APIErrorMessage = optional(scrub(be.Message))
+		if be.ErrorCode != "" {
+			e.APIErrorName = optional(be.ErrorCode)
+		} else {
+			e.APIErrorName = optional(be.Name)
+		}
+		e.ResultURL = optional(be.ResultURL)
+	}
+	if !b.o.OmitOriginal {
+		e.OriginalKey = j.rec.Key
+		e.OriginalValue = j.rec.Value
+	}
+	out := b.topics.ErrorTopic(j.rec.Topic)
+	v, err := b.o.Codec.EncodeError(out, e)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: error event of %s: %w", e.TransactionID, err)
+	}
+	if m := b.o.Metrics; m != nil {
+		m.RecordsCompleted.WithLabelValues(j.rec.Topic, "error").Inc()
+		m.ErrorEvents.WithLabelValues(j.rec.Topic, string(cat)).Inc()
+	}
+	lvl := zap.InfoLevel
+	if cat == events.CategoryInternal || cat == events.CategoryAuth {
+		lvl = zap.ErrorLevel
+	}
+	b.log.Log(lvl, "error event", zap.String("transactionId", e.TransactionID), zap.String("category", string(cat)),
+		zap.String("topic", j.rec.Topic), zap.Int32("partition", j.rec.Partition), zap.Int64("offset", j.rec.Offset),
+		zap.String("detail", e.Detail))
+	return []*kgo.Record{b.output(j.rec, out, e.TransactionID, evType, j.attempts, v)}, nil
+}
+
+func retryable(cat events.Category, cause error) bool {
+	switch cat {
+	case events.CategoryTransientExhausted, events.CategoryAuth:
+		return true
+	case events.CategoryInternal:
+		return transient(cause) || errors.Is(cause, pipeline.ErrProduce)
+	}
+	return false
+}
+
+func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int, value []byte) *kgo.Record {
+	h := make([]kgo.RecordHeader, 0, 8)
+	h = append(h,
+		kgo.RecordHeader{Key: HeaderEventType, Value: []byte(evType)},
+		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(in.Topic)},
+		kgo.RecordHeader{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(in.Partition), 10)},
+		kgo.RecordHeader{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, in.Offset, 10)},
+		kgo.RecordHeader{Key: HeaderAttempts, Value: strconv.AppendInt(nil, int64(attempts), 10)},
+	)
+	for _, ih := range in.Headers {
+		if ih.Key == HeaderCorrelationID || ih.Key == HeaderTraceparent {
+			h = append(h, kgo.RecordHeader{Key: ih.Key, Value: append([]byte(nil), ih.Value...)})
+		}
+	}
+	if b.o.Replay {
+		h = append(h, kgo.RecordHeader{Key: HeaderReplayed, Value: []byte("true")})
+	}
+	return &kgo.Record{Topic: topic, Key: []byte(key), Value: value, Headers: h}
+}
+
+// Fallback turns a record whose handling failed unexpectedly, or whose
+// output could not be produced, into an INTERNAL error event. It never
+// fails on any input.
+func (b *Bridge) Fallback(rec *kgo.Record, cause error) ([]*kgo.Record, error) {
+	j := &job{rec: rec, start: b.now()}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ev, err := b.o.Codec.DecodeEvent(ctx, rec.Topic, rec.Value); err == nil {
+		j.ev = ev
+	}
+	return b.failure(j, events.CategoryInternal, "", cause)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

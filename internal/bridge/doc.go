@@ -1,0 +1,56 @@
+// Package bridge turns one input record into the partner API calls it asks
+// for and the one terminal output record that answers it: a LoyaltyResult on
+// <topic>.result or a LoyaltyError on <topic>.error, keyed by transactionId.
+//
+// Bridge.Handle is a pipeline.Handler. It decodes (a *codec.DecodeError is a
+// DECODE error event; a registry outage is waited out, never turned into an
+// error event), validates (VALIDATION), then calls:
+//
+//   - PurchaseCompleted → point-accrual;
+//   - RedemptionRequested → point-redemption-with-token (the client signs
+//     when the event carries no sign);
+//   - PurchaseRefunded → lookup of the original accrual, points =
+//     round(transactionPoint × refundAmount / transactionAmount) capped at
+//     transactionPoint, then a redemption with transactionId = refundId;
+//     original unknown → BUSINESS error with reason ORIGINAL_NOT_FOUND; zero
+//     points → NO_OP without a call;
+//   - MemberOnboardRequested → user/onboard (ONBOARDED);
+//   - MemberLinkRequested / MemberUnlinkRequested → link / unlink, where
+//     MEMBER_IS_LINKED and MEMBER_IS_NOT_LINKED_YET are results
+//     (ALREADY_LINKED, NOT_LINKED, stateChanged false), not errors.
+//
+// # No double effects
+//
+// Accrual and redemption (refunds included) are guarded: before a write that
+// might repeat an earlier one, the bridge looks the transactionId up, and a
+// found transaction becomes ALREADY_APPLIED with its bitReference and points.
+// A write might repeat an earlier one when a previous attempt of the same
+// record was ambiguous (timeout after sending, 5xx), when the record is Fresh
+// (its partition was just assigned, so a previous owner may have processed
+// it without committing), and for every replayed record. A
+// DUPLICATE_TRANSACTION answer is looked up the same way; a partner that
+// answers duplicates with the original data (the simulator's
+// return-original policy) applies nothing and the result is APPLIED again.
+// Onboarding has no idempotency key: an ambiguous onboarding is not retried
+// but reported (TRANSIENT_EXHAUSTED, retryable) so that an operator checks
+// before replaying it.
+//
+// # Retry budget and the circuit
+//
+// A record gets RecordAttempts attempts at transient failures (after the
+// client's own retries within each). Every attempt passes the circuit
+// breaker first, which blocks while the API is known to be down: an outage
+// holds records instead of spending their budget, and they become
+// TRANSIENT_EXHAUSTED only when attempts the circuit allowed kept failing.
+//
+// # Outputs
+//
+// Headers: event-type, source-topic, source-partition, source-offset,
+// attempts; correlation-id and traceparent copied from the input; replayed:
+// true in replay mode. Error events carry the source position and
+// timestamp and, unless OmitOriginal, the original key and value. No output
+// and no log line carries personal data (onboarding's phone, names, e-mail,
+// ID and passport numbers, address, birthday) or a secret: results copy only
+// ids, points and API references, and API error texts are stripped of the
+// event's personal values before they are copied.
+package bridge

@@ -1,0 +1,109 @@
+package service
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
+)
+
+// metricsObserver turns pipeline events into the service's metrics and
+// readiness. Outcome counts come from the bridge, which knows them.
+type metricsObserver struct {
+	pipeline.NopObserver
+	m      *telemetry.Metrics
+	joined *atomic.Bool
+}
+
+func (o *metricsObserver) RecordStarted(topic string, _ int32, _ bool) {
+	o.m.RecordsConsumed.WithLabelValues(topic).Inc()
+}
+
+func (o *metricsObserver) InFlight(inFlight, buffered int) {
+	o.m.InFlight.Set(float64(inFlight))
+	o.m.Held.Set(float64(buffered - inFlight))
+}
+
+func (o *metricsObserver) CommitPoint(topic string, partition int32, next int64) {
+	o.m.CommittedOffset.WithLabelValues(topic, strconv.Itoa(int(partition))).Set(float64(next))
+}
+
+func (o *metricsObserver) Assigned(string, []int32, bool, bool) { o.joined.Store(true) }
+
+// observers fans pipeline events out.
+type observers []pipeline.Observer
+
+func (os observers) RecordStarted(t string, p int32, fresh bool) {
+	for _, o := range os {
+		o.RecordStarted(t, p, fresh)
+	}
+}
+
+func (os observers) RecordDone(t string, p int32, out pipeline.Outcome, d time.Duration) {
+	for _, o := range os {
+		o.RecordDone(t, p, out, d)
+	}
+}
+
+func (os observers) InFlight(inFlight, buffered int) {
+	for _, o := range os {
+		o.InFlight(inFlight, buffered)
+	}
+}
+
+func (os observers) CommitPoint(t string, p int32, next int64) {
+	for _, o := range os {
+		o.CommitPoint(t, p, next)
+	}
+}
+
+func (os observers) Paused(t string, p int32, paused bool) {
+	for _, o := range os {
+		o.Paused(t, p, paused)
+	}
+}
+
+func (os observers) Assigned(t string, ps []int32, assigned, lost bool) {
+	for _, o := range os {
+		o.Assigned(t, ps, assigned, lost)
+	}
+}
+
+// kafkaLogger writes franz-go's log lines through zap. franz-go logs no
+// record contents; SASL secrets are never in its key-values.
+type kafkaLogger struct{ l *zap.Logger }
+
+func (k kafkaLogger) Level() kgo.LogLevel {
+	switch {
+	case k.l.Core().Enabled(zap.DebugLevel):
+		return kgo.LogLevelDebug
+	case k.l.Core().Enabled(zap.InfoLevel):
+		return kgo.LogLevelInfo
+	case k.l.Core().Enabled(zap.WarnLevel):
+		return kgo.LogLevelWarn
+	}
+	return kgo.LogLevelError
+}
+
+func (k kafkaLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	fields := make([]zap.Field, 0, len(keyvals)/2)
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		key, _ := keyvals[i].(string)
+		fields = append(fields, zap.Any(key, keyvals[i+1]))
+	}
+	switch level {
+	case kgo.LogLevelError:
+		k.l.Error(msg, fields...)
+	case kgo.LogLevelWarn:
+		k.l.Warn(msg, fields...)
+	case kgo.LogLevelInfo:
+		k.l.Info(msg, fields...)
+	default:
+		k.l.Debug(msg, fields...)
+	}
+}

@@ -1,0 +1,397 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/plugin/kprom"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
+)
+
+// Options are what a caller other than `run` adds to a Config: the dev
+// command and tests pass their own logger and listener.
+type Options struct {
+	// Logger; nil builds one from the config's --log-format and --log-level
+	// writing to stderr.
+	Logger *zap.Logger
+	// MetricsListener, when set, serves /metrics, /healthz and /readyz
+	// instead of listening on --metrics-addr.
+	MetricsListener net.Listener
+	// Observer also receives the pipeline's events (the dev command's
+	// progress display); the service's metrics get them in any case.
+	Observer pipeline.Observer
+	// ClientOpts are added to every Kafka client (tests: fast heartbeats).
+	ClientOpts []kgo.Opt
+}
+
+// Deps are the connected parts every bridge-running command shares: the
+// live service, replay and the dev command. Connect builds them; Close
+// releases them.
+type Deps struct {
+	Config    *config.Config
+	Log       *zap.Logger
+	Metrics   *telemetry.Metrics
+	Health    *telemetry.Health
+	KafkaOpts []kgo.Opt // connection options (seeds, TLS, SASL, logger, Options.ClientOpts)
+	Registry  *sr.Client
+	Codec     *codec.Codec
+	Client    *loyalty.Client
+	Tokens    *tokensource.Cache
+	Breaker   *circuit.Breaker
+	Signer    *signing.Signer // nil without --partner-key
+
+	admin *kgo.Client
+	hc    *http.Client
+}
+
+// Service is a configured, connected bridge. New checks every dependency;
+// Run consumes until its context ends.
+type Service struct {
+	*Deps
+	cfg    *config.Config
+	log    *zap.Logger
+	bridge *bridge.Bridge
+	pipe   *pipeline.Pipeline
+	ln     net.Listener
+	joined atomic.Bool
+}
+
+// Connect connects everything a bridge needs, in the order an operator
+// would check by hand: the brokers and input topics (a wrong address, TLS
+// or SASL setting fails here, not in a reconnect loop), the registry
+// (schemas registered or looked up), and the partner API's identity
+// provider (refused credentials fail; an unreachable one only warns, since
+// the circuit holds records until the API answers). cfg must be validated.
+func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err error) {
+	d := &Deps{Config: cfg, Log: o.Logger}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	if d.Log == nil {
+		if d.Log, err = telemetry.NewLogger(telemetry.LogOptions{Format: cfg.LogFormat, Level: cfg.LogLevel}); err != nil {
+			return nil, err
+		}
+	}
+	d.Metrics = telemetry.NewMetrics()
+	d.Health = telemetry.NewHealth()
+	ctx, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)
+	defer cancel()
+
+	if d.KafkaOpts, err = cfg.KafkaOpts(); err != nil {
+		return nil, err
+	}
+	d.KafkaOpts = append(d.KafkaOpts, kgo.WithLogger(kafkaLogger{d.Log.Named("kafka")}))
+	d.KafkaOpts = append(d.KafkaOpts, o.ClientOpts...)
+	if err := d.checkKafka(ctx); err != nil {
+		return nil, err
+	}
+
+	regOpts := []sr.ClientOpt{sr.URLs(cfg.RegistryURL)}
+	if cfg.RegistryUsername != "" {
+		regOpts = append(regOpts, sr.BasicAuth(cfg.RegistryUsername, cfg.RegistryPassword))
+	}
+	if d.Registry, err = sr.NewClient(regOpts...); err != nil {
+		return nil, fmt.Errorf("--schema-registry-url: %w", err)
+	}
+	if d.Codec, err = codec.New(ctx, codec.Options{Registry: d.Registry, Topics: cfg.Topics(), Register: cfg.RegisterSchemas}); err != nil {
+		return nil, fmt.Errorf("schema registry %s: %w", cfg.RegistryURL, err)
+	}
+	if err := d.buildClient(ctx); err != nil {
+		return nil, err
+	}
+	if d.Breaker, err = circuit.New(circuit.Options{
+		ConsecutiveFailures: uint32(cfg.BreakerFailures), FailureRatio: cfg.BreakerRatio, OpenTimeout: cfg.BreakerOpen,
+		IsFailure: apiUnhealthy, Logger: d.Log.Named("circuit"),
+		OnStateChange: func(_, to circuit.State) { d.Metrics.CircuitState.Set(float64(to)) },
+	}); err != nil {
+		return nil, fmt.Errorf("circuit breaker: %w", err)
+	}
+	return d, nil
+}
+
+// Bridge returns the bridge's record handler over these parts. replay
+// guards every accrual and redemption and marks outputs replayed.
+func (d *Deps) Bridge(replay bool) (*bridge.Bridge, error) {
+	cfg := d.Config
+	return bridge.New(bridge.Options{Client: d.Client, Codec: d.Codec, Topics: cfg.Topics(), Breaker: d.Breaker,
+		RecordAttempts: cfg.RecordAttempts, RetryBackoff: cfg.RecordBackoff, Enrich: cfg.Enrich,
+		OmitOriginal: !cfg.IncludeOriginal, Replay: replay, Metrics: d.Metrics, Logger: d.Log.Named("bridge")})
+}
+
+// New connects (see Connect) and builds the live bridge: the consumer
+// group pipeline with the bridge's handlers, gated by the circuit breaker.
+func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err error) {
+	d, err := Connect(ctx, cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{Deps: d, cfg: cfg, log: d.Log, ln: o.MetricsListener}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.bridge, err = d.Bridge(false); err != nil {
+		return nil, err
+	}
+	mode, _ := ordering.ParseMode(cfg.Ordering)
+	kp := kprom.NewMetrics("loyalty_bridge_kafka", kprom.Registerer(d.Metrics.Registry), kprom.Gatherer(d.Metrics.Registry))
+	obs := observers{&metricsObserver{m: d.Metrics, joined: &s.joined}}
+	if o.Observer != nil {
+		obs = append(obs, o.Observer)
+	}
+	s.pipe, err = pipeline.New(pipeline.Options{Brokers: cfg.BrokerList(), Group: cfg.Group, Topics: cfg.Topics().Inputs(),
+		ClientOpts: append(append([]kgo.Opt(nil), d.KafkaOpts...), kgo.WithHooks(kp)),
+		Mode:       mode, MaxInFlight: cfg.MaxInFlight, MaxInFlightPerPartition: cfg.MaxInFlightPerP, MaxBuffered: cfg.MaxBuffered,
+		Linger: cfg.Linger, CommitInterval: cfg.CommitInterval, DrainTimeout: cfg.DrainTimeout,
+		Handler: s.bridge.Handle, Fallback: s.bridge.Fallback, Gate: d.Breaker, Observer: obs, Logger: d.Log.Named("pipeline")})
+	if err != nil {
+		return nil, err
+	}
+	d.Health.Check("group", func(context.Context) error {
+		if !s.joined.Load() {
+			return errors.New("not yet assigned partitions by the consumer group")
+		}
+		return nil
+	})
+	d.Health.Check("token", func(ctx context.Context) error {
+		_, err := d.Tokens.Token(ctx)
+		return err
+	})
+	d.Health.Check("registry", func(ctx context.Context) error {
+		_, err := d.Registry.Subjects(ctx)
+		return err
+	})
+	if s.ln == nil && cfg.MetricsAddr != "" {
+		if s.ln, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// buildClient builds the partner API client, its token cache and the
+// partner-key signer (nil without --partner-key), and fetches a first token.
+func (d *Deps) buildClient(ctx context.Context) error {
+	cfg := d.Config
+	maxConns := cfg.APIMaxConns
+	if maxConns == 0 {
+		maxConns = cfg.MaxInFlight
+	}
+	hc, err := loyalty.NewHTTPClient(loyalty.TransportOptions{MaxConns: maxConns,
+		TLS:  loyalty.TLSOptions{CAFile: cfg.APICAFile, CertFile: cfg.APICertFile, KeyFile: cfg.APIKeyFile},
+		Wrap: d.Metrics.InstrumentTransport})
+	if err != nil {
+		return fmt.Errorf("partner API transport: %w", err)
+	}
+	d.hc = hc
+	if cfg.PartnerKey != "" {
+		if d.Signer, err = signing.LoadFile(cfg.PartnerKey, signing.Options{Issuer: cfg.ClientID, KID: cfg.PartnerKeyID}); err != nil {
+			return fmt.Errorf("--partner-key: %w", err)
+		}
+	}
+	var grant tokensource.Source
+	if cfg.Grant == "exchange" {
+		grant, err = tokensource.NewExchange(tokensource.ExchangeOptions{BaseURL: cfg.APIBaseURL, Signer: d.Signer, HTTPClient: hc})
+	} else {
+		grant, err = tokensource.NewPassword(tokensource.PasswordOptions{AuthURL: cfg.AuthURL, Realm: cfg.Realm,
+			ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret, Username: cfg.Username, Password: cfg.Password,
+			HTTPClient: hc, Logger: d.Log.Named("token")})
+	}
+	if err != nil {
+		return fmt.Errorf("partner API token grant: %w", err)
+	}
+	d.Tokens = tokensource.NewCache(grant, tokensource.CacheOptions{FetchTimeout: cfg.APITimeout, Logger: d.Log.Named("token"),
+		OnGrant: func(err error) {
+			result := "ok"
+			if err != nil {
+				result = "error"
+			}
+			d.Metrics.TokenRefreshes.WithLabelValues(result).Inc()
+		}})
+	opts := loyalty.Options{BaseURL: cfg.APIBaseURL, HTTPClient: hc, Tokens: d.Tokens, Timeout: cfg.APITimeout,
+		Retry:             loyalty.RetryPolicy{MaxAttempts: cfg.APIMaxAttempts, MaxElapsed: cfg.APIMaxElapsed},
+		AccrualDateFormat: loyalty.DateFormat(cfg.TransactionFormat), Logger: d.Log.Named("api"),
+		OnRetry: func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() }}
+	if d.Signer != nil {
+		opts.Signer = d.Signer
+	}
+	if d.Client, err = loyalty.New(opts); err != nil {
+		return fmt.Errorf("partner API client: %w", err)
+	}
+	// The first token: refused credentials are a configuration error to
+	// report now; an unreachable identity provider is an outage the
+	// circuit rides out.
+	if _, err := d.Tokens.Token(ctx); err != nil {
+		if tokensource.IsTransient(err) {
+			d.Log.Warn("partner identity provider unreachable at start-up; records wait for it", zap.Error(err))
+			return nil
+		}
+		return fmt.Errorf("partner API credentials (--client-id, --client-secret, --username, --password or --partner-key): %w", err)
+	}
+	return nil
+}
+
+// checkKafka connects once with the service's settings and checks that the
+// input topics exist, so a bad address, TLS setting or SASL credential is a
+// start-up error rather than an endless reconnect loop.
+func (d *Deps) checkKafka(ctx context.Context) error {
+	cl, err := kgo.NewClient(d.KafkaOpts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	d.admin = cl
+	adm := kadm.NewClient(cl)
+	topics, err := adm.ListTopics(ctx, d.Config.Topics().Inputs()...)
+	if err != nil {
+		return fmt.Errorf("kafka brokers %s: %w", d.Config.Brokers, err)
+	}
+	var missing []string
+	for _, t := range d.Config.Topics().Inputs() {
+		if d, ok := topics[t]; !ok || d.Err != nil {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("kafka: input topics %v do not exist (create them, with their .result and .error topics)", missing)
+	}
+	return nil
+}
+
+// apiUnhealthy tells the circuit which failed attempts say the partner API
+// is unwell: transient failures only. A business error or a refused token
+// is an answer from a healthy service.
+func apiUnhealthy(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var te *loyalty.TransientError
+	var me *loyalty.MalformedResponseError
+	return errors.As(err, &te) || errors.As(err, &me)
+}
+
+// MetricsAddr is the address /metrics is served on, or "".
+func (s *Service) MetricsAddr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Run consumes until ctx ends, then shuts down gracefully: stop fetching,
+// drain in flight (bounded by --drain-timeout), produce, commit, leave the
+// group. It returns nil after a clean shutdown.
+func (s *Service) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	var stop sync.Once
+	pipeCtx, cancelPipe := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelPipe()
+	// The pipeline gets its own context so that a failing side task (the
+	// metrics server) stops it through the same graceful path as a signal.
+	g.Go(func() error {
+		<-gctx.Done()
+		stop.Do(cancelPipe)
+		return nil
+	})
+	g.Go(func() error {
+		defer stop.Do(cancelPipe)
+		err := s.pipe.Run(pipeCtx)
+		if err != nil {
+			return fmt.Errorf("bridge: %w", err)
+		}
+		return nil
+	})
+	if s.ln != nil {
+		ln := s.ln
+		s.ln = nil
+		g.Go(func() error {
+			if err := telemetry.ServeListener(pipeCtx, ln, telemetry.Handler(s.Metrics, s.Health)); err != nil {
+				return fmt.Errorf("metrics server: %w", err)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		s.measureLag(pipeCtx)
+		return nil
+	})
+	s.log.Info("bridge running", zap.String("group", s.cfg.Group), zap.Strings("topics", s.cfg.Topics().Inputs()),
+		zap.String("ordering", s.cfg.Ordering), zap.Int("max_in_flight", s.cfg.MaxInFlight))
+	err := g.Wait()
+	s.log.Info("bridge stopped", zap.Error(err))
+	return err
+}
+
+// measureLag refreshes the lag gauges every --lag-interval.
+func (s *Service) measureLag(ctx context.Context) {
+	adm := kadm.NewClient(s.admin)
+	t := time.NewTicker(s.cfg.LagInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		lctx, cancel := context.WithTimeout(ctx, s.cfg.LagInterval)
+		lags, err := adm.Lag(lctx, s.cfg.Group)
+		cancel()
+		if err != nil {
+			s.log.Debug("measuring lag", zap.Error(err))
+			continue
+		}
+		for _, gl := range lags {
+			for topic, parts := range gl.Lag {
+				for p, l := range parts {
+					if l.Err == nil {
+						s.Metrics.SetOffsets(topic, p, l.Commit.At, l.End.Offset)
+					}
+				}
+			}
+		}
+	}
+}
+
+// Close releases what Connect opened.
+func (d *Deps) Close() {
+	if d.Client != nil {
+		d.Client.Close()
+	}
+	if d.hc != nil {
+		d.hc.CloseIdleConnections()
+	}
+	if d.admin != nil {
+		d.admin.Close()
+	}
+}
+
+// Close releases what New opened. Run does not call it; the caller does.
+func (s *Service) Close() {
+	if s.ln != nil {
+		_ = s.ln.Close()
+	}
+	s.Deps.Close()
+}

@@ -1,0 +1,239 @@
+package service
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+)
+
+func newStack(t *testing.T) *devstack.Stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := devstack.Start(ctx, devstack.Options{DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0",
+		SimAddr: "127.0.0.1:0", Partitions: 4, Topics: codec.DefaultTopics().All(), Sim: sim.Options{Members: 50}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func stackConfig(t *testing.T, s *devstack.Stack, mod func(*config.Config)) *config.Config {
+	t.Helper()
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg, b := config.Define(fs)
+	env := map[string]string{
+		"LOYALTY_BRIDGE_BROKERS":             strings.Join(s.Brokers, ","),
+		"LOYALTY_BRIDGE_SCHEMA_REGISTRY_URL": s.RegistryURL,
+		"LOYALTY_BRIDGE_API_BASE_URL":        s.SimURL,
+		"LOYALTY_BRIDGE_API_CLIENT_ID":       sim.DefaultClientID,
+		"LOYALTY_BRIDGE_API_CLIENT_SECRET":   sim.DefaultClientSecret,
+		"LOYALTY_BRIDGE_API_USERNAME":        sim.DefaultUsername,
+		"LOYALTY_BRIDGE_API_PASSWORD":        sim.DefaultPassword,
+		"LOYALTY_BRIDGE_API_PARTNER_KEY":     s.PartnerKeyPath,
+		"LOYALTY_BRIDGE_API_PARTNER_KEY_ID":  s.PartnerKeyID,
+		"LOYALTY_BRIDGE_REGISTER_SCHEMAS":    "true",
+		"LOYALTY_BRIDGE_METRICS_ADDR":        "",
+		"LOYALTY_BRIDGE_LAG_INTERVAL":        "200ms",
+		"LOYALTY_BRIDGE_STARTUP_TIMEOUT":     "20s",
+	}
+	if err := b.Parse(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if mod != nil {
+		mod(cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func fastGroup() []kgo.Opt {
+	return []kgo.Opt{kgo.HeartbeatInterval(100 * time.Millisecond), kgo.SessionTimeout(6 * time.Second)}
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond) // polling, not synchronising
+	}
+}
+
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The whole service over the embedded stack: readiness flips once the group
+// is joined, every purchase gets its result, the counters on /metrics agree
+// with the outputs, and cancelling Run shuts down cleanly.
+func TestServiceEndToEnd(t *testing.T) {
+	s := newStack(t)
+	cfg := stackConfig(t, s, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	svc, err := New(ctx, cfg, Options{Logger: testLogger(t), MetricsListener: ln, ClientOpts: fastGroup()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	base := "http://" + svc.MetricsAddr()
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(runCtx) }()
+	waitFor(t, "/healthz", 10*time.Second, func() bool { c, _ := get(base + "/healthz"); return c == http.StatusOK })
+	waitFor(t, "/readyz", 20*time.Second, func() bool {
+		c, body := get(base + "/readyz")
+		if c != http.StatusOK {
+			t.Log(body)
+		}
+		return c == http.StatusOK
+	})
+
+	const n = 40
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range n {
+		ev := &events.PurchaseCompleted{TransactionID: fmt.Sprintf("svc-%d", i), LoyaltyID: sim.MemberID(1 + i%10),
+			TransactionDate: time.Now(), Amount: 10_000, Currency: "VND"}
+		v, err := svc.Codec.Encode(codec.DefaultPurchaseTopic, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: codec.DefaultPurchaseTopic, Key: []byte(ev.LoyaltyID), Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One undecodable record too.
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: codec.DefaultPurchaseTopic, Value: []byte("junk")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	completed := func(outcome string) float64 {
+		return value(svc.Metrics.RecordsCompleted.WithLabelValues(codec.DefaultPurchaseTopic, outcome))
+	}
+	waitFor(t, "results", 30*time.Second, func() bool { return completed("APPLIED") == n })
+	if got := s.Sim.TotalCalls(sim.EndpointAccrual); got != n {
+		t.Fatalf("%d accrual calls, want %d", got, n)
+	}
+	waitFor(t, "decode error", 10*time.Second, func() bool {
+		return value(svc.Metrics.ErrorEvents.WithLabelValues(codec.DefaultPurchaseTopic, string(events.CategoryDecode))) == 1
+	})
+	if got := value(svc.Metrics.RecordsConsumed.WithLabelValues(codec.DefaultPurchaseTopic)); got != n+1 {
+		t.Fatalf("records consumed %v, want %d", got, n+1)
+	}
+	_, body := get(base + "/metrics")
+	for _, want := range []string{"loyalty_bridge_records_completed_total", "loyalty_bridge_api_call_duration_seconds_bucket",
+		"loyalty_bridge_kafka_", "loyalty_bridge_token_refreshes_total"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// The outputs agree with the counters: n results on the result topic.
+	rc, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(codec.DefaultTopics().ResultTopic(codec.DefaultPurchaseTopic)),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	seen := map[string]bool{}
+	waitFor(t, "result records", 20*time.Second, func() bool {
+		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer pcancel()
+		rc.PollFetches(pctx).EachRecord(func(r *kgo.Record) { seen[string(r.Key)] = true })
+		return len(seen) == n
+	})
+
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after cancel: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// Start-up failures name their cause and come back promptly.
+func TestConnectErrors(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		mod  func(*config.Config)
+		want string
+	}{
+		"wrong password": {func(c *config.Config) { c.Password = "wrong" }, "credentials"},
+		"missing topic":  {func(c *config.Config) { c.PurchaseTopic = "no.such.topic" }, "no.such.topic"},
+		"no registry":    {func(c *config.Config) { c.RegistryURL = "http://127.0.0.1:1" }, "schema registry"},
+		"unreadable key": {func(c *config.Config) { c.PartnerKey = "/nonexistent/key.pem" }, "--partner-key"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := stackConfig(t, s, tc.mod)
+			cfg.StartupTimeout = 5 * time.Second
+			d, err := Connect(ctx, cfg, Options{Logger: zap.NewNop()})
+			if err == nil {
+				d.Close()
+				t.Fatal("connected")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not mention %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), sim.DefaultPassword) || strings.Contains(err.Error(), sim.DefaultClientSecret) {
+				t.Fatalf("error leaks a secret: %v", err)
+			}
+		})
+	}
+}
+
+func value(c prometheus.Metric) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}
+
+func testLogger(t *testing.T) *zap.Logger {
+	if testing.Verbose() {
+		l, _ := zap.NewDevelopment()
+		return l
+	}
+	return zap.NewNop()
+}
