@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 	"golang.org/x/term"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
@@ -75,7 +76,10 @@ func runDev(ctx context.Context, e env, args []string) error {
 	topics := codec.DefaultTopics()
 	stack, err := devstack.Start(ctx, devstack.Options{DataDir: f.dataDir, KafkaAddr: f.kafkaAddr, RegistryAddr: f.registryAddr,
 		SimAddr: f.simAddr, Partitions: int32(f.partitions), Topics: topics.All(),
-		Sim: sim.Options{Members: f.members}, Logger: log.Named("dev")})
+		// The simulator logs every member change; the bridge's own lines
+		// are the interesting ones here.
+		Sim:    sim.Options{Members: f.members, Logger: log.Named("sim").WithOptions(zap.IncreaseLevel(zap.WarnLevel))},
+		Logger: log.Named("dev")})
 	if err != nil {
 		return err
 	}

@@ -307,7 +307,9 @@ func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error
 		m.RecordsCompleted.WithLabelValues(j.rec.Topic, "error").Inc()
 		m.ErrorEvents.WithLabelValues(j.rec.Topic, string(cat)).Inc()
 	}
-	lvl := zap.InfoLevel
+	// Per-record lines are debug; INTERNAL and AUTH mean something is
+	// wrong with the bridge or its credentials, not with one event.
+	lvl := zap.DebugLevel
 	if cat == events.CategoryInternal || cat == events.CategoryAuth {
 		lvl = zap.ErrorLevel
 	}

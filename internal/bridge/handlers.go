@@ -152,7 +152,7 @@ func (b *Bridge) lookup(ctx context.Context, j *job, loyaltyID, txID, kind strin
 	if kind == typeRedemption {
 		j.result.UsedPoint = ptr(t.TransactionPoint)
 	}
-	b.log.Info("already applied", zap.String("transactionId", txID), zap.String("kind", kind))
+	b.log.Debug("already applied", zap.String("transactionId", txID), zap.String("kind", kind))
 	return true, nil
 }
 
