@@ -180,20 +180,27 @@ func (b *Bridge) process(ctx context.Context, j *job) error {
 // returns nil when the record is done (j.result set), or an error:
 // transient ones are retried, others end the record.
 func (b *Bridge) retry(ctx context.Context, j *job, attempt func(context.Context) error) error {
-	for {
+	for tries := 0; ; tries++ {
 		j.attempts++
-		done := func(error) {}
+		done, probe := func(error) {}, false
 		if b.o.Breaker != nil {
 			d, err := b.o.Breaker.Acquire(ctx)
 			if err != nil {
 				return err
 			}
-			done = d
+			done, probe = d, b.o.Breaker.State() == circuit.HalfOpen
 		}
 		err := attempt(ctx)
 		done(err)
 		if err == nil || j.terminalE != nil || !transient(err) || ctx.Err() != nil {
 			return err
+		}
+		if probe {
+			// A failed probe says the API is still down, not that this
+			// record is unlucky: it does not spend the record's budget,
+			// or one record per open period would be exhausted while the
+			// circuit holds the rest.
+			j.attempts--
 		}
 		if ambiguous(err) {
 			j.guard = true
@@ -202,7 +209,7 @@ func (b *Bridge) retry(ctx context.Context, j *job, attempt func(context.Context
 			return err
 		}
 		b.log.Debug("attempt failed; retrying", zap.String("transactionId", j.ev.ID()), zap.Int("attempt", j.attempts), zap.Error(err))
-		if err := sleep(ctx, b.backoff(j.attempts-1)); err != nil {
+		if err := sleep(ctx, b.backoff(tries)); err != nil {
 			return err
 		}
 	}
@@ -221,7 +228,7 @@ func ambiguous(err error) bool {
 
 // backoff is full jitter over RetryBackoff × 2^n, capped at 32×.
 func (b *Bridge) backoff(n int) time.Duration {
-	ceil := b.o.RetryBackoff << min(n, 5)
+	ceil := b.o.RetryBackoff << min(max(n, 0), 5)
 	return time.Duration(rand.Int64N(int64(ceil) + 1))
 }
 

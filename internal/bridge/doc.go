@@ -42,6 +42,9 @@
 // breaker first, which blocks while the API is known to be down: an outage
 // holds records instead of spending their budget, and they become
 // TRANSIENT_EXHAUSTED only when attempts the circuit allowed kept failing.
+// A half-open probe that fails does not count against its record: it
+// measured the API, not the record, and the probing record would otherwise
+// be exhausted after a few open periods while every other record waits.
 //
 // # Outputs
 //
