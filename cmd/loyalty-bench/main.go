@@ -148,6 +148,7 @@ func parse(e env, args []string) (*options, error) {
 	fs.StringVar(&workDir, "work-dir", "", "directory for the built bridge and contestants' logs, kept (default: a temporary one, kept only on failure)")
 	fs.DurationVar(&stall, "stall", time.Minute, "fail a contestant when no reply comes for this long")
 	fs.DurationVar(&timeout, "timeout", 30*time.Minute, "bound on one contestant")
+	fs.StringVar(&o.cfg.BridgeProfile, "bridge-cpuprofile", "", "run the bridge in-process in a bench worker under the CPU profiler and write `PREFIX`-<mode>.pprof (its figures are then the worker's)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process (simulator, Kafka, collector) to this file")
 	b := flagenv.New(fs, "LOYALTY_BENCH_")
 	b.All()
@@ -161,7 +162,7 @@ func parse(e env, args []string) (*options, error) {
 	sc.Partitions = int32(min(max(partitions, 0), 1<<20))
 	sc.Latency, sc.LatencyP50, sc.LatencyP99 = latency, latP50, latP99
 	sc.MaxInFlight, sc.MaxInFlightPerPartition = maxInFlight, perPartition
-	o.cfg = benchkit.Config{Scenario: sc, Contestants: contestants, Modes: modes, WorkerCommand: e.worker,
+	o.cfg = benchkit.Config{BridgeProfile: o.cfg.BridgeProfile, Scenario: sc, Contestants: contestants, Modes: modes, WorkerCommand: e.worker,
 		BridgeBin: bridgeBin, BridgeArgs: bridgeArgs, Stall: stall, Timeout: timeout, Log: e.stderr}
 	if sweep != "" {
 		w, err := benchkit.ParseSweep(sweep)

@@ -155,7 +155,7 @@ func sampleReport(sweep bool) *Report {
 			res("ceiling", Ceiling, 1000), res("baseline", Baseline, 10), res("bridge/key", Bridge, 900),
 			{Contestant: "bridge/partition <&>", Kind: Bridge, Error: "not measured: no binary"},
 		}}
-		pt.Ratios = ratios(pt.Results)
+		pt.Ratios = ratios(pt.Results, false)
 		r.Points = append(r.Points, pt)
 	}
 	return r

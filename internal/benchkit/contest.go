@@ -52,6 +52,12 @@ type Config struct {
 	// BridgeArgs are appended to the bridge's command line (after the
 	// bench's own flags, so they win).
 	BridgeArgs []string
+	// BridgeProfile, when set, runs each bridge mode inside a worker
+	// process (the same service, configured by the same flags) under the
+	// CPU profiler and writes the profile to BridgeProfile-<mode>.pprof.
+	// Its figures are then those of the worker (the profiler costs a
+	// little) and are labelled so.
+	BridgeProfile string
 	// WorkDir holds the built bridge and each contestant's stderr log.
 	WorkDir string
 	// Stall fails a contestant when no reply comes for this long (default
@@ -81,8 +87,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("mode: %w", err))
 		}
 	}
-	if (slices.Contains(c.Contestants, Ceiling) || slices.Contains(c.Contestants, Baseline)) && len(c.WorkerCommand) == 0 {
-		errs = append(errs, errors.New("WorkerCommand is required for the ceiling and the baseline"))
+	if (slices.Contains(c.Contestants, Ceiling) || slices.Contains(c.Contestants, Baseline) || c.BridgeProfile != "") &&
+		len(c.WorkerCommand) == 0 {
+		errs = append(errs, errors.New("WorkerCommand is required for the ceiling, the baseline and a profiled bridge"))
 	}
 	if err := c.Scenario.Validate(); err != nil {
 		errs = append(errs, err)
@@ -118,7 +125,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r := newReport(cfg)
 	var bridgeErr error
-	if slices.Contains(cfg.Contestants, Bridge) {
+	if slices.Contains(cfg.Contestants, Bridge) && cfg.BridgeProfile == "" {
 		cfg.BridgeBin, bridgeErr = PrepareBridge(ctx, cfg.BridgeBin, cfg.WorkDir)
 		if bridgeErr != nil {
 			fmt.Fprintf(cfg.Log, "bridge not measured: %v\n", bridgeErr)
@@ -148,7 +155,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return r, err
 			}
 		}
-		pt.Ratios = ratios(pt.Results)
+		pt.Ratios = ratios(pt.Results, sc.Rate > 0)
 		r.Points = append(r.Points, pt)
 	}
 	return r, nil
@@ -185,6 +192,9 @@ func measure(ctx context.Context, cfg Config, sc Scenario, kind, mode string, un
 	res := Result{Contestant: kind, Kind: kind, Mode: mode, Events: sc.Events}
 	if mode != "" {
 		res.Contestant = kind + "/" + mode
+		if cfg.BridgeProfile != "" {
+			res.Contestant += " (profiled)"
+		}
 	}
 	if kind == Baseline {
 		res.Events = sc.baselineEvents()
@@ -233,7 +243,7 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 	runtime.GC()
 	debug.FreeOSMemory()
 
-	logPath := filepath.Join(cfg.WorkDir, fmt.Sprintf("%02d-%s.log", point, strings.ReplaceAll(res.Contestant, "/", "-")))
+	logPath := filepath.Join(cfg.WorkDir, fmt.Sprintf("%02d-%s.log", point, strings.Trim(res.Kind+"-"+res.Mode, "-")))
 	harness0, t0 := selfUsage(), time.Now()
 	p, err := launch(cfg, sc, st, res, logPath)
 	if err != nil {
@@ -323,6 +333,14 @@ func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath string) (*p
 			args = append(args, "--max-in-flight-per-partition", strconv.Itoa(sc.MaxInFlightPerPartition))
 		}
 		args = append(args, cfg.BridgeArgs...)
+		if cfg.BridgeProfile != "" {
+			spec := WorkerSpec{Kind: KindBridge, BridgeArgs: args[1:], Profile: cfg.BridgeProfile + "-" + res.Mode + ".pprof"}
+			in, err := json.Marshal(spec)
+			if err != nil {
+				return nil, err
+			}
+			return startProc(res.Contestant, cfg.WorkerCommand, in, logPath)
+		}
 		return startProc(res.Contestant, append([]string{cfg.BridgeBin}, args...), nil, logPath)
 	}
 	// The worker learns its launch time from the spec, so it is taken
@@ -349,6 +367,7 @@ func (res *Result) fill(t Timing, u usage, harness time.Duration, c sim.Counters
 	res.Done = t.Done
 	res.Sampled = t.Sampled
 	res.RecordsPerSec = t.Rate()
+	res.SecondHalfPerSec = t.SecondHalfRate()
 	res.StartupSec = t.Startup().Seconds()
 	res.WallSec = t.Wall().Seconds()
 	res.LatencyP50Ms = ms(t.P50)

@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -28,6 +30,9 @@ type proc struct {
 	exited  chan struct{}
 	waitErr error
 	launch  time.Time
+	// hwm is the highest VmHWM sampled from /proc (bytes); see peakRSS.
+	hwm     atomic.Int64
+	sampled chan struct{} // closed when sampling has stopped
 }
 
 // startProc starts argv with this process's environment minus any
@@ -38,7 +43,7 @@ func startProc(name string, argv []string, stdin []byte, logPath string) (*proc,
 	if err != nil {
 		return nil, err
 	}
-	p := &proc{name: name, logPath: logPath, exited: make(chan struct{})}
+	p := &proc{name: name, logPath: logPath, exited: make(chan struct{}), sampled: make(chan struct{})}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "LOYALTY_BRIDGE_") {
@@ -58,7 +63,31 @@ func startProc(name string, argv []string, stdin []byte, logPath string) (*proc,
 		logf.Close()
 		close(p.exited)
 	}()
+	go p.sampleRSS()
 	return p, nil
+}
+
+// sampleRSS polls the child's peak RSS until it exits.
+//
+// Its rusage cannot tell: Go starts children with vfork semantics (the
+// child shares the parent's memory until exec) and Linux carries that
+// memory's high-water mark into the child's ru_maxrss at exec, so every
+// child would report at least the bench's own peak (Kafka, simulator).
+// VmHWM belongs to the child's own address space.
+func (p *proc) sampleRSS() {
+	defer close(p.sampled)
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if v := vmHWM(p.cmd.Process.Pid); v > p.hwm.Load() {
+			p.hwm.Store(v)
+		}
+		select {
+		case <-p.exited:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // stop asks the process to end (SIGTERM), waits up to grace, then kills
@@ -102,13 +131,41 @@ func (p *proc) exitErr() error {
 	return fmt.Errorf("%s: %w%s", p.name, p.waitErr, p.logTail())
 }
 
-// usage is the process's rusage; valid once it has exited.
+// usage is the process's CPU time (rusage) and peak RSS (sampled, or
+// rusage where /proc is missing); valid once it has exited.
 func (p *proc) usage() usage {
 	if p.cmd.ProcessState == nil {
 		return usage{}
 	}
-	return usage{cpu: p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime(),
-		maxRSS: maxRSS(p.cmd.ProcessState)}
+	<-p.sampled
+	u := usage{cpu: p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime(), maxRSS: p.hwm.Load()}
+	if u.maxRSS == 0 {
+		u.maxRSS = maxRSS(p.cmd.ProcessState)
+	}
+	return u
+}
+
+// vmHWM reads the peak resident set of process pid from /proc, in bytes;
+// 0 if unavailable.
+func vmHWM(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	_, rest, ok := bytes.Cut(b, []byte("VmHWM:"))
+	if !ok {
+		return 0
+	}
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	f := strings.Fields(string(line)) // "12345 kB"
+	if len(f) != 2 || f[1] != "kB" {
+		return 0
+	}
+	kb, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return kb * 1024
 }
 
 // logTail is the end of the process's stderr, for error messages.

@@ -115,11 +115,14 @@ type Result struct {
 	FirstError string `json:"firstError,omitempty"`
 
 	RecordsPerSec float64 `json:"recordsPerSec"`
-	StartupSec    float64 `json:"startupSec"`
-	WallSec       float64 `json:"wallSec"`
-	LatencyP50Ms  float64 `json:"latencyP50Ms"`
-	LatencyP99Ms  float64 `json:"latencyP99Ms"`
-	LatencyMaxMs  float64 `json:"latencyMaxMs"`
+	// SecondHalfPerSec is the rate over the second half of the
+	// completions, without start-up effects.
+	SecondHalfPerSec float64 `json:"secondHalfRecordsPerSec"`
+	StartupSec       float64 `json:"startupSec"`
+	WallSec          float64 `json:"wallSec"`
+	LatencyP50Ms     float64 `json:"latencyP50Ms"`
+	LatencyP99Ms     float64 `json:"latencyP99Ms"`
+	LatencyMaxMs     float64 `json:"latencyMaxMs"`
 	// Sampled is how many records the latencies are of: all, except with
 	// a rate, where records written before the first reply are left out.
 	Sampled int `json:"latencySampled"`
@@ -167,7 +170,9 @@ const (
 	TargetRSSMiB     = 64  // with a 1M-record backlog
 )
 
-func ratios(results []Result) []Ratio {
+// ratios compares each bridge mode with the others. With a rate every
+// contestant that keeps up shows the rate, so throughput is not compared.
+func ratios(results []Result, rate bool) []Ratio {
 	find := func(kind string) *Result {
 		for i := range results {
 			if results[i].Kind == kind && results[i].Error == "" && results[i].Done > 0 {
@@ -183,13 +188,13 @@ func ratios(results []Result) []Ratio {
 			continue
 		}
 		q := Ratio{Contestant: r.Contestant}
-		if ceiling != nil && ceiling.RecordsPerSec > 0 {
+		if ceiling != nil && ceiling.RecordsPerSec > 0 && !rate {
 			q.ThroughputVsCeiling = r.RecordsPerSec / ceiling.RecordsPerSec
 		}
 		if ceiling != nil && ceiling.CPUPer1k > 0 {
 			q.CPUVsCeiling = r.CPUPer1k / ceiling.CPUPer1k
 		}
-		if baseline != nil && baseline.RecordsPerSec > 0 {
+		if baseline != nil && baseline.RecordsPerSec > 0 && !rate {
 			q.ThroughputVsBaseline = r.RecordsPerSec / baseline.RecordsPerSec
 		}
 		out = append(out, q)
@@ -201,11 +206,13 @@ func newReport(cfg Config) *Report {
 	r := &Report{Tool: "loyalty-bench", StartedAt: time.Now().UTC().Truncate(time.Second), GoVersion: runtime.Version(),
 		Platform: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(), Sweep: cfg.Sweep}
 	r.Notes = []string{
-		"Every contestant is a child process on a fresh stack with the same events; CPU and peak RSS are its own (rusage from wait4). " +
-			"The ceiling and the baseline are this binary re-executed as `loyalty-bench worker`.",
+		"Every contestant is a child process on a fresh stack with the same events; its CPU time is its own rusage (wait4), " +
+			"its peak RSS the VmHWM of its own address space sampled from /proc every 20 ms (ru_maxrss of a Go-started child " +
+			"includes the parent's memory at exec). The ceiling and the baseline are this binary re-executed as `loyalty-bench worker`.",
 		fmt.Sprintf("The simulator, kfake and srfake run inside the bench process: their cost is the harness column, not the contestant's. "+
 			"All processes share the machine's %d CPUs, so on a CPU-bound run the simulator competes with the contestant.", runtime.NumCPU()),
-		"records/s: distinct records from the first reply to the last; start: launch to the first reply (process start, connections, token, group join).",
+		"records/s: distinct records from the first reply to the last; 2nd half/s: over the second half of the replies, without start-up effects " +
+			"(ramp-up, the bridge's idempotency guard on the first records of each partition); start: launch to the first reply (process start, connections, token, group join).",
 		latencyNote(cfg.Scenario.Rate > 0),
 		"ceiling: the internal/loyalty client calling accrual from max-in-flight goroutines, no Kafka, no Avro; its latency ends at the HTTP answer.",
 		"baseline: franz-go consumer group, a goroutine per partition, one record at a time: decode, call, ProduceSync the reply " +
@@ -251,14 +258,14 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		b.WriteString("\n\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "contestant\tdone\trecords/s\tstart s\tp50 ms\tp99 ms\tCPU s/1k\tpeak RSS MiB\tharness CPU s/1k\tmachine busy\tAPI calls/rec\terrors\t")
+		fmt.Fprintln(tw, "contestant\tdone\trecords/s\t2nd half/s\tstart s\tp50 ms\tp99 ms\tCPU s/1k\tpeak RSS MiB\tharness CPU s/1k\tmachine busy\tAPI calls/rec\terrors\t")
 		for _, res := range pt.Results {
 			if res.Error != "" {
-				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", res.Contestant)
+				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", res.Contestant)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%.2f\t%.0f\t%.0f\t%.3f\t%.1f\t%.3f\t%.0f%%\t%.2f\t%d\t\n", res.Contestant, res.Done, res.Events,
-				res.RecordsPerSec, res.StartupSec, res.LatencyP50Ms, res.LatencyP99Ms, res.CPUPer1k, res.PeakRSSMiB,
+			fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%.3f\t%.1f\t%.3f\t%.0f%%\t%.2f\t%d\t\n", res.Contestant, res.Done, res.Events,
+				res.RecordsPerSec, res.SecondHalfPerSec, res.StartupSec, res.LatencyP50Ms, res.LatencyP99Ms, res.CPUPer1k, res.PeakRSSMiB,
 				res.HarnessCPUPer1k, 100*res.Busy, res.APICallsPerRecord, res.Errors)
 		}
 		if err := tw.Flush(); err != nil {

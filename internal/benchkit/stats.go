@@ -22,6 +22,19 @@ type Timing struct {
 	P99     time.Duration `json:"p99"`
 	Max     time.Duration `json:"max"`
 	Sampled int           `json:"sampled"`
+	// Mid is the median completion time: the rate from Mid to Last
+	// leaves out start-up effects (ramp-up, the bridge's idempotency
+	// guard on the first records of each partition).
+	Mid int64 `json:"mid"`
+}
+
+// SecondHalfRate is records per second over the second half of the
+// completions.
+func (t Timing) SecondHalfRate() float64 {
+	if t.Done < 4 || t.Last <= t.Mid {
+		return t.Rate()
+	}
+	return float64(t.Done-t.Done/2-1) / (float64(t.Last-t.Mid) / 1e9)
 }
 
 // Rate is records per second from the first completion to the last; with
@@ -91,7 +104,16 @@ func (c *completions) timing(steadyOnly bool) Timing {
 	if t.Done == 0 {
 		return t
 	}
-	lat := make([]int64, 0, t.Done)
+	doneSorted := make([]int64, 0, t.Done)
+	for _, d := range c.done {
+		if d != 0 {
+			doneSorted = append(doneSorted, d)
+		}
+	}
+	slices.Sort(doneSorted)
+	t.Mid = doneSorted[len(doneSorted)/2]
+	lat := doneSorted[:0] // reuse
+
 	for i, d := range c.done {
 		if d == 0 {
 			continue

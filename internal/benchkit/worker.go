@@ -43,6 +43,11 @@ type WorkerSpec struct {
 	Brokers     []string `json:"brokers,omitempty"`
 	RegistryURL string   `json:"registryURL,omitempty"`
 	Group       string   `json:"group,omitempty"`
+
+	// Profiled bridge only: the `loyalty-bridge run` arguments and the
+	// CPU profile to write.
+	BridgeArgs []string `json:"bridgeArgs,omitempty"`
+	Profile    string   `json:"profile,omitempty"`
 }
 
 // WorkerResult is what a worker prints on its standard output (JSON).
@@ -71,8 +76,10 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 		res, err = runCeiling(ctx, spec)
 	case KindBaseline:
 		res, err = runBaseline(ctx, spec)
+	case KindBridge:
+		res, err = runProfiledBridge(ctx, spec)
 	default:
-		return fmt.Errorf("worker kind %q: want %s or %s", spec.Kind, KindCeiling, KindBaseline)
+		return fmt.Errorf("worker kind %q: want %s, %s or %s", spec.Kind, KindCeiling, KindBaseline, KindBridge)
 	}
 	if err != nil {
 		return err
