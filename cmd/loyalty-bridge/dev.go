@@ -30,6 +30,27 @@ func devCommand() command {
 	return command{summary: "run everything on this machine: Kafka, Schema Registry, partner API simulator and the bridge", run: runDev}
 }
 
+const devUsage = `usage: loyalty-bridge dev [flags]
+
+Runs everything on this machine, in one process and with nothing installed
+but Go: a Kafka broker (kfake, reachable by any Kafka client on
+--kafka-addr), a Schema Registry (srfake), the partner API simulator with a
+generated partner key, and the bridge itself. Schemas are registered and
+topics created; Kafka data, schema ids and the partner key persist under
+--data-dir, so a restart resumes where it stopped. A banner prints the
+addresses, demo credentials and commands to try. Ctrl-C stops everything.
+
+--demo N produces N sample events of every kind (a few invalid on purpose),
+shows live progress and ends with a table of outcomes per topic.
+
+Examples:
+  loyalty-bridge dev
+  loyalty-bridge dev --demo 2000 --exit-when-done     # exit status 0 when every event got its output
+  loyalty-bridge dev --data-dir /tmp/lb --kafka-addr 127.0.0.1:19092
+
+Flags:
+`
+
 type devFlags struct {
 	dataDir, kafkaAddr, registryAddr, simAddr, metricsAddr string
 	partitions, members, demoN, maxInFlight                int
@@ -55,6 +76,10 @@ func runDev(ctx context.Context, e env, args []string) error {
 	fs.StringVar(&f.ordering, "ordering", "key", "order within a partition: key, partition or unordered")
 	fs.IntVar(&f.maxInFlight, "max-in-flight", 256, "records in flight")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprint(e.stderr, devUsage)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return &exitError{code: 2, err: err}
 	}
