@@ -18,6 +18,7 @@ type replies struct {
 	errors     int // distinct records answered on the error topic
 	duplicates int // replies for a record already answered
 	foreign    int // replies whose key is not a bench transactionId
+	handlerMs  []int64
 	firstError string
 }
 
@@ -114,9 +115,23 @@ func (c *collector) add(r *kgo.Record) {
 		}
 	} else {
 		c.out.results++
+		// One result in handlerSample is decoded for its latencyMs: the
+		// handler's time (API calls included), which tells how much of a
+		// record's in-flight time is spent outside the handler.
+		if c.out.results%handlerSample == 1 {
+			if v, err := c.s.codec.Decode(context.Background(), r.Topic, r.Value); err == nil {
+				if lr, ok := v.(*events.LoyaltyResult); ok {
+					c.out.handlerMs = append(c.out.handlerMs, lr.LatencyMs)
+				}
+			}
+		}
 	}
 	c.progress.Add(1)
 }
+
+// handlerSample: decode every handlerSample-th result (decoding costs the
+// harness CPU).
+const handlerSample = 8
 
 // describeError summarises an error reply for the report (no personal
 // data: the bench's events carry none).

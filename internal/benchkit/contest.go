@@ -245,9 +245,28 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 
 	logPath := filepath.Join(cfg.WorkDir, fmt.Sprintf("%02d-%s.log", point, strings.Trim(res.Kind+"-"+res.Mode, "-")))
 	harness0, t0 := selfUsage(), time.Now()
-	p, err := launch(cfg, sc, st, res, logPath)
+	metricsAddr := "127.0.0.1:0"
+	var gauges *gaugeSampler
+	if res.Kind == Bridge {
+		if metricsAddr, err = freeAddr(); err != nil {
+			return err
+		}
+		gauges = &gaugeSampler{url: "http://" + metricsAddr + "/metrics",
+			active: func() bool { d := coll.Done(); return d > 0 && d < n }}
+	}
+	p, err := launch(cfg, sc, st, res, logPath, metricsAddr)
 	if err != nil {
 		return err
+	}
+	if gauges != nil {
+		gctx, stopGauges := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { gauges.run(gctx) })
+		defer func() {
+			stopGauges()
+			wg.Wait()
+			res.AvgInFlight, res.AvgHeld, _ = gauges.averages()
+		}()
 	}
 	// With a rate, the input is written while the contestant runs.
 	writeDone := make(chan error, 1)
@@ -282,6 +301,7 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 		var reps replies
 		reps, timing = coll.result(avail)
 		res.Results, res.Errors, res.Duplicates, res.FirstError = reps.results, reps.errors, reps.duplicates, reps.firstError
+		res.HandlerP50Ms = medianMs(reps.handlerMs)
 		if reps.foreign > 0 {
 			res.FirstError = strings.TrimSpace(fmt.Sprintf("%s; %d replies with unknown keys", res.FirstError, reps.foreign))
 		}
@@ -297,6 +317,7 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 		}
 		timing = *wres.Timing
 		res.Results, res.Errors, res.FirstError = wres.Done, wres.Errors, wres.FirstError
+		res.HandlerP50Ms = wres.CallP50Ms
 	}
 	harness1, t1 := selfUsage(), time.Now()
 	if procErr != nil {
@@ -304,6 +325,9 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 		res.Exit = procErr.Error()
 	}
 	res.fill(timing, p.usage(), harness1.cpu-harness0.cpu, st.Sim.Counters())
+	if res.Kind != Baseline && res.RecordsPerSec > 0 {
+		res.SlotMs = float64(sc.MaxInFlight) / res.RecordsPerSec * 1000
+	}
 	if d := t1.Sub(t0); d > 0 {
 		res.Busy = (res.CPUSec + res.HarnessCPUSec) / d.Seconds() / float64(runtime.NumCPU())
 	}
@@ -315,7 +339,7 @@ var creds = struct{ ClientID, ClientSecret, Username, Password string }{
 	sim.DefaultClientID, sim.DefaultClientSecret, sim.DefaultUsername, sim.DefaultPassword}
 
 // launch starts the contestant's process against st.
-func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath string) (*proc, error) {
+func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath, metricsAddr string) (*proc, error) {
 	if res.Kind == Bridge {
 		args := []string{"run",
 			"--brokers", strings.Join(st.Brokers, ","),
@@ -326,7 +350,7 @@ func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath string) (*p
 			"--username", creds.Username, "--password", creds.Password,
 			"--ordering", res.Mode,
 			"--max-in-flight", strconv.Itoa(sc.MaxInFlight),
-			"--metrics-addr", "127.0.0.1:0",
+			"--metrics-addr", metricsAddr,
 			"--log-level", "info",
 		}
 		if sc.MaxInFlightPerPartition > 0 {

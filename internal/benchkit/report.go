@@ -123,6 +123,20 @@ type Result struct {
 	LatencyP50Ms     float64 `json:"latencyP50Ms"`
 	LatencyP99Ms     float64 `json:"latencyP99Ms"`
 	LatencyMaxMs     float64 `json:"latencyMaxMs"`
+	// HandlerP50Ms is the median time of one record's handling as the
+	// contestant reports it (the result's latencyMs, sampled; the ceiling:
+	// one call), and SlotMs the time a record holds one of the
+	// max-in-flight slots by Little's law (max in-flight ÷ records/s,
+	// assuming the slots are full). The difference is time spent outside
+	// the handler (fetch, dispatch, produce acknowledgement) or slots left
+	// idle.
+	HandlerP50Ms float64 `json:"handlerP50Ms,omitempty"`
+	SlotMs       float64 `json:"slotMs,omitempty"`
+	// AvgInFlight and AvgHeld are the bridge's in_flight_records and
+	// held_records gauges averaged over the drain (scraped 4 times a
+	// second).
+	AvgInFlight float64 `json:"avgInFlight,omitempty"`
+	AvgHeld     float64 `json:"avgHeld,omitempty"`
 	// Sampled is how many records the latencies are of: all, except with
 	// a rate, where records written before the first reply are left out.
 	Sampled int `json:"latencySampled"`
@@ -219,6 +233,10 @@ func newReport(cfg Config) *Report {
 			"(which does not linger), mark for commit; client defaults. It handles only the first baselineEvents events; its rate is steady.",
 		"machine busy: CPU of the contestant and the harness together over the run's wall time and all CPUs; near 100% the run is CPU-bound, " +
 			"whatever the simulated latency, and throughput ratios then compare CPU costs.",
+		"time per record: handler p50 is the contestant's own time for one record (the result's latencyMs, one in 8 sampled; " +
+			"the ceiling: one call); slot is max in-flight ÷ records/s, how long each record held an in-flight slot if all were busy. " +
+			"Slot minus handler is time outside the handler (fetch, dispatch, produce acknowledgement) or idle slots. " +
+			"avg in flight/held: the bridge's in_flight_records and held_records gauges, scraped from its /metrics 4 times a second during the drain.",
 		"API calls/record counts what the simulator received (accrual, lookup …; token requests excluded): the bridge's guard lookups show here.",
 		"Absolute figures vary by machine; the ratios are the claim.",
 	}
@@ -267,6 +285,21 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%.3f\t%.1f\t%.3f\t%.0f%%\t%.2f\t%d\t\n", res.Contestant, res.Done, res.Events,
 				res.RecordsPerSec, res.SecondHalfPerSec, res.StartupSec, res.LatencyP50Ms, res.LatencyP99Ms, res.CPUPer1k, res.PeakRSSMiB,
 				res.HarnessCPUPer1k, 100*res.Busy, res.APICallsPerRecord, res.Errors)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		b.WriteString("\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "time per record\thandler p50 ms\tslot ms\tavg in flight\tavg held\t")
+		for _, res := range pt.Results {
+			if res.Error == "" && res.SlotMs > 0 {
+				inFlight, held := "-", "-"
+				if res.AvgInFlight > 0 || res.AvgHeld > 0 {
+					inFlight, held = fmt.Sprintf("%.0f", res.AvgInFlight), fmt.Sprintf("%.0f", res.AvgHeld)
+				}
+				fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%s\t%s\t\n", res.Contestant, res.HandlerP50Ms, res.SlotMs, inFlight, held)
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err

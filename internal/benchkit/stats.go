@@ -146,3 +146,12 @@ func quantile(sorted []int64, q float64) int64 {
 	rank = min(max(rank, 1), len(sorted))
 	return sorted[rank-1]
 }
+
+// median of ms values (sorted in place); 0 for none.
+func medianMs(v []int64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return float64(quantile(v, 0.5))
+}

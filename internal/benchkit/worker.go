@@ -55,8 +55,10 @@ type WorkerResult struct {
 	Done       int    `json:"done"`
 	Errors     int    `json:"errors"`
 	FirstError string `json:"firstError,omitempty"`
-	// Timing is set by the ceiling, which has no reply topic to observe.
-	Timing *Timing `json:"timing,omitempty"`
+	// Timing is set by the ceiling, which has no reply topic to observe;
+	// CallP50Ms is its median call time.
+	Timing    *Timing `json:"timing,omitempty"`
+	CallP50Ms float64 `json:"callP50Ms,omitempty"`
 }
 
 // RunWorker is the body of `loyalty-bench worker`: it reads a WorkerSpec
@@ -125,6 +127,7 @@ func runCeiling(ctx context.Context, spec WorkerSpec) (WorkerResult, error) {
 		}
 	}
 	done := newCompletions(spec.Launch, spec.Events, avail)
+	took := make([]int64, spec.Events) // ms
 	var (
 		next     atomic.Int64
 		failed   atomic.Int64
@@ -142,7 +145,9 @@ func runCeiling(ctx context.Context, spec WorkerSpec) (WorkerResult, error) {
 				if avail != nil && sleepUntil(ctx, avail[i]) != nil {
 					return
 				}
+				start := time.Now()
 				_, _, err := client.Accrue(ctx, AccrualRequest(sc.Event(i, spec.Base)))
+				took[i] = time.Since(start).Milliseconds()
 				if err != nil {
 					failed.Add(1)
 					mu.Lock()
@@ -161,7 +166,7 @@ func runCeiling(ctx context.Context, spec WorkerSpec) (WorkerResult, error) {
 		return WorkerResult{}, err
 	}
 	t := done.timing(avail != nil)
-	return WorkerResult{Done: t.Done, Errors: int(failed.Load()), FirstError: firstErr, Timing: &t}, nil
+	return WorkerResult{Done: t.Done, Errors: int(failed.Load()), FirstError: firstErr, Timing: &t, CallP50Ms: medianMs(took)}, nil
 }
 
 // sleepUntil waits until the Unix-nanosecond time t or ctx's end.
