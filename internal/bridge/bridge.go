@@ -16,6 +16,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
 )
 
@@ -31,32 +32,54 @@ const (
 	HeaderTraceparent     = "traceparent"
 )
 
-// Options configures New.
+// Defaults of Options.
+const (
+	DefaultRecordAttempts = 5
+	DefaultRetryBackoff   = 200 * time.Millisecond
+)
+
+// Options configures New. Client and Codec are required; every other zero
+// value is a documented default.
 type Options struct {
-	// Client calls the partner API. Required. Redemptions without a sign
-	// are signed by the client's Signer; without one they fail VALIDATION.
+	// Client calls the partner API. Required.
 	Client *loyalty.Client
-	// Codec decodes inputs and encodes outputs. Required.
+	// Codec decodes inputs and encodes outputs. Required; it must be
+	// configured with the same Topics.
 	Codec *codec.Codec
-	// Topics names the input topics; reply topics derive from them.
+	// Topics names the input topics; reply topics derive from them. Zero
+	// value: the default names.
 	Topics codec.Topics
-	// Breaker, when set, gates every attempt (see the package doc).
+	// Signer signs redemptions (and refund clawbacks) that carry no sign,
+	// afresh for every attempt so that a record held through an outage
+	// never sends an expired sign. nil: the Client's own signer
+	// (loyalty.Options.Signer) signs if it has one; with neither, such a
+	// redemption is a VALIDATION error event naming sign.
+	Signer *signing.Signer
+	// Breaker, when set, gates every attempt: the API calls of one record
+	// attempt run between Acquire and its done. The bridge reports only
+	// failures that say the API is unwell (IsAPIFailure); an answered
+	// business error or a refused credential is reported as success, so
+	// the breaker's default IsFailure is correct.
 	Breaker *circuit.Breaker
 	// RecordAttempts is the per-record budget of attempts at transient
-	// failures. Default 5.
+	// failures (each after the client's own retries), counted only for
+	// attempts the circuit let through while not probing. Default 5.
 	RecordAttempts int
 	// RetryBackoff is the base of the full-jitter back-off between a
 	// record's attempts (doubling, capped at 32×). Default 200ms.
 	RetryBackoff time.Duration
-	// Enrich adds tierClass, memberStatus and eKycStatus to member
-	// results (two profile calls; failures only omit the fields).
+	// Enrich adds tierClass, memberStatus and eKycStatus to member results
+	// (two profile reads while the circuit is closed; a failure only
+	// leaves the fields out).
 	Enrich bool
 	// OmitOriginal leaves the original key and value out of error events
 	// (PII-strict deployments).
 	OmitOriginal bool
-	// Replay guards every write and marks outputs replayed.
+	// Replay guards every accrual and redemption and marks outputs
+	// replayed: true.
 	Replay bool
-	// Metrics, when set, counts outcomes, error events and guard lookups.
+	// Metrics, when set, counts outcomes, error events, guard lookups and
+	// already-applied records.
 	Metrics *telemetry.Metrics
 	// Logger; nil means none. Lines carry ids and positions, never values.
 	Logger *zap.Logger
@@ -64,7 +87,8 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Bridge handles records. Safe for concurrent use.
+// Bridge handles records. Safe for concurrent use; build one per process
+// (or per replay run) and pass Handle and Fallback to pipeline.New.
 type Bridge struct {
 	o      Options
 	topics codec.Topics
@@ -72,16 +96,40 @@ type Bridge struct {
 	now    func() time.Time
 }
 
-// New checks o and returns a Bridge.
+// New checks o, reporting every problem together, and returns a Bridge.
 func New(o Options) (*Bridge, error) {
-	if o.Client == nil || o.Codec == nil {
-		return nil, errors.New("bridge: Client and Codec are required")
+	var errs []error
+	if o.Client == nil {
+		errs = append(errs, errors.New("Client is required"))
 	}
-	if o.RecordAttempts <= 0 {
-		o.RecordAttempts = 5
+	if o.Codec == nil {
+		errs = append(errs, errors.New("Codec is required"))
 	}
-	if o.RetryBackoff <= 0 {
-		o.RetryBackoff = 200 * time.Millisecond
+	if o.RecordAttempts < 0 {
+		errs = append(errs, fmt.Errorf("RecordAttempts %d: must not be negative", o.RecordAttempts))
+	}
+	if o.RetryBackoff < 0 {
+		errs = append(errs, fmt.Errorf("RetryBackoff %s: must not be negative", o.RetryBackoff))
+	}
+	topics := o.Topics.WithDefaults()
+	if o.Codec != nil {
+		// Every output must be encodable, or Fallback could not answer.
+		for _, in := range topics.Inputs() {
+			for _, t := range []string{in, topics.ResultTopic(in), topics.ErrorTopic(in)} {
+				if _, ok := o.Codec.SchemaID(t); !ok {
+					errs = append(errs, fmt.Errorf("topic %s: %w", t, codec.ErrUnknownTopic))
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("bridge: %w", errors.Join(errs...))
+	}
+	if o.RecordAttempts == 0 {
+		o.RecordAttempts = DefaultRecordAttempts
+	}
+	if o.RetryBackoff == 0 {
+		o.RetryBackoff = DefaultRetryBackoff
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
@@ -89,24 +137,57 @@ func New(o Options) (*Bridge, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Bridge{o: o, topics: o.Topics.WithDefaults(), log: o.Logger, now: o.Now}, nil
+	return &Bridge{o: o, topics: topics, log: o.Logger, now: o.Now}, nil
+}
+
+// Inputs returns the input topics the bridge answers (defaults applied):
+// what the pipeline should consume.
+func (b *Bridge) Inputs() []string { return b.topics.Inputs() }
+
+// IsAPIFailure reports whether an attempt's error says the partner API is
+// unwell (a transient failure: network, timeout, 408, 429, 5xx, an
+// unreadable answer). Business errors, refused credentials, validation and
+// context cancellation are not. Use it as circuit.Options.IsFailure when the
+// breaker is shared with callers other than the bridge.
+func IsAPIFailure(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var te *loyalty.TransientError
+	var me *loyalty.MalformedResponseError
+	return errors.As(err, &te) || errors.As(err, &me)
 }
 
 // job is one record on its way through Handle.
 type job struct {
-	rec       *kgo.Record
-	ev        events.Event
-	start     time.Time
-	attempts  int  // record attempts made
-	guard     bool // look up before the next write
-	result    *events.LoyaltyResult
-	reason    string // error reason (ORIGINAL_NOT_FOUND)
-	terminalE error  // a failure that ends the record without retry
+	rec      *kgo.Record
+	ev       events.Event
+	start    time.Time
+	attempts int  // record attempts made
+	guard    bool // look up before the next write
+	result   *events.LoyaltyResult
 }
 
-// Handle processes one record (a pipeline.Handler). It returns an error
-// only when ctx ended before the record reached its output.
+// recordFailure ends a record with a category the bridge decides, rather
+// than the one the client's error type maps to. Never retried.
+type recordFailure struct {
+	cat    events.Category
+	reason string
+	err    error
+}
+
+func (f *recordFailure) Error() string { return f.err.Error() }
+func (f *recordFailure) Unwrap() error { return f.err }
+
+// Handle processes one record (a pipeline.Handler): it returns exactly one
+// output record, a result or an error event. It returns an error only when
+// ctx ended before the record reached its output (the record is then
+// abandoned and redelivered), or when not even an error event can be
+// encoded (a configuration bug; the pipeline's Fallback then answers).
 func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) ([]*kgo.Record, error) {
+	if rec == nil {
+		return nil, errors.New("bridge: nil record")
+	}
 	j := &job{rec: rec, start: b.now(), guard: m.Fresh || b.o.Replay}
 	ev, err := b.decode(ctx, rec)
 	if err != nil {
@@ -130,17 +211,21 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 		return nil, ctx.Err()
 	}
 	if err != nil {
+		var rf *recordFailure
+		if errors.As(err, &rf) {
+			return b.failure(j, rf.cat, rf.reason, rf.err)
+		}
 		cat := events.Category(loyalty.Category(err))
 		if cat == "" {
 			cat = events.CategoryInternal
 		}
-		return b.failure(j, cat, j.reason, err)
+		return b.failure(j, cat, "", err)
 	}
 	return b.success(j)
 }
 
-// decode waits out registry outages: only a *codec.DecodeError (permanent)
-// or ctx's end comes back.
+// decode waits out registry outages: only a *codec.DecodeError (permanent),
+// a configuration error (ErrUnknownTopic) or ctx's end comes back.
 func (b *Bridge) decode(ctx context.Context, rec *kgo.Record) (events.Event, error) {
 	for i := 0; ; i++ {
 		ev, err := b.o.Codec.DecodeEvent(ctx, rec.Topic, rec.Value)
@@ -181,7 +266,6 @@ func (b *Bridge) process(ctx context.Context, j *job) error {
 // transient ones are retried, others end the record.
 func (b *Bridge) retry(ctx context.Context, j *job, attempt func(context.Context) error) error {
 	for tries := 0; ; tries++ {
-		j.attempts++
 		done, probe := func(error) {}, false
 		if b.o.Breaker != nil {
 			d, err := b.o.Breaker.Acquire(ctx)
@@ -190,9 +274,10 @@ func (b *Bridge) retry(ctx context.Context, j *job, attempt func(context.Context
 			}
 			done, probe = d, b.o.Breaker.State() == circuit.HalfOpen
 		}
+		j.attempts++
 		err := attempt(ctx)
-		done(err)
-		if err == nil || j.terminalE != nil || !transient(err) || ctx.Err() != nil {
+		done(healthOf(err))
+		if err == nil || !transient(err) || ctx.Err() != nil {
 			return err
 		}
 		if probe {
@@ -202,7 +287,7 @@ func (b *Bridge) retry(ctx context.Context, j *job, attempt func(context.Context
 			// circuit holds the rest.
 			j.attempts--
 		}
-		if ambiguous(err) {
+		if loyalty.IsAmbiguous(err) {
 			j.guard = true
 		}
 		if j.attempts >= b.o.RecordAttempts {
@@ -215,15 +300,24 @@ func (b *Bridge) retry(ctx context.Context, j *job, attempt func(context.Context
 	}
 }
 
-// transient: may succeed if tried again.
-func transient(err error) bool {
-	var me *loyalty.MalformedResponseError
-	return loyalty.Category(err) == loyalty.CategoryTransientExhausted || errors.As(err, &me)
+// healthOf is what an attempt's error tells the circuit: only API failures
+// count; an answer of any kind (business error, refused credentials) is a
+// healthy API.
+func healthOf(err error) error {
+	if IsAPIFailure(err) {
+		return err
+	}
+	return nil
 }
 
-func ambiguous(err error) bool {
+// transient: may succeed if tried again.
+func transient(err error) bool {
+	var rf *recordFailure
+	if errors.As(err, &rf) {
+		return false
+	}
 	var me *loyalty.MalformedResponseError
-	return loyalty.IsAmbiguous(err) || (errors.As(err, &me) && me.Ambiguous)
+	return loyalty.Category(err) == loyalty.CategoryTransientExhausted || errors.As(err, &me)
 }
 
 // backoff is full jitter over RetryBackoff × 2^n, capped at 32×.
@@ -256,7 +350,8 @@ func (b *Bridge) success(j *job) ([]*kgo.Record, error) {
 	out := b.topics.ResultTopic(j.rec.Topic)
 	v, err := b.o.Codec.EncodeResult(out, r)
 	if err != nil {
-		return nil, fmt.Errorf("bridge: result of %s: %w", r.TransactionID, err)
+		// The effect happened; say so on the error topic rather than lose it.
+		return b.failure(j, events.CategoryInternal, "", fmt.Errorf("bridge: %s result of %s does not encode: %w", r.Outcome, r.TransactionID, err))
 	}
 	if m := b.o.Metrics; m != nil {
 		m.RecordsCompleted.WithLabelValues(j.rec.Topic, string(r.Outcome)).Inc()
@@ -264,6 +359,8 @@ func (b *Bridge) success(j *job) ([]*kgo.Record, error) {
 			m.AlreadyApplied.WithLabelValues(j.rec.Topic).Inc()
 		}
 	}
+	b.log.Debug("result", zap.String("transactionId", r.TransactionID), zap.String("outcome", string(r.Outcome)),
+		zap.Int("attempts", j.attempts))
 	return []*kgo.Record{b.output(j.rec, out, r.TransactionID, string(r.EventType), j.attempts, v)}, nil
 }
 
@@ -299,7 +396,7 @@ func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error
 		} else {
 			e.APIErrorName = optional(be.Name)
 		}
-		e.ResultURL = optional(be.ResultURL)
+		e.ResultURL = optional(scrub(be.ResultURL))
 	}
 	if !b.o.OmitOriginal {
 		e.OriginalKey = j.rec.Key
@@ -308,7 +405,7 @@ func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error
 	out := b.topics.ErrorTopic(j.rec.Topic)
 	v, err := b.o.Codec.EncodeError(out, e)
 	if err != nil {
-		return nil, fmt.Errorf("bridge: error event of %s: %w", e.TransactionID, err)
+		return nil, fmt.Errorf("bridge: error event of %s on %s: %w", e.TransactionID, out, err)
 	}
 	if m := b.o.Metrics; m != nil {
 		m.RecordsCompleted.WithLabelValues(j.rec.Topic, "error").Inc()
@@ -326,6 +423,8 @@ func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error
 	return []*kgo.Record{b.output(j.rec, out, e.TransactionID, evType, j.attempts, v)}, nil
 }
 
+// retryable is the error event's retryable flag: may replaying the same
+// record later succeed?
 func retryable(cat events.Category, cause error) bool {
 	switch cat {
 	case events.CategoryTransientExhausted, events.CategoryAuth:
@@ -356,12 +455,24 @@ func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int,
 	return &kgo.Record{Topic: topic, Key: []byte(key), Value: value, Headers: h}
 }
 
+// fallbackDecodeTimeout bounds Fallback's attempt to learn the record's
+// transactionId (a registry fetch at worst).
+const fallbackDecodeTimeout = 5 * time.Second
+
 // Fallback turns a record whose handling failed unexpectedly, or whose
-// output could not be produced, into an INTERNAL error event. It never
-// fails on any input.
+// output could not be produced (cause matches pipeline.ErrProduce), into an
+// INTERNAL error event (a pipeline.Fallback). It fails on no record content;
+// only a record of a topic the bridge was not configured with (or a nil
+// record) is an error, as no error topic has a schema for it.
 func (b *Bridge) Fallback(rec *kgo.Record, cause error) ([]*kgo.Record, error) {
+	if rec == nil {
+		return nil, errors.New("bridge: fallback for a nil record")
+	}
+	if cause == nil {
+		cause = errors.New("bridge: record failed without a cause")
+	}
 	j := &job{rec: rec, start: b.now()}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), fallbackDecodeTimeout)
 	defer cancel()
 	if ev, err := b.o.Codec.DecodeEvent(ctx, rec.Topic, rec.Value); err == nil {
 		j.ev = ev

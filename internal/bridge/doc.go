@@ -7,8 +7,10 @@
 // error event), validates (VALIDATION), then calls:
 //
 //   - PurchaseCompleted → point-accrual;
-//   - RedemptionRequested → point-redemption-with-token (the client signs
-//     when the event carries no sign);
+//   - RedemptionRequested → point-redemption-with-token (a sign in the event
+//     is passed through; otherwise Options.Signer signs, afresh for every
+//     attempt, or the client's own signer; with neither it is a VALIDATION
+//     error naming sign);
 //   - PurchaseRefunded → lookup of the original accrual, points =
 //     round(transactionPoint × refundAmount / transactionAmount) capped at
 //     transactionPoint, then a redemption with transactionId = refundId;
@@ -38,10 +40,15 @@
 // # Retry budget and the circuit
 //
 // A record gets RecordAttempts attempts at transient failures (after the
-// client's own retries within each). Every attempt passes the circuit
-// breaker first, which blocks while the API is known to be down: an outage
-// holds records instead of spending their budget, and they become
+// client's own retries within each). One attempt is the whole call sequence
+// the record still needs (guard lookup, write; for a refund, the original's
+// lookup until found, then the guarded redemption). Every attempt passes the
+// circuit breaker first, which blocks while the API is known to be down: an
+// outage holds records instead of spending their budget, and they become
 // TRANSIENT_EXHAUSTED only when attempts the circuit allowed kept failing.
+// The breaker hears only API failures (IsAPIFailure): a business error or a
+// refused credential is an answer from a healthy API and reported as a
+// success, so a stream of bad events cannot open the circuit.
 // A half-open probe that fails does not count against its record: it
 // measured the API, not the record, and the probing record would otherwise
 // be exhausted after a few open periods while every other record waits.

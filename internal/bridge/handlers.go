@@ -11,8 +11,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 )
 
 // Transaction types of lookup answers.
@@ -52,54 +54,65 @@ func (b *Bridge) redeem(ctx context.Context, j *job, ev *events.RedemptionReques
 	if ev.Sign != nil {
 		req.Sign = *ev.Sign
 	}
-	return b.redemption(ctx, j, req)
+	return b.retry(ctx, j, func(ctx context.Context) error { return b.redemption(ctx, j, req) })
 }
 
-// redemption is a guarded point-redemption-with-token.
+// redemption is one attempt at a guarded point-redemption-with-token. An
+// unsigned req is signed here, afresh each attempt: a sign made before an
+// outage may have expired after it.
 func (b *Bridge) redemption(ctx context.Context, j *job, req loyalty.RedemptionRequest) error {
-	return b.retry(ctx, j, func(ctx context.Context) error {
-		if done, err := b.guarded(ctx, j, req.LoyaltyID, req.TransactionID, typeRedemption); done || err != nil {
-			return err
-		}
-		r, _, err := b.o.Client.Redeem(ctx, req)
-		if err != nil {
-			return b.writeFailed(ctx, j, req.LoyaltyID, req.TransactionID, typeRedemption, err)
-		}
-		j.result = &events.LoyaltyResult{Outcome: events.OutcomeApplied, LoyaltyID: &req.LoyaltyID,
-			BitReference: optional(r.BitReference), UsedPoint: ptr(r.UsedPoint), RequestID: optional(r.RequestID),
-			APITimestamp: optional(r.Timestamp)}
-		return nil
-	})
-}
-
-func (b *Bridge) refund(ctx context.Context, j *job, ev *events.PurchaseRefunded) error {
-	var orig *loyalty.Transaction
-	err := b.retry(ctx, j, func(ctx context.Context) error {
-		t, _, err := b.o.Client.LookupTransaction(ctx, loyalty.LookupRequest{LoyaltyID: ev.LoyaltyID, TransactionID: ev.OriginalTransactionID})
-		switch {
-		case errors.Is(err, loyalty.ErrTransactionNotFound) || (err == nil && t.TransactionType != "" && t.TransactionType != typeAccrual):
-			j.reason = events.ReasonOriginalNotFound
-			j.terminalE = fmt.Errorf("refund %s: original transaction %s not found: %w", ev.TransactionID, ev.OriginalTransactionID,
-				loyalty.ErrTransactionNotFound)
-			return &loyalty.BusinessError{Op: "lookup-transaction", Ref: "tx=" + ev.OriginalTransactionID,
-				Code: string(loyalty.ErrTransactionNotFound), StatusCode: 400, StatusMessage: "Bad Request", HTTPStatus: 400}
-		case err != nil:
-			return err
-		}
-		orig = t
-		return nil
-	})
-	if err != nil {
+	if done, err := b.guarded(ctx, j, req.LoyaltyID, req.TransactionID, typeRedemption); done || err != nil {
 		return err
 	}
-	points := clawback(orig.TransactionPoint, orig.TransactionAmount, ev.RefundAmount)
-	if points == 0 {
-		j.result = &events.LoyaltyResult{Outcome: events.OutcomeNoOp, LoyaltyID: &ev.LoyaltyID, UsedPoint: ptr(int64(0))}
-		return nil
+	if req.Sign == "" && b.o.Signer != nil {
+		s, err := b.o.Signer.RedemptionSign(signing.Redemption{LoyaltyID: req.LoyaltyID, TransactionID: req.TransactionID,
+			UsedPoint: req.UsedPoint, TransactionAmount: req.TransactionAmount, TransactionDate: req.TransactionDate})
+		if err != nil {
+			return &recordFailure{cat: events.CategoryInternal, err: fmt.Errorf("bridge: sign redemption %s: %w", req.TransactionID, err)}
+		}
+		req.Sign = s
 	}
-	desc := fmt.Sprintf("refund of %s", ev.OriginalTransactionID)
-	return b.redemption(ctx, j, loyalty.RedemptionRequest{TransactionID: ev.TransactionID, LoyaltyID: ev.LoyaltyID,
-		TransactionDate: apiDate(ev.RefundDate), TransactionAmount: ev.RefundAmount, UsedPoint: points, TransactionDes: desc})
+	r, _, err := b.o.Client.Redeem(ctx, req)
+	if err != nil {
+		return b.writeFailed(ctx, j, req.LoyaltyID, req.TransactionID, typeRedemption, err)
+	}
+	j.result = &events.LoyaltyResult{Outcome: events.OutcomeApplied, LoyaltyID: &req.LoyaltyID,
+		BitReference: optional(r.BitReference), UsedPoint: ptr(r.UsedPoint), RequestID: optional(r.RequestID),
+		APITimestamp: optional(r.Timestamp)}
+	return nil
+}
+
+// refund is a clawback: the original accrual is looked up once, then the
+// proportional redemption is attempted (guarded) until done. One record
+// attempt is the whole sequence, so a refund that goes through at once
+// reports one attempt.
+func (b *Bridge) refund(ctx context.Context, j *job, ev *events.PurchaseRefunded) error {
+	var req *loyalty.RedemptionRequest
+	return b.retry(ctx, j, func(ctx context.Context) error {
+		if req == nil {
+			t, _, err := b.o.Client.LookupTransaction(ctx, loyalty.LookupRequest{LoyaltyID: ev.LoyaltyID, TransactionID: ev.OriginalTransactionID})
+			switch {
+			case errors.Is(err, loyalty.ErrTransactionNotFound):
+				return &recordFailure{cat: events.CategoryBusiness, reason: events.ReasonOriginalNotFound,
+					err: fmt.Errorf("refund %s: original transaction %s not found: %w", ev.TransactionID, ev.OriginalTransactionID, err)}
+			case err != nil:
+				return err
+			case t.TransactionType != "" && t.TransactionType != typeAccrual:
+				return &recordFailure{cat: events.CategoryBusiness, reason: events.ReasonOriginalNotFound,
+					err: fmt.Errorf("refund %s: original transaction %s is a %s, not an accrual", ev.TransactionID,
+						ev.OriginalTransactionID, t.TransactionType)}
+			}
+			points := clawback(t.TransactionPoint, t.TransactionAmount, ev.RefundAmount)
+			if points == 0 {
+				j.result = &events.LoyaltyResult{Outcome: events.OutcomeNoOp, LoyaltyID: &ev.LoyaltyID, UsedPoint: ptr(int64(0))}
+				return nil
+			}
+			req = &loyalty.RedemptionRequest{TransactionID: ev.TransactionID, LoyaltyID: ev.LoyaltyID,
+				TransactionDate: apiDate(ev.RefundDate), TransactionAmount: ev.RefundAmount, UsedPoint: points,
+				TransactionDes: "refund of " + ev.OriginalTransactionID}
+		}
+		return b.redemption(ctx, j, *req)
+	})
 }
 
 // clawback is round(points × refund / amount), capped at points; a zero or
@@ -172,7 +185,7 @@ func (b *Bridge) writeFailed(ctx context.Context, j *job, loyaltyID, txID, kind 
 		// nothing to apply twice, and nothing to report as applied.
 		return err
 	}
-	if ambiguous(err) {
+	if loyalty.IsAmbiguous(err) {
 		j.guard = true
 	}
 	return err
@@ -187,10 +200,11 @@ func (b *Bridge) onboard(ctx context.Context, j *job, ev *events.MemberOnboardRe
 	err := b.retry(ctx, j, func(ctx context.Context) error {
 		m, _, err := b.o.Client.Onboard(ctx, req)
 		if err != nil {
-			if ambiguous(err) {
+			if loyalty.IsAmbiguous(err) {
 				// No idempotency key: a second call could enrol the
 				// person twice. Report it for an operator to check.
-				j.terminalE = err
+				return &recordFailure{cat: events.CategoryTransientExhausted,
+					err: fmt.Errorf("onboarding may have been applied, not re-sent (check externalId %s before replaying): %w", ev.ExternalID, err)}
 			}
 			return err
 		}
@@ -238,9 +252,13 @@ func (b *Bridge) link(ctx context.Context, j *job, loyaltyID, partnerID string, 
 }
 
 // enrich adds non-personal profile fields to a member result; failures
-// only leave them out.
+// only leave them out. It does not wait for an open or probing circuit:
+// optional fields are not worth holding a command's answer.
 func (b *Bridge) enrich(ctx context.Context, r *events.LoyaltyResult) {
 	if !b.o.Enrich || r.LoyaltyID == nil {
+		return
+	}
+	if b.o.Breaker != nil && b.o.Breaker.State() != circuit.Closed {
 		return
 	}
 	if p, _, err := b.o.Client.CustomerInfo(ctx, *r.LoyaltyID); err == nil {
