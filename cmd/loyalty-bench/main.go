@@ -119,7 +119,7 @@ func parse(e env, args []string) (*options, error) {
 	var (
 		partitions                int
 		sweep, workDir            string
-		bridgeArgs                repeatFlag
+		bridgeArgs, bridgeEnv     repeatFlag
 		stall, timeout            time.Duration
 		bridgeBin                 string
 		latency, latP50, latP99   time.Duration
@@ -145,6 +145,7 @@ func parse(e env, args []string) (*options, error) {
 	fs.StringVar(&o.svgPath, "svg", "", "write a chart (throughput, p99, CPU per record, peak RSS) as SVG to this file")
 	fs.StringVar(&bridgeBin, "bridge-bin", "", "a built loyalty-bridge (default: go build ./cmd/loyalty-bridge)")
 	fs.Var(&bridgeArgs, "bridge-arg", "extra argument for `loyalty-bridge run`, e.g. --bridge-arg=--linger=5ms (repeatable)")
+	fs.Var(&bridgeEnv, "bridge-env", "`KEY=VALUE` added to the bridge's environment, e.g. GOMEMLIMIT=48MiB (repeatable)")
 	fs.StringVar(&workDir, "work-dir", "", "directory for the built bridge and contestants' logs, kept (default: a temporary one, kept only on failure)")
 	fs.DurationVar(&stall, "stall", time.Minute, "fail a contestant when no reply comes for this long")
 	fs.DurationVar(&timeout, "timeout", 30*time.Minute, "bound on one contestant")
@@ -163,13 +164,18 @@ func parse(e env, args []string) (*options, error) {
 	sc.Latency, sc.LatencyP50, sc.LatencyP99 = latency, latP50, latP99
 	sc.MaxInFlight, sc.MaxInFlightPerPartition = maxInFlight, perPartition
 	o.cfg = benchkit.Config{BridgeProfile: o.cfg.BridgeProfile, Scenario: sc, Contestants: contestants, Modes: modes, WorkerCommand: e.worker,
-		BridgeBin: bridgeBin, BridgeArgs: bridgeArgs, Stall: stall, Timeout: timeout, Log: e.stderr}
+		BridgeBin: bridgeBin, BridgeArgs: bridgeArgs, BridgeEnv: bridgeEnv, Stall: stall, Timeout: timeout, Log: e.stderr}
 	if sweep != "" {
 		w, err := benchkit.ParseSweep(sweep)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--sweep: %w", err))
 		}
 		o.cfg.Sweep = w
+	}
+	for _, kv := range bridgeEnv {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			errs = append(errs, fmt.Errorf("--bridge-env %q: want KEY=VALUE", kv))
+		}
 	}
 	if stall <= 0 || timeout <= 0 {
 		errs = append(errs, errors.New("--stall and --timeout must be positive"))

@@ -52,6 +52,9 @@ type Config struct {
 	// BridgeArgs are appended to the bridge's command line (after the
 	// bench's own flags, so they win).
 	BridgeArgs []string
+	// BridgeEnv is added to the bridge's environment (KEY=VALUE), e.g.
+	// GOMEMLIMIT or GOGC.
+	BridgeEnv []string
 	// BridgeProfile, when set, runs each bridge mode inside a worker
 	// process (the same service, configured by the same flags) under the
 	// CPU profiler and writes the profile to BridgeProfile-<mode>.pprof.
@@ -363,9 +366,9 @@ func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath, metricsAdd
 			if err != nil {
 				return nil, err
 			}
-			return startProc(res.Contestant, cfg.WorkerCommand, in, logPath)
+			return startProc(res.Contestant, cfg.WorkerCommand, cfg.BridgeEnv, in, logPath)
 		}
-		return startProc(res.Contestant, append([]string{cfg.BridgeBin}, args...), nil, logPath)
+		return startProc(res.Contestant, append([]string{cfg.BridgeBin}, args...), cfg.BridgeEnv, nil, logPath)
 	}
 	// The worker learns its launch time from the spec, so it is taken
 	// just before the start.
@@ -378,7 +381,7 @@ func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath, metricsAdd
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProc(res.Contestant, cfg.WorkerCommand, in, logPath)
+	p, err := startProc(res.Contestant, cfg.WorkerCommand, nil, in, logPath)
 	if p != nil {
 		p.launch = now
 	}

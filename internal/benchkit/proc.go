@@ -37,8 +37,8 @@ type proc struct {
 
 // startProc starts argv with this process's environment minus any
 // LOYALTY_BRIDGE_* variable (so the operator's settings cannot change what
-// is measured) and stdin.
-func startProc(name string, argv []string, stdin []byte, logPath string) (*proc, error) {
+// is measured), plus env, and stdin.
+func startProc(name string, argv, env []string, stdin []byte, logPath string) (*proc, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -50,6 +50,7 @@ func startProc(name string, argv []string, stdin []byte, logPath string) (*proc,
 			p.cmd.Env = append(p.cmd.Env, kv)
 		}
 	}
+	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdin = bytes.NewReader(stdin)
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = logf

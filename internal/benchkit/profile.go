@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
@@ -22,7 +26,8 @@ const KindBridge = "bridge"
 
 // runProfiledBridge parses spec.BridgeArgs as `loyalty-bridge run` does,
 // runs the service until ctx ends and writes a CPU profile of it to
-// spec.Profile.
+// spec.Profile, and a heap profile taken near the heap's peak beside it
+// (…-heap.pprof).
 func runProfiledBridge(ctx context.Context, spec WorkerSpec) (WorkerResult, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -48,8 +53,40 @@ func runProfiledBridge(ctx context.Context, spec WorkerSpec) (WorkerResult, erro
 		return WorkerResult{}, err
 	}
 	defer svc.Close()
+	hctx, stopHeap := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { heapAtPeak(hctx, strings.TrimSuffix(spec.Profile, ".pprof")+"-heap.pprof") })
+	defer func() { stopHeap(); wg.Wait() }()
 	if err := svc.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return WorkerResult{}, err
 	}
 	return WorkerResult{}, nil
+}
+
+// heapAtPeak writes a heap profile to path whenever the live heap has
+// grown by a tenth over the last one written, so that the file ends up
+// showing what the heap held near its peak.
+func heapAtPeak(ctx context.Context, path string) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	var peak uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if ms.HeapAlloc < peak+peak/10 {
+			continue
+		}
+		peak = ms.HeapAlloc
+		f, err := os.Create(path)
+		if err != nil {
+			return
+		}
+		_ = pprof.Lookup("heap").WriteTo(f, 0)
+		f.Close()
+	}
 }
