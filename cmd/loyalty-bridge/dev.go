@@ -255,7 +255,7 @@ func runDemo(ctx context.Context, e env, s *devstack.Stack, cd *codec.Codec, f d
 	plan, refunds := demo.Plan(demo.Options{N: f.demoN, Members: sim.MemberID, Count: f.members, Topics: topics, Run: run,
 		Seed: uint64(time.Now().UnixNano()), Now: time.Now()})
 	start := time.Now()
-	prog := newProgress(e.stdout, start)
+	prog := newProgress(e.stdout, "events answered", start)
 	if err := produceItems(ctx, cl, cd, tally, plan); err != nil {
 		return err
 	}
@@ -349,14 +349,15 @@ func tallyReply(ctx context.Context, cd *codec.Codec, tally *demo.Tally, in stri
 // otherwise (logs, CI).
 type progress struct {
 	w     io.Writer
+	noun  string // "events answered"
 	tty   bool
 	start time.Time
 	last  time.Time
 }
 
-func newProgress(w io.Writer, start time.Time) *progress {
+func newProgress(w io.Writer, noun string, start time.Time) *progress {
 	f, ok := w.(*os.File)
-	return &progress{w: w, tty: ok && term.IsTerminal(int(f.Fd())), start: start}
+	return &progress{w: w, noun: noun, tty: ok && term.IsTerminal(int(f.Fd())), start: start}
 }
 
 func (p *progress) line(done, planned int) string {
@@ -372,12 +373,16 @@ func (p *progress) line(done, planned int) string {
 	if planned > 0 {
 		pct = 100 * float64(done) / float64(planned)
 	}
-	return fmt.Sprintf("%d/%d events answered (%.0f%%)  %.0f/s  ETA %s", done, planned, pct, rate, eta)
+	return fmt.Sprintf("%d/%d %s (%.0f%%)  %.0f/s  ETA %s", done, planned, p.noun, pct, rate, eta)
 }
 
 func (p *progress) show(done, planned int) {
 	now := time.Now()
 	if p.tty {
+		if now.Sub(p.last) < 100*time.Millisecond && done < planned {
+			return
+		}
+		p.last = now
 		const width = 30
 		filled := width
 		if planned > 0 {
@@ -394,6 +399,7 @@ func (p *progress) show(done, planned int) {
 
 func (p *progress) finish(done, planned int) {
 	if p.tty {
+		p.last = time.Time{}
 		p.show(done, planned)
 		fmt.Fprintln(p.w)
 		return

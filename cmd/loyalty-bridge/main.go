@@ -34,6 +34,8 @@ func commands() map[string]command {
 	return map[string]command{
 		"run":     runCommand(),
 		"dev":     devCommand(),
+		"replay":  replayCommand(),
+		"offsets": offsetsCommand(),
 		"schemas": schemasCommand(),
 		"produce": produceCommand(),
 		"tail":    tailCommand(),

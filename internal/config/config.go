@@ -318,6 +318,24 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// ValidateKafka checks only the Kafka connection settings, for commands
+// that need nothing else (offsets).
+func (c *Config) ValidateKafka() error {
+	var errs []error
+	if len(c.BrokerList()) == 0 {
+		errs = append(errs, errors.New("--brokers: at least one broker is required"))
+	}
+	if (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
+		errs = append(errs, errors.New("--kafka-tls-cert-file and --kafka-tls-key-file go together"))
+	}
+	switch strings.ToUpper(c.SASLMechanism) {
+	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+	default:
+		errs = append(errs, fmt.Errorf("--kafka-sasl-mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.SASLMechanism))
+	}
+	return errors.Join(errs...)
+}
+
 // KafkaOpts are the connection options every Kafka client of the service
 // uses: seeds, client id, TLS and SASL. Files are read here, so a missing
 // CA or key is a start-up error naming the flag.

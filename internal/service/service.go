@@ -43,6 +43,9 @@ type Options struct {
 	Observer pipeline.Observer
 	// ClientOpts are added to every Kafka client (tests: fast heartbeats).
 	ClientOpts []kgo.Opt
+	// NoAPI connects Kafka and the registry only: no partner API client,
+	// token or breaker (a dry run calls nothing). Deps.Bridge then fails.
+	NoAPI bool
 }
 
 // Deps are the connected parts every bridge-running command shares: the
@@ -119,6 +122,9 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 	if d.Codec, err = codec.New(ctx, codec.Options{Registry: d.Registry, Topics: cfg.Topics(), Register: cfg.RegisterSchemas}); err != nil {
 		return nil, fmt.Errorf("schema registry %s: %w", cfg.RegistryURL, err)
 	}
+	if o.NoAPI {
+		return d, nil
+	}
 	if err := d.buildClient(ctx); err != nil {
 		return nil, err
 	}
@@ -135,6 +141,9 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 // Bridge returns the bridge's record handler over these parts. replay
 // guards every accrual and redemption and marks outputs replayed.
 func (d *Deps) Bridge(replay bool) (*bridge.Bridge, error) {
+	if d.Client == nil {
+		return nil, errors.New("service: connected without the partner API")
+	}
 	cfg := d.Config
 	return bridge.New(bridge.Options{Client: d.Client, Codec: d.Codec, Topics: cfg.Topics(), Breaker: d.Breaker,
 		RecordAttempts: cfg.RecordAttempts, RetryBackoff: cfg.RecordBackoff, Enrich: cfg.Enrich,
