@@ -29,7 +29,9 @@ type Range struct {
 	From, To  int64
 }
 
-func (r Range) String() string { return fmt.Sprintf("%s/%d [%d, %d)", r.Topic, r.Partition, r.From, r.To) }
+func (r Range) String() string {
+	return fmt.Sprintf("%s/%d [%d, %d)", r.Topic, r.Partition, r.From, r.To)
+}
 
 // Options configures a Replayer.
 type Options struct {
