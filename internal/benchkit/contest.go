@@ -248,6 +248,7 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 
 	logPath := filepath.Join(cfg.WorkDir, fmt.Sprintf("%02d-%s.log", point, strings.Trim(res.Kind+"-"+res.Mode, "-")))
 	harness0, t0 := selfUsage(), time.Now()
+	sysBusy0, sysTotal0, sysOK := cpuTimes()
 	metricsAddr := "127.0.0.1:0"
 	var gauges *gaugeSampler
 	if res.Kind == Bridge {
@@ -323,6 +324,7 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 		res.HandlerP50Ms = wres.CallP50Ms
 	}
 	harness1, t1 := selfUsage(), time.Now()
+	sysBusy1, sysTotal1, sysOK1 := cpuTimes()
 	if procErr != nil {
 		// The records were all answered; say how the process ended.
 		res.Exit = procErr.Error()
@@ -333,6 +335,9 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 	}
 	if d := t1.Sub(t0); d > 0 {
 		res.Busy = (res.CPUSec + res.HarnessCPUSec) / d.Seconds() / float64(runtime.NumCPU())
+	}
+	if sysOK && sysOK1 && sysTotal1 > sysTotal0 {
+		res.MachineBusy = float64(sysBusy1-sysBusy0) / float64(sysTotal1-sysTotal0)
 	}
 	return nil
 }

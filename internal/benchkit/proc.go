@@ -186,3 +186,28 @@ func (p *proc) logTail() string {
 	}
 	return fmt.Sprintf("\n--- end of %s ---\n%s", p.logPath, strings.TrimRight(string(b), "\n"))
 }
+
+// cpuTimes reads the machine-wide busy and total CPU time from /proc/stat
+// (in clock ticks); ok is false where there is no /proc.
+func cpuTimes() (busy, total uint64, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i, v := range f[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, total, true
+}

@@ -150,7 +150,11 @@ type Result struct {
 	// Busy is the share of the machine's CPUs the contestant and the
 	// harness used together while it ran: near 1, the run was CPU-bound
 	// whatever the API latency.
-	Busy float64 `json:"machineBusy"`
+	Busy float64 `json:"benchBusy"`
+	// MachineBusy is the share of all CPUs busy meanwhile, whoever used
+	// them (/proc/stat); well above Busy, other work on the machine was
+	// competing with the run.
+	MachineBusy float64 `json:"machineBusy,omitempty"`
 	// APICalls counts requests the simulator received, by endpoint;
 	// APICallsPerRecord excludes the token endpoint.
 	APICalls          map[string]int `json:"apiCalls,omitempty"`
@@ -231,8 +235,8 @@ func newReport(cfg Config) *Report {
 		"ceiling: the internal/loyalty client calling accrual from max-in-flight goroutines, no Kafka, no Avro; its latency ends at the HTTP answer.",
 		"baseline: franz-go consumer group, a goroutine per partition, one record at a time: decode, call, ProduceSync the reply " +
 			"(which does not linger), mark for commit; client defaults. It handles only the first baselineEvents events; its rate is steady.",
-		"machine busy: CPU of the contestant and the harness together over the run's wall time and all CPUs; near 100% the run is CPU-bound, " +
-			"whatever the simulated latency, and throughput ratios then compare CPU costs.",
+		"busy ours/all: CPU of the contestant and the harness together over the run's wall time and all CPUs, and of every process on the machine (/proc/stat). " +
+			"Near 100% all, the run is CPU-bound whatever the simulated latency and throughput ratios compare CPU costs; all well above ours means other work competed with the run.",
 		"time per record: handler p50 is the contestant's own time for one record (the result's latencyMs, one in 8 sampled; " +
 			"the ceiling: one call); slot is max in-flight ÷ records/s, how long each record held an in-flight slot if all were busy. " +
 			"Slot minus handler is time outside the handler (fetch, dispatch, produce acknowledgement) or idle slots. " +
@@ -276,15 +280,15 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		b.WriteString("\n\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "contestant\tdone\trecords/s\t2nd half/s\tstart s\tp50 ms\tp99 ms\tCPU s/1k\tpeak RSS MiB\tharness CPU s/1k\tmachine busy\tAPI calls/rec\terrors\t")
+		fmt.Fprintln(tw, "contestant\tdone\trecords/s\t2nd half/s\tstart s\tp50 ms\tp99 ms\tCPU s/1k\tpeak RSS MiB\tharness CPU s/1k\tbusy ours/all\tAPI calls/rec\terrors\t")
 		for _, res := range pt.Results {
 			if res.Error != "" {
 				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", res.Contestant)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%.3f\t%.1f\t%.3f\t%.0f%%\t%.2f\t%d\t\n", res.Contestant, res.Done, res.Events,
+			fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%.3f\t%.1f\t%.3f\t%s\t%.2f\t%d\t\n", res.Contestant, res.Done, res.Events,
 				res.RecordsPerSec, res.SecondHalfPerSec, res.StartupSec, res.LatencyP50Ms, res.LatencyP99Ms, res.CPUPer1k, res.PeakRSSMiB,
-				res.HarnessCPUPer1k, 100*res.Busy, res.APICallsPerRecord, res.Errors)
+				res.HarnessCPUPer1k, busy(res), res.APICallsPerRecord, res.Errors)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -361,6 +365,13 @@ func (r *Report) contestants() []string {
 		}
 	}
 	return names
+}
+
+func busy(r Result) string {
+	if r.MachineBusy == 0 {
+		return fmt.Sprintf("%.0f%%", 100*r.Busy)
+	}
+	return fmt.Sprintf("%.0f%%/%.0f%%", 100*r.Busy, 100*r.MachineBusy)
 }
 
 func times(v float64) string {
