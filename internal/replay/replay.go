@@ -100,10 +100,11 @@ func (s *Summary) Table() string {
 // Replayer re-runs input records through the bridge, outside the live
 // consumer group: its own client, no group, no commits.
 type Replayer struct {
-	o   Options
-	cl  *kgo.Client
-	adm *kadm.Client
-	log *zap.Logger
+	outMu sync.Mutex // dry-run lines come from every lane
+	o     Options
+	cl    *kgo.Client
+	adm   *kadm.Client
+	log   *zap.Logger
 }
 
 // New connects.
@@ -581,6 +582,8 @@ func calls(t events.EventType) string {
 // dryRun decodes and validates rec and says what would be called.
 func (r *Replayer) dryRun(ctx context.Context, rec *kgo.Record) string {
 	pos := events.SourceID(rec.Topic, rec.Partition, rec.Offset)
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
 	ev, err := r.o.Codec.DecodeEvent(ctx, rec.Topic, rec.Value)
 	if err != nil {
 		fmt.Fprintf(r.o.Out, "%s: would fail DECODE: %v\n", pos, err)
