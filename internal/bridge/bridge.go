@@ -100,10 +100,10 @@ type Bridge struct {
 func New(o Options) (*Bridge, error) {
 	var errs []error
 	if o.Client == nil {
-		errs = append(errs, errors.New("Client is required"))
+		errs = append(errs, errors.New("option Client is required"))
 	}
 	if o.Codec == nil {
-		errs = append(errs, errors.New("Codec is required"))
+		errs = append(errs, errors.New("option Codec is required"))
 	}
 	if o.RecordAttempts < 0 {
 		errs = append(errs, fmt.Errorf("RecordAttempts %d: must not be negative", o.RecordAttempts))
