@@ -146,7 +146,7 @@ func (d *Deps) Bridge(replay bool) (*bridge.Bridge, error) {
 	}
 	cfg := d.Config
 	return bridge.New(bridge.Options{Client: d.Client, Codec: d.Codec, Topics: cfg.Topics(), Breaker: d.Breaker,
-		RecordAttempts: cfg.RecordAttempts, RetryBackoff: cfg.RecordBackoff, Enrich: cfg.Enrich,
+		Signer: d.Signer, RecordAttempts: cfg.RecordAttempts, RetryBackoff: cfg.RecordBackoff, Enrich: cfg.Enrich,
 		OmitOriginal: !cfg.IncludeOriginal, Replay: replay, Metrics: d.Metrics, Logger: d.Log.Named("bridge")})
 }
 
