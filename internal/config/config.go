@@ -59,6 +59,7 @@ type Config struct {
 	MaxInFlightPerP   int
 	MaxBuffered       int
 	CommitInterval    time.Duration
+	FreshWindow       int
 	DrainTimeout      time.Duration
 	Linger            time.Duration
 	RecordAttempts    int
@@ -132,6 +133,7 @@ func Define(fs *flag.FlagSet) (*Config, *flagenv.Binder) {
 	fs.IntVar(&c.MaxInFlightPerP, "max-in-flight-per-partition", 0, "records in flight per partition (0: no bound of its own)")
 	fs.IntVar(&c.MaxBuffered, "max-buffered", 0, "records taken from Kafka and not yet committed (0: 4 × --max-in-flight)")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often completed offsets are committed")
+	fs.IntVar(&c.FreshWindow, "fresh-window", 0, "records per newly assigned partition that are guarded by a lookup (0: what a previous owner may have had in flight, --max-buffered/2; raise it to cover rate × --commit-interval when the partner API applies duplicate transaction ids twice)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Second, "how long a revoke or shutdown waits for in-flight records")
 	fs.DurationVar(&c.Linger, "linger", 2*time.Millisecond, "producer linger")
 	fs.IntVar(&c.RecordAttempts, "record-attempts", 5, "attempts per record at transient API failures while the circuit allows them, then TRANSIENT_EXHAUSTED")
@@ -234,6 +236,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInFlightPerP < 0 {
 		bad("--max-in-flight-per-partition %d: must not be negative", c.MaxInFlightPerP)
+	}
+	if c.FreshWindow < 0 {
+		bad("--fresh-window %d: must not be negative", c.FreshWindow)
 	}
 	if c.MaxBuffered != 0 && c.MaxBuffered < c.MaxInFlight {
 		bad("--max-buffered %d: must be at least --max-in-flight (%d)", c.MaxBuffered, c.MaxInFlight)

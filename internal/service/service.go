@@ -175,7 +175,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 	s.pipe, err = pipeline.New(pipeline.Options{Brokers: cfg.BrokerList(), Group: cfg.Group, Topics: cfg.Topics().Inputs(),
 		ClientOpts: append(append([]kgo.Opt(nil), d.KafkaOpts...), kgo.WithHooks(kp)),
 		Mode:       mode, MaxInFlight: cfg.MaxInFlight, MaxInFlightPerPartition: cfg.MaxInFlightPerP, MaxBuffered: cfg.MaxBuffered,
-		Linger: cfg.Linger, CommitInterval: cfg.CommitInterval, DrainTimeout: cfg.DrainTimeout,
+		Linger: cfg.Linger, CommitInterval: cfg.CommitInterval, DrainTimeout: cfg.DrainTimeout, FreshWindow: cfg.FreshWindow,
 		Handler: s.bridge.Handle, Fallback: s.bridge.Fallback, Gate: d.Breaker, Observer: obs, Logger: d.Log.Named("pipeline")})
 	if err != nil {
 		return nil, err
