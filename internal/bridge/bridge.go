@@ -165,6 +165,7 @@ type job struct {
 	start    time.Time
 	attempts int  // record attempts made
 	guard    bool // look up before the next write
+	guarded  bool // a guard lookup was made
 	result   *events.LoyaltyResult
 }
 

@@ -448,9 +448,9 @@ func TestCircuitHearsOnlyAPIFailures(t *testing.T) {
 		if r := s.handle(b, s.record(topics.Purchase, purchase(fmt.Sprintf("cb-%d", i), 9999, 10)), false); r.outcome() != "error BUSINESS" {
 			t.Fatalf("%s", r.outcome())
 		}
-	}
-	if st := br.State(); st != circuit.Closed {
-		t.Fatalf("circuit %s after business errors", st)
+		if st := br.State(); st != circuit.Closed {
+			t.Fatalf("circuit %s after %d business errors", st, i+1)
+		}
 	}
 	s.sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{500: 1}, Endpoints: []string{sim.EndpointAccrual}})
 	for i := range 3 {

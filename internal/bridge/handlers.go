@@ -131,6 +131,7 @@ func (b *Bridge) guarded(ctx context.Context, j *job, loyaltyID, txID, kind stri
 	if !j.guard {
 		return false, nil
 	}
+	j.guarded = true
 	found, err := b.lookup(ctx, j, loyaltyID, txID, kind)
 	if err != nil {
 		return false, err
@@ -173,6 +174,8 @@ func (b *Bridge) lookup(ctx context.Context, j *job, loyaltyID, txID, kind strin
 // looked up (ALREADY_APPLIED), an ambiguous failure guards the next attempt.
 func (b *Bridge) writeFailed(ctx context.Context, j *job, loyaltyID, txID, kind string, err error) error {
 	if errors.Is(err, loyalty.ErrDuplicateTransaction) {
+		b.log.Debug("write answered duplicate; looking it up", zap.String("transactionId", txID), zap.String("kind", kind),
+			zap.Bool("guarded", j.guarded))
 		found, lerr := b.lookup(ctx, j, loyaltyID, txID, kind)
 		switch {
 		case lerr != nil:

@@ -23,8 +23,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.uber.org/goleak"
@@ -69,6 +71,7 @@ type stackOpts struct {
 // stack is one test's world. Everything is closed by t.Cleanup.
 type stack struct {
 	t       *testing.T
+	cluster *kfake.Cluster
 	brokers []string
 	sim     *sim.Server
 	simURL  string
@@ -117,7 +120,7 @@ func newStack(t *testing.T, o stackOpts) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(cluster.Close)
-	s.brokers = cluster.ListenAddrs()
+	s.cluster, s.brokers = cluster, cluster.ListenAddrs()
 
 	reg := srfake.New()
 	t.Cleanup(reg.Close)
@@ -207,6 +210,40 @@ func (s *stack) breaker(failures uint32, open time.Duration) *circuit.Breaker {
 		s.t.Fatal(err)
 	}
 	return br
+}
+
+// dupWrites is how many accrual and redemption calls the simulator refused
+// as duplicates: writes of a transaction already applied, each a double
+// effect at a partner that does not deduplicate. (The simulator's ledger
+// never shows more than one effect, so the ledger alone cannot prove there
+// was no second write.) Only meaningful with DuplicateReject and no other
+// 400s on those endpoints.
+func (s *stack) dupWrites() int {
+	return s.sim.Calls(sim.EndpointAccrual, http.StatusBadRequest) + s.sim.Calls(sim.EndpointRedemption, http.StatusBadRequest)
+}
+
+// refuseCommits makes the broker refuse every offset commit while on is
+// true: a member stopped then has committed nothing, as after a kill.
+func (s *stack) refuseCommits(on *atomic.Bool) {
+	s.cluster.ControlKey(int16(kmsg.OffsetCommit), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		s.cluster.KeepControl()
+		if !on.Load() {
+			return nil, nil, false
+		}
+		req := kreq.(*kmsg.OffsetCommitRequest)
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.OffsetMetadataTooLarge.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
 }
 
 // --- direct handling ---
@@ -304,6 +341,7 @@ type memberOpts struct {
 	maxInFlight int
 	drain       time.Duration
 	commit      time.Duration
+	freshWindow int
 }
 
 func (s *stack) start(o memberOpts) *member {
@@ -319,7 +357,7 @@ func (s *stack) start(o memberOpts) *member {
 	}
 	po := pipeline.Options{Brokers: s.brokers, Group: o.group, Topics: o.bridge.Inputs(),
 		Handler: o.bridge.Handle, Fallback: o.bridge.Fallback, MaxInFlight: o.maxInFlight,
-		CommitInterval: o.commit, DrainTimeout: o.drain, Logger: s.log.Named("pipeline"),
+		CommitInterval: o.commit, DrainTimeout: o.drain, FreshWindow: o.freshWindow, Logger: s.log.Named("pipeline"),
 		ClientOpts: []kgo.Opt{kgo.HeartbeatInterval(100 * time.Millisecond), kgo.SessionTimeout(6 * time.Second)}}
 	if o.gate != nil {
 		po.Gate = o.gate
