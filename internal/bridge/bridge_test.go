@@ -542,3 +542,36 @@ func value(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// A record that keeps probing a down API (half-open attempts that fail)
+// does not spend its budget on them: it is held, not exhausted, and
+// applied once the API is back.
+func TestProbesDoNotSpendBudget(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	br := s.breaker(1, 20*time.Millisecond)
+	b := s.bridge(func(o *bridge.Options) { o.Breaker = br; o.RecordAttempts = 2 })
+	s.sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{503: 1}, Endpoints: []string{sim.EndpointAccrual}})
+	done := make(chan reply, 1)
+	go func() { done <- s.handle(b, s.record(topics.Purchase, purchase("pr-1", 1, 10)), false) }()
+	waitFor(t, 30*time.Second, func() string {
+		select {
+		case r := <-done:
+			t.Fatalf("finished during the outage: %s (%s)", r.outcome(), r.detail())
+		default:
+		}
+		// Each attempt is up to two HTTP calls (the client's own retry).
+		if c := s.sim.TotalCalls(sim.EndpointAccrual); c < 12 {
+			return fmt.Sprintf("%d accrual calls", c)
+		}
+		return ""
+	})
+	s.sim.SetFaults(sim.Faults{})
+	select {
+	case r := <-done:
+		if r.outcome() != "APPLIED" || s.sim.Effects("pr-1") != 1 {
+			t.Fatalf("%s (%s)", r.outcome(), r.detail())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("record never finished")
+	}
+}
