@@ -33,6 +33,11 @@
 // DUPLICATE_TRANSACTION answer is looked up the same way; a partner that
 // answers duplicates with the original data (the simulator's
 // return-original policy) applies nothing and the result is APPLIED again.
+// Fresh covers the pipeline's FreshWindow; a member killed without any
+// commit may have written records beyond it (a poll can overshoot the
+// buffer, and finished records wait up to a CommitInterval to be committed),
+// and for those the partner's duplicate answer is the only protection. With
+// a partner that does not deduplicate, size FreshWindow generously.
 // Onboarding has no idempotency key: an ambiguous onboarding is not retried
 // but reported (TRANSIENT_EXHAUSTED, retryable) so that an operator checks
 // before replaying it.
@@ -63,4 +68,8 @@
 // ID and passport numbers, address, birthday) or a secret: results copy only
 // ids, points and API references, and API error texts are stripped of the
 // event's personal values before they are copied.
+//
+// The package owns the mapping from events to calls and from outcomes to
+// reply records. It holds no Kafka client: the pipeline consumes, produces
+// what Handle returns and commits.
 package bridge
