@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -89,6 +90,7 @@ type options struct {
 	svgPath    string
 	keepDir    bool
 	cpuProfile string
+	from       string
 }
 
 // listFlag is a comma-separated (or repeated) list.
@@ -150,6 +152,7 @@ func parse(e env, args []string) (*options, error) {
 	fs.DurationVar(&stall, "stall", time.Minute, "fail a contestant when no reply comes for this long")
 	fs.DurationVar(&timeout, "timeout", 30*time.Minute, "bound on one contestant")
 	fs.StringVar(&o.cfg.BridgeProfile, "bridge-cpuprofile", "", "run the bridge in-process in a bench worker under the CPU profiler and write `PREFIX`-<mode>.pprof (its figures are then the worker's)")
+	fs.StringVar(&o.from, "from", "", "measure nothing: read a report written by --json and print it (and --svg, --json) again")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process (simulator, Kafka, collector) to this file")
 	b := flagenv.New(fs, "LOYALTY_BENCH_")
 	b.All()
@@ -188,6 +191,9 @@ func parse(e env, args []string) (*options, error) {
 }
 
 func bench(ctx context.Context, e env, o *options) (err error) {
+	if o.from != "" {
+		return rewrite(e, o)
+	}
 	if o.cfg.WorkDir == "" {
 		if o.cfg.WorkDir, err = benchkit.WorkDir(); err != nil {
 			return err
@@ -253,4 +259,28 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// rewrite prints a saved report again, e.g. to draw its chart anew.
+func rewrite(e env, o *options) error {
+	data, err := os.ReadFile(o.from)
+	if err != nil {
+		return err
+	}
+	var rep benchkit.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return fmt.Errorf("%s: %w", o.from, err)
+	}
+	if err := rep.WriteText(e.stdout); err != nil {
+		return err
+	}
+	if o.svgPath != "" {
+		if err := writeFile(o.svgPath, rep.WriteSVG); err != nil {
+			return err
+		}
+	}
+	if o.jsonPath != "" {
+		return writeFile(o.jsonPath, rep.WriteJSON)
+	}
+	return nil
 }

@@ -128,6 +128,19 @@ func TestSmoke(t *testing.T) {
 	if err := xml.Unmarshal(svg, &root); err != nil || root.XMLName.Local != "svg" {
 		t.Fatalf("chart is not an SVG document: %v, root %q", err, root.XMLName.Local)
 	}
+
+	// A saved report prints and draws again without measuring.
+	var again bytes.Buffer
+	svg2 := filepath.Join(dir, "again.svg")
+	if code := run(ctx, testEnv(t, &again, &stderr), []string{"--from", jsonPath, "--svg", svg2}); code != exitOK {
+		t.Fatalf("--from: exit %d; stderr:\n%s", code, stderr.String())
+	}
+	if again.String() != stdout.String() {
+		t.Errorf("--from printed\n%s\nwant\n%s", again.String(), stdout.String())
+	}
+	if b, err := os.ReadFile(svg2); err != nil || !bytes.Equal(b, svg) {
+		t.Errorf("--from drew a different chart (%v)", err)
+	}
 }
 
 func TestUsageErrors(t *testing.T) {

@@ -121,7 +121,8 @@ func (r *Report) panel(b *strings.Builder, ox, oy float64, m metric, names []str
 	useLog := m.log && lo > 0 && hi/lo > 20
 	var scale func(float64) float64
 	if useLog {
-		a, z := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+		// Headroom above the highest bar for its label.
+		a, z := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi*1.4))
 		if z == a {
 			z++
 		}
@@ -134,7 +135,7 @@ func (r *Report) panel(b *strings.Builder, ox, oy float64, m metric, names []str
 		text(b, ox+panelW, oy-10, 10, "end", "", "log scale")
 	} else {
 		step := niceStep(hi / 4)
-		top := math.Ceil(hi/step) * step
+		top := math.Ceil(hi*1.12/step) * step
 		scale = func(v float64) float64 { return py + plotH - v/top*plotH }
 		for v := 0.0; v <= top+step/2; v += step {
 			y := scale(v)
@@ -171,7 +172,14 @@ func (r *Report) panel(b *strings.Builder, ox, oy float64, m metric, names []str
 	for i, n := range names {
 		v := series[n][0]
 		x := px + slot*(float64(i)+0.5)
-		text(b, x, py+plotH+16, 10, "middle", "", n)
+		// Two lines ("bridge" over "partition") so neighbours do not collide.
+		first, second, two := strings.Cut(n, "/")
+		if two {
+			text(b, x, py+plotH+14, 10, "middle", "", first)
+			text(b, x, py+plotH+26, 10, "middle", "", second)
+		} else {
+			text(b, x, py+plotH+14, 10, "middle", "", n)
+		}
 		if math.IsNaN(v) || (useLog && v <= 0) {
 			text(b, x, py+plotH-6, 10, "middle", "", "n/a")
 			continue
