@@ -21,10 +21,15 @@
 //
 // Every contestant runs as a child process (the ceiling and the baseline
 // re-execute the bench binary as `loyalty-bench worker`), so its CPU time
-// and peak RSS come from its own rusage and do not include the simulator
-// or Kafka. What the bench process itself spends meanwhile (simulator,
-// kfake, srfake and the reply collector) is reported beside it as harness
-// CPU: the simulator's cost is visible, not hidden in anyone's figures.
+// comes from its own rusage and does not include the simulator or Kafka.
+// Its peak RSS is the VmHWM of its own address space, sampled from /proc:
+// ru_maxrss cannot be used, because Go starts children sharing the
+// parent's memory until exec and Linux carries that memory's high-water
+// mark into the child. What the bench process itself spends meanwhile
+// (simulator, kfake, srfake and the reply collector) is reported beside
+// it as harness CPU, and the whole machine's busy share (/proc/stat)
+// beside the bench's own: the simulator's cost, and any other load on the
+// machine, are visible rather than hidden in anyone's figures.
 //
 // # Figures
 //
@@ -33,14 +38,25 @@
 // is its reply's record timestamp (set by the contestant's producer when
 // the reply is produced; the acknowledgement follows within the producer's
 // linger) minus the later of the input record's timestamp and the
-// contestant's launch, because the backlog was written before the
-// contestant existed. For the ceiling the "reply" is the HTTP answer. In a
-// backlog drain latency is mostly queueing: its p50 and p99 say how fast
-// and how evenly the backlog drains, not how long one API call takes.
+// contestant's launch. For the ceiling the "reply" is the HTTP answer.
+//
+// By default the events are a backlog written before the contestant
+// starts: throughput is then the claim, and latency is mostly queueing
+// (its p50 and p99 say how fast and how evenly the backlog drains). With
+// Scenario.Rate the events are written at a fixed rate while the
+// contestant runs (open loop), and latency measures the pipeline; records
+// written before the contestant's first reply are left out of it.
 //
 // Throughput is distinct records divided by the time from the first reply
-// to the last; the time from launch to the first reply (process start,
-// connections, token, group join) is reported separately as start-up.
+// to the last, and again over the second half of the replies (without
+// start-up effects); the time from launch to the first reply (process
+// start, connections, token, group join) is reported separately. To say
+// where the time goes, the bench samples the handler time the replies
+// carry (latencyMs), derives the time each record held an in-flight slot
+// (Little's law) and scrapes the bridge's in-flight and held gauges from
+// its /metrics. Config.BridgeProfile runs the bridge's service inside a
+// worker under the CPU profiler (and writes a heap profile near the heap's
+// peak), since the bridge binary serves no pprof.
 //
 // The package never asserts on speed: figures are measurements for people.
 package benchkit
