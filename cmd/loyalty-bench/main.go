@@ -166,7 +166,7 @@ func parse(e env, args []string) (*options, error) {
 	sc.Partitions = int32(min(max(partitions, 0), 1<<20))
 	sc.Latency, sc.LatencyP50, sc.LatencyP99 = latency, latP50, latP99
 	sc.MaxInFlight, sc.MaxInFlightPerPartition = maxInFlight, perPartition
-	o.cfg = benchkit.Config{BridgeProfile: o.cfg.BridgeProfile, Scenario: sc, Contestants: contestants, Modes: modes, WorkerCommand: e.worker,
+	o.cfg = benchkit.Config{Command: strings.Join(append([]string{"loyalty-bench"}, args...), " "), BridgeProfile: o.cfg.BridgeProfile, Scenario: sc, Contestants: contestants, Modes: modes, WorkerCommand: e.worker,
 		BridgeBin: bridgeBin, BridgeArgs: bridgeArgs, BridgeEnv: bridgeEnv, Stall: stall, Timeout: timeout, Log: e.stderr}
 	if sweep != "" {
 		w, err := benchkit.ParseSweep(sweep)

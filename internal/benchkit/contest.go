@@ -66,6 +66,8 @@ type Config struct {
 	// Stall fails a contestant when no reply comes for this long (default
 	// 60s); Timeout bounds one contestant (default 30m).
 	Stall, Timeout time.Duration
+	// Command is recorded in the report as the command line.
+	Command string
 	// Log receives progress lines (nil: none).
 	Log io.Writer
 }

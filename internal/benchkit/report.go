@@ -55,7 +55,9 @@ func (w Sweep) Apply(sc Scenario, v int) Scenario {
 
 // Report is everything a run measured; it is what --json writes.
 type Report struct {
-	Tool      string    `json:"tool"`
+	Tool string `json:"tool"`
+	// Command is the command line that produced the report, when known.
+	Command   string    `json:"command,omitempty"`
 	StartedAt time.Time `json:"startedAt"`
 	GoVersion string    `json:"goVersion"`
 	Platform  string    `json:"platform"`
@@ -221,7 +223,7 @@ func ratios(results []Result, rate bool) []Ratio {
 }
 
 func newReport(cfg Config) *Report {
-	r := &Report{Tool: "loyalty-bench", StartedAt: time.Now().UTC().Truncate(time.Second), GoVersion: runtime.Version(),
+	r := &Report{Tool: "loyalty-bench", Command: cfg.Command, StartedAt: time.Now().UTC().Truncate(time.Second), GoVersion: runtime.Version(),
 		Platform: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(), Sweep: cfg.Sweep}
 	r.Notes = []string{
 		"Every contestant is a child process on a fresh stack with the same events; its CPU time is its own rusage (wait4), " +
@@ -262,6 +264,9 @@ func latencyNote(rate bool) string {
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "loyalty-bench %s, %s, %d CPUs, %s\n", r.StartedAt.Format(time.RFC3339), r.Platform, r.CPUs, r.GoVersion)
+	if r.Command != "" {
+		fmt.Fprintf(&b, "$ %s\n", r.Command)
+	}
 	for _, pt := range r.Points {
 		sc := pt.Scenario
 		b.WriteString("\n")
