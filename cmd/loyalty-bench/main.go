@@ -146,7 +146,7 @@ func parse(e env, args []string) (*options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "write the report as JSON to this file")
 	fs.StringVar(&o.svgPath, "svg", "", "write a chart (throughput, p99, CPU per record, peak RSS) as SVG to this file")
 	fs.StringVar(&bridgeBin, "bridge-bin", "", "a built loyalty-bridge (default: go build ./cmd/loyalty-bridge)")
-	fs.Var(&bridgeArgs, "bridge-arg", "extra argument for `loyalty-bridge run`, e.g. --bridge-arg=--linger=5ms (repeatable)")
+	fs.Var(&bridgeArgs, "bridge-arg", "`ARG` added to the bridge's run command line, e.g. --bridge-arg=--linger=5ms (repeatable)")
 	fs.Var(&bridgeEnv, "bridge-env", "`KEY=VALUE` added to the bridge's environment, e.g. GOMEMLIMIT=48MiB (repeatable)")
 	fs.StringVar(&workDir, "work-dir", "", "directory for the built bridge and contestants' logs, kept (default: a temporary one, kept only on failure)")
 	fs.DurationVar(&stall, "stall", time.Minute, "fail a contestant when no reply comes for this long")
