@@ -145,13 +145,22 @@ func (b *Breaker) Ready(ctx context.Context) error {
 // Acquire blocks until one attempt may proceed and returns done, which the
 // caller must call exactly once with the attempt's error (nil for success).
 // Errors that Options.IsFailure rejects count as successes: the API answered.
+// A half-open probe abandoned with context.Canceled counts as a failure.
 func (b *Breaker) Acquire(ctx context.Context) (done func(error), err error) {
 	for {
 		wake, _ := b.waitChan()
 		report, err := b.cb.Allow()
 		if err == nil {
+			probe := b.State() == HalfOpen
 			return func(attemptErr error) {
-				if attemptErr != nil && !b.isFailure(attemptErr) {
+				switch {
+				case probe && errors.Is(attemptErr, context.Canceled):
+					// An abandoned probe learnt nothing: counting it a
+					// success would close the circuit on no evidence.
+					// Counted a failure, the circuit stays open one more
+					// period, which costs only time.
+					attemptErr = errProbeAbandoned
+				case attemptErr != nil && !b.isFailure(attemptErr):
 					attemptErr = nil
 				}
 				report(attemptErr)
@@ -203,3 +212,5 @@ func (b *Breaker) signal() {
 	b.changed = make(chan struct{})
 	b.mu.Unlock()
 }
+
+var errProbeAbandoned = errors.New("circuit: probe abandoned")

@@ -157,3 +157,29 @@ func TestNewRejectsBadRatio(t *testing.T) {
 		t.Fatal("want error")
 	}
 }
+
+// A half-open probe abandoned by its caller (revoke, shutdown) must not
+// close the circuit.
+func TestAbandonedProbeKeepsCircuitOpen(t *testing.T) {
+	b, err := New(Options{ConsecutiveFailures: 1, OpenTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	done, err := b.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done(errors.New("boom"))
+	if b.State() != Open {
+		t.Fatalf("state %v after a failure", b.State())
+	}
+	probe, err := b.Acquire(ctx) // waits for half-open
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe(context.Canceled)
+	if b.State() == Closed {
+		t.Fatal("an abandoned probe closed the circuit")
+	}
+}

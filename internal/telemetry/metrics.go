@@ -44,7 +44,7 @@ func NewMetrics() *Metrics {
 	m.RecordsConsumed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
 		Name: "records_consumed_total", Help: "Input records taken from Kafka."}, []string{"topic"})
 	m.RecordsCompleted = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
-		Name: "records_completed_total", Help: "Input records whose terminal output Kafka acknowledged, by outcome (\"error\" for error events)."},
+		Name: "records_completed_total", Help: "Input records that reached their terminal output, by outcome (\"error\" for error events); counted when the output is made, before Kafka acknowledges it."},
 		[]string{"topic", "outcome"})
 	m.ErrorEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
 		Name: "error_events_total", Help: "Error events produced, by category."}, []string{"topic", "category"})
