@@ -90,11 +90,12 @@ type Options struct {
 
 	// Mode is the ordering within a partition; default ordering.Key.
 	Mode ordering.Mode
-	// MaxInFlight bounds records dispatched and not yet done (handler
-	// running or outputs unacknowledged) across all partitions; default 256.
-	// It is also the number of worker goroutines.
+	// MaxInFlight bounds handler calls running at once across all
+	// partitions; default 256. It is also the number of worker goroutines.
+	// Records awaiting acknowledgement of their outputs are bounded by
+	// MaxBuffered instead.
 	MaxInFlight int
-	// MaxInFlightPerPartition bounds in-flight records of one partition;
+	// MaxInFlightPerPartition bounds handler calls of one partition;
 	// default MaxInFlight, no bound of its own. A lower bound shares the
 	// slots among partitions, but caps a partition that is alone in having
 	// records (a catch-up tail, one hot partition) at this many.

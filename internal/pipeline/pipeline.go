@@ -35,6 +35,7 @@ type Pipeline struct {
 	mu         sync.Mutex
 	parts      map[tp]*partition
 	inFlight   int // dispatched, not done; includes records of dropped partitions
+	handling   int // dispatched, handler (or fallback) not yet returned: bounded by MaxInFlight
 	buffered   int // sum of the live partitions' tracker lengths
 	pollCancel context.CancelFunc
 	closing    bool
@@ -59,6 +60,7 @@ type partition struct {
 	track    ordering.Tracker
 	last     int64 // highest offset taken, -1 before the first
 	inFlight int
+	handling int // bounded by MaxInFlightPerPartition
 	fresh    int // records still to be marked Fresh
 	paused   bool
 	revoking bool
@@ -88,11 +90,13 @@ func New(opts Options) (*Pipeline, error) {
 		return nil, err
 	}
 	return &Pipeline{
-		o:            o,
-		log:          o.Logger.Named("pipeline"),
-		obs:          o.Observer,
-		work:         make(chan *job),
-		redo:         make(chan *job, o.MaxInFlight),
+		o:    o,
+		log:  o.Logger.Named("pipeline"),
+		obs:  o.Observer,
+		work: make(chan *job),
+		// One entry per record whose outputs failed; those are live
+		// partitions' records, all within MaxBuffered.
+		redo:         make(chan *job, o.MaxBuffered),
 		wakeDispatch: make(chan struct{}, 1),
 		wakePoll:     make(chan struct{}, 1),
 		parts:        make(map[tp]*partition),
@@ -443,11 +447,11 @@ func (p *Pipeline) dispatch(ctx context.Context) {
 
 // nextLocked picks the next record to run, or nil.
 func (p *Pipeline) nextLocked() *job {
-	if p.inFlight >= p.o.MaxInFlight || p.failure != nil {
+	if p.handling >= p.o.MaxInFlight || p.failure != nil {
 		return nil
 	}
 	for _, part := range p.parts { // map order: no partition is always first
-		if part.revoking || part.inFlight >= p.o.MaxInFlightPerPartition {
+		if part.revoking || part.handling >= p.o.MaxInFlightPerPartition {
 			continue
 		}
 		task, ok := part.sched.Next()
@@ -459,6 +463,8 @@ func (p *Pipeline) nextLocked() *job {
 		j.started = time.Now()
 		part.inFlight++
 		p.inFlight++
+		part.handling++
+		p.handling++
 		p.obs.InFlight(p.inFlight, p.buffered)
 		return j
 	}
@@ -549,12 +555,20 @@ func (p *Pipeline) produce(j *job, outs []*kgo.Record) {
 // effects stay in order, and outputs are produced in order.
 func (p *Pipeline) releaseLane(j *job) {
 	p.mu.Lock()
-	if !j.released {
-		j.released = true
-		j.p.sched.Done(j.task)
-	}
+	p.releaseLocked(j)
 	p.mu.Unlock()
 	wake(p.wakeDispatch)
+}
+
+// releaseLocked frees j's lane and its handler slot, once.
+func (p *Pipeline) releaseLocked(j *job) {
+	if j.released {
+		return
+	}
+	j.released = true
+	j.p.sched.Done(j.task)
+	j.p.handling--
+	p.handling--
 }
 
 func (j *job) produceErr() error {
@@ -627,10 +641,7 @@ func (p *Pipeline) finish(j *job, outcome Outcome) {
 	p.mu.Lock()
 	p.inFlight--
 	part.inFlight--
-	if !j.released {
-		j.released = true
-		part.sched.Done(j.task)
-	}
+	p.releaseLocked(j)
 	live := p.parts[part.tp] == part
 	if live && (outcome == Processed || outcome == FellBack) {
 		before := part.track.Len()
