@@ -116,7 +116,12 @@ func (p *Pipeline) clientOpts() []kgo.Opt {
 		kgo.OnPartitionsAssigned(p.onAssigned),
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),
-		kgo.FetchMaxBytes(16 << 20),
+		// Fetch buffers are most of the bridge's memory (a heap profile
+		// with a 100k backlog: 83%); 4 MiB per response, 1 MiB per
+		// partition keep them small while a response still carries
+		// thousands of records.
+		kgo.FetchMaxBytes(4 << 20),
+		kgo.FetchMaxPartitionBytes(1 << 20),
 		// A resumed partition waits for the fetch already in flight for the
 		// others; when those are idle that fetch lasts FetchMaxWait (5s by
 		// default), so keep it short.
