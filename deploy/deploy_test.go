@@ -229,16 +229,24 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("the Secret template holds a value for %s", k)
 		}
 	}
+	for k, v := range cm.Data {
+		if strings.HasSuffix(k, "_FILE") && secrets[strings.TrimSuffix(k, "_FILE")] {
+			key := strings.TrimPrefix(v, "/etc/loyalty-bridge/secrets/")
+			if _, ok := secret.StringData[key]; !ok || key == v {
+				t.Errorf("%s points at %s, not a key of the mounted Secret", k, v)
+			}
+		}
+	}
 	if len(dep.Spec.Template.Spec.Containers) != 1 {
 		t.Fatal("want one container")
 	}
 	c := dep.Spec.Template.Spec.Containers[0]
 	for _, e := range c.Env {
+		if secrets[e.Name] {
+			t.Errorf("secret %s is in the environment; mount the Secret and use %s_FILE", e.Name, e.Name)
+		}
 		if !vars[e.Name] {
 			t.Errorf("Deployment sets %s, which loyalty-bridge does not read", e.Name)
-		}
-		if secrets[e.Name] && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil) {
-			t.Errorf("secret %s does not come from a Secret", e.Name)
 		}
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 			if _, ok := secret.StringData[e.ValueFrom.SecretKeyRef.Key]; !ok {
