@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/plugin/kprom"
@@ -276,6 +278,11 @@ func (d *Deps) checkKafka(ctx context.Context) error {
 	adm := kadm.NewClient(cl)
 	topics, err := adm.ListTopics(ctx, d.Config.Topics().Inputs()...)
 	if err != nil {
+		if d.Config.SASLMechanism != "" && (errors.Is(err, io.EOF) || errors.Is(err, kerr.SaslAuthenticationFailed)) {
+			// A broker that refuses SASL credentials may just hang up.
+			return fmt.Errorf("kafka brokers %s: %w (SASL authentication refused or cut off: check --kafka-sasl-mechanism, --kafka-sasl-username and --kafka-sasl-password)",
+				d.Config.Brokers, err)
+		}
 		return fmt.Errorf("kafka brokers %s: %w", d.Config.Brokers, err)
 	}
 	var missing []string
