@@ -490,11 +490,14 @@ func parseRetryAfter(v string) time.Duration {
 		return 0
 	}
 	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
+		// Capped before the multiplication: a huge value would overflow
+		// into a negative wait (found by FuzzRetryAfter). The caller caps
+		// it again at RetryPolicy.MaxRetryAfter.
+		return time.Duration(min(s, 24*60*60)) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := time.Until(t); d > 0 {
-			return d
+			return min(d, 24*time.Hour)
 		}
 	}
 	return 0
