@@ -163,7 +163,7 @@ func TestSecretAndPIIAudit(t *testing.T) {
 	}
 	keyLines := strings.Split(strings.TrimSpace(string(key)), "\n")
 	canaries := []string{canarySecret, canaryPassword, phone, fullName, "Canaryname", email, idNumber, passport, address, birthday,
-		"eyJ",        // the start of every JWT: access, refresh, partner and sign tokens
+		"eyJ",       // the start of every JWT: access, refresh, partner and sign tokens
 		keyLines[1]} // a line of the private key's base64 body
 	all := logs.String() + strings.Join(outputs, "\n")
 	if len(outputs) < 6 || !strings.Contains(logs.String(), "access token obtained") {
