@@ -41,6 +41,11 @@ type Options struct {
 	// protects against a flood of random ids. Default 1024; past it, ids
 	// are still decoded but unknown ids are no longer remembered.
 	MaxWriterSchemas int
+	// MaxValueBytes bounds a record value Decode accepts; a larger one is
+	// a *DecodeError of kind TOO_LARGE, decoded no further, so one hostile
+	// record cannot make the bridge allocate without bound. Default 1 MiB
+	// (Kafka's default max.message.bytes); an event is a few hundred bytes.
+	MaxValueBytes int
 }
 
 // Codec encodes and decodes the values of the bridge's topics. It is safe
@@ -52,6 +57,7 @@ type Codec struct {
 	topics       map[string]*topic
 	fetchTimeout time.Duration
 	maxWriters   int
+	maxValue     int
 
 	mu      sync.RWMutex
 	writers map[int]avro.Schema // writer schemas by id
@@ -86,6 +92,9 @@ func New(ctx context.Context, o Options) (*Codec, error) {
 	if o.MaxWriterSchemas <= 0 {
 		o.MaxWriterSchemas = 1024
 	}
+	if o.MaxValueBytes <= 0 {
+		o.MaxValueBytes = 1 << 20
+	}
 	seen := map[string]bool{}
 	for _, t := range o.Topics.All() {
 		if seen[t] {
@@ -101,7 +110,7 @@ func New(ctx context.Context, o Options) (*Codec, error) {
 	c := &Codec{
 		reg: o.Registry, api: api, cs: cs,
 		topics:       map[string]*topic{},
-		fetchTimeout: o.FetchTimeout, maxWriters: o.MaxWriterSchemas,
+		fetchTimeout: o.FetchTimeout, maxWriters: o.MaxWriterSchemas, maxValue: o.MaxValueBytes,
 		writers: map[int]avro.Schema{}, unknown: map[int]bool{}, plans: map[planKey]*plan{},
 	}
 	c.readers.New = func() any { return avro.NewReader(nil, 0, avro.WithReaderConfig(api)) }
@@ -308,6 +317,8 @@ func (c *Codec) Decode(ctx context.Context, topic string, value []byte) (any, er
 	switch {
 	case len(value) == 0:
 		return nil, derr(KindEmpty, 0, "empty value")
+	case len(value) > c.maxValue:
+		return nil, derr(KindTooLarge, 0, "%d bytes, more than the %d accepted", len(value), c.maxValue)
 	case value[0] != 0:
 		return nil, derr(KindWrongMagic, 0, "first byte is 0x%02x, not the Confluent magic byte 0x00", value[0])
 	case len(value) < 5:

@@ -20,6 +20,7 @@ const (
 	KindWrongTopic      DecodeKind = "WRONG_TOPIC"       // one of our event types, but of another topic
 	KindIncompatible    DecodeKind = "INCOMPATIBLE"      // writer schema cannot be resolved into ours
 	KindMalformed       DecodeKind = "MALFORMED"         // the body is not valid Avro for the writer schema
+	KindTooLarge        DecodeKind = "TOO_LARGE"         // the value exceeds Options.MaxValueBytes
 )
 
 // DecodeError is a permanent failure to decode one record. Detail never

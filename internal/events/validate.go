@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -83,8 +84,13 @@ func (c *checker) jsonObject(field string, v *string) {
 		return
 	}
 	s := strings.TrimSpace(*v)
-	if !strings.HasPrefix(s, "{") || !json.Valid([]byte(s)) {
+	switch {
+	case len(s) > MaxJSONLen:
+		c.add(field, "longer than "+strconv.Itoa(MaxJSONLen)+" bytes")
+	case !strings.HasPrefix(s, "{") || !json.Valid([]byte(s)):
 		c.add(field, "must be a JSON object")
+	case jsonDepth(s) > MaxJSONDepth:
+		c.add(field, "nested deeper than "+strconv.Itoa(MaxJSONDepth)+" levels")
 	}
 }
 
@@ -97,6 +103,57 @@ func (c *checker) isoDate(field, v string) {
 	if _, err := time.Parse(time.DateOnly, v); err != nil || len(v) != len(time.DateOnly) {
 		c.add(field, "must be an existing date in the form YYYY-MM-DD")
 	}
+}
+
+// Limits on field sizes. Upstream is another team's code and may send
+// garbage; these keep one record's cost (memory, the API request, the error
+// event) bounded. Generous for real data: an id is a few dozen characters.
+const (
+	MaxIDLen       = 128      // transactionId, loyaltyId, itemId, partnerMemberId, externalId, …
+	MaxNameLen     = 256      // names, places
+	MaxAddressLen  = 512      // address
+	MaxContactLen  = 254      // email (RFC 5321), phone
+	MaxDocumentLen = 64       // idNumber, passportNumber
+	MaxTextLen     = 1024     // a redemption's free-text description
+	MaxSignLen     = 8 << 10  // a redemption sign (a JWT)
+	MaxJSONLen     = 16 << 10 // description and extraData of a purchase
+	MaxJSONDepth   = 16       // nesting of those JSON objects
+)
+
+// maxLen records a problem when v is longer than n bytes.
+func (c *checker) maxLen(field, v string, n int) {
+	if len(v) > n {
+		c.add(field, "longer than "+strconv.Itoa(n)+" bytes")
+	}
+}
+
+func (c *checker) maxLenOpt(field string, v *string, n int) {
+	if v != nil {
+		c.maxLen(field, *v, n)
+	}
+}
+
+// jsonDepth is the deepest nesting of objects and arrays in a JSON text.
+func jsonDepth(s string) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		switch {
+		case escaped:
+			escaped = false
+		case inString && ch == '\\':
+			escaped = true
+		case ch == '"':
+			inString = !inString
+		case inString:
+		case ch == '{' || ch == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case ch == '}' || ch == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // optionalPresent reports whether an optional string is set and not blank.
@@ -120,6 +177,9 @@ func (e *PurchaseCompleted) Validate() error {
 	}
 	c.jsonObject("description", e.Description)
 	c.jsonObject("extraData", e.ExtraData)
+	c.maxLen("transactionId", e.TransactionID, MaxIDLen)
+	c.maxLen("loyaltyId", e.LoyaltyID, MaxIDLen)
+	c.maxLenOpt("itemId", e.ItemID, MaxIDLen)
 	return c.err()
 }
 
@@ -136,6 +196,10 @@ func (e *RedemptionRequested) Validate() error {
 	if e.Sign != nil && blank(*e.Sign) {
 		c.add("sign", "must not be blank when present (leave it null for the bridge to sign)")
 	}
+	c.maxLen("transactionId", e.TransactionID, MaxIDLen)
+	c.maxLen("loyaltyId", e.LoyaltyID, MaxIDLen)
+	c.maxLenOpt("description", e.Description, MaxTextLen)
+	c.maxLenOpt("sign", e.Sign, MaxSignLen)
 	return c.err()
 }
 
@@ -150,6 +214,9 @@ func (e *PurchaseRefunded) Validate() error {
 	c.required("loyaltyId", e.LoyaltyID)
 	c.nonNegative("refundAmount", e.RefundAmount)
 	c.notZeroTime("refundDate", e.RefundDate)
+	c.maxLen("transactionId", e.TransactionID, MaxIDLen)
+	c.maxLen("originalTransactionId", e.OriginalTransactionID, MaxIDLen)
+	c.maxLen("loyaltyId", e.LoyaltyID, MaxIDLen)
 	return c.err()
 }
 
@@ -187,6 +254,18 @@ func (e *MemberOnboardRequested) Validate() error {
 	}
 	c.required("address", e.Address)
 	c.required("externalId", e.ExternalID)
+	c.maxLen("transactionId", e.TransactionID, MaxIDLen)
+	c.maxLen("phone", e.Phone, MaxContactLen)
+	c.maxLen("fullName", e.FullName, MaxNameLen)
+	c.maxLenOpt("firstName", e.FirstName, MaxNameLen)
+	c.maxLenOpt("lastName", e.LastName, MaxNameLen)
+	c.maxLenOpt("email", e.Email, MaxContactLen)
+	c.maxLenOpt("idNumber", e.IDNumber, MaxDocumentLen)
+	c.maxLenOpt("passportNumber", e.PassportNumber, MaxDocumentLen)
+	c.maxLen("placeOfIssue", e.PlaceOfIssue, MaxNameLen)
+	c.maxLen("placeOfBirth", e.PlaceOfBirth, MaxNameLen)
+	c.maxLen("address", e.Address, MaxAddressLen)
+	c.maxLen("externalId", e.ExternalID, MaxIDLen)
 	return c.err()
 }
 
@@ -196,6 +275,9 @@ func (e *MemberLinkRequested) Validate() error {
 	c.required("transactionId", e.TransactionID)
 	c.required("loyaltyId", e.LoyaltyID)
 	c.required("partnerMemberId", e.PartnerMemberID)
+	c.maxLen("transactionId", e.TransactionID, MaxIDLen)
+	c.maxLen("loyaltyId", e.LoyaltyID, MaxIDLen)
+	c.maxLen("partnerMemberId", e.PartnerMemberID, MaxIDLen)
 	return c.err()
 }
 
@@ -205,5 +287,8 @@ func (e *MemberUnlinkRequested) Validate() error {
 	c.required("transactionId", e.TransactionID)
 	c.required("loyaltyId", e.LoyaltyID)
 	c.required("partnerMemberId", e.PartnerMemberID)
+	c.maxLen("transactionId", e.TransactionID, MaxIDLen)
+	c.maxLen("loyaltyId", e.LoyaltyID, MaxIDLen)
+	c.maxLen("partnerMemberId", e.PartnerMemberID, MaxIDLen)
 	return c.err()
 }
