@@ -40,7 +40,7 @@
 // PauseFetchPartitions (franz-go drops and later refetches what it had
 // buffered for it) while the other partitions go on. Memory is therefore
 // bounded by configuration: MaxBuffered records here, plus franz-go's fetch
-// buffers (about one fetch response per broker, FetchMaxBytes 4 MiB here)
+// buffers (about one fetch response per broker, FetchMaxBytes 1 MiB here)
 // and its produce buffer. FetchMaxWait is 250ms rather than franz-go's 5s:
 // a resumed partition waits for the fetch in flight for the others.
 //
