@@ -2,6 +2,7 @@ package service
 
 import (
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,18 @@ type metricsObserver struct {
 	pipeline.NopObserver
 	m      *telemetry.Metrics
 	joined *atomic.Bool
+
+	mu    sync.Mutex
+	owned map[string]map[int32]bool // partitions this member owns
+}
+
+// owns reports whether this member currently owns the partition: only its
+// owner reports a partition's lag, so that summing over replicas counts
+// each partition once.
+func (o *metricsObserver) owns(topic string, partition int32) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.owned[topic][partition]
 }
 
 func (o *metricsObserver) RecordStarted(topic string, _ int32, _ bool) {
@@ -30,10 +43,30 @@ func (o *metricsObserver) InFlight(inFlight, buffered int) {
 }
 
 func (o *metricsObserver) CommitPoint(topic string, partition int32, next int64) {
-	o.m.CommittedOffset.WithLabelValues(topic, strconv.Itoa(int(partition))).Set(float64(next))
+	if o.owns(topic, partition) { // a revoked partition's last commits belong to no gauge
+		o.m.CommittedOffset.WithLabelValues(topic, strconv.Itoa(int(partition))).Set(float64(next))
+	}
 }
 
-func (o *metricsObserver) Assigned(string, []int32, bool, bool) { o.joined.Store(true) }
+func (o *metricsObserver) Assigned(topic string, partitions []int32, assigned, _ bool) {
+	o.joined.Store(true)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.owned == nil {
+		o.owned = map[string]map[int32]bool{}
+	}
+	if o.owned[topic] == nil {
+		o.owned[topic] = map[int32]bool{}
+	}
+	for _, p := range partitions {
+		if assigned {
+			o.owned[topic][p] = true
+			continue
+		}
+		delete(o.owned[topic], p)
+		o.m.ForgetPartition(topic, p)
+	}
+}
 
 // observers fans pipeline events out.
 type observers []pipeline.Observer

@@ -80,6 +80,7 @@ type Service struct {
 	pipe   *pipeline.Pipeline
 	ln     net.Listener
 	joined atomic.Bool
+	owner  *metricsObserver // which partitions this member owns
 }
 
 // Connect connects everything a bridge needs, in the order an operator
@@ -170,7 +171,8 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 	}
 	mode, _ := ordering.ParseMode(cfg.Ordering)
 	kp := kprom.NewMetrics("loyalty_bridge_kafka", kprom.Registerer(d.Metrics.Registry), kprom.Gatherer(d.Metrics.Registry))
-	obs := observers{&metricsObserver{m: d.Metrics, joined: &s.joined}}
+	s.owner = &metricsObserver{m: d.Metrics, joined: &s.joined}
+	obs := observers{s.owner}
 	if o.Observer != nil {
 		obs = append(obs, o.Observer)
 	}
@@ -361,7 +363,8 @@ func (s *Service) Run(ctx context.Context) error {
 	return err
 }
 
-// measureLag refreshes the lag gauges every --lag-interval.
+// measureLag refreshes the lag gauges of the partitions this member owns
+// every --lag-interval.
 func (s *Service) measureLag(ctx context.Context) {
 	adm := kadm.NewClient(s.admin)
 	t := time.NewTicker(s.cfg.LagInterval)
@@ -382,8 +385,12 @@ func (s *Service) measureLag(ctx context.Context) {
 		for _, gl := range lags {
 			for topic, parts := range gl.Lag {
 				for p, l := range parts {
-					if l.Err == nil {
-						s.Metrics.SetOffsets(topic, p, l.Commit.At, l.End.Offset)
+					if l.Err == nil && s.owner.owns(topic, p) {
+						committed := l.Commit.At
+						if committed < 0 { // nothing committed yet: consumption starts at the log start
+							committed = l.End.Offset - l.Lag
+						}
+						s.Metrics.SetOffsets(topic, p, committed, l.End.Offset)
 					}
 				}
 			}

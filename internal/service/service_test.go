@@ -180,6 +180,30 @@ func TestServiceEndToEnd(t *testing.T) {
 		return len(seen) == n
 	})
 
+	// The lag of every input partition, reported by its owner (this
+	// member owns them all), reaches zero.
+	waitFor(t, "lag gauges", 20*time.Second, func() bool {
+		mfs, err := svc.Metrics.Registry.Gather()
+		if err != nil {
+			return false
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "loyalty_bridge_consumer_lag" {
+				continue
+			}
+			if len(mf.GetMetric()) != 3*4 {
+				return false
+			}
+			for _, m := range mf.GetMetric() {
+				if m.GetGauge().GetValue() != 0 {
+					return false
+				}
+			}
+			return true
+		}
+		return false
+	})
+
 	stop()
 	select {
 	case err := <-done:

@@ -95,6 +95,14 @@ func (m *Metrics) SetOffsets(topic string, partition int32, committed, highWater
 	m.Lag.WithLabelValues(topic, p).Set(float64(lag))
 }
 
+// ForgetPartition removes a partition's offset and lag series, when this
+// member no longer owns it (another member reports it now).
+func (m *Metrics) ForgetPartition(topic string, partition int32) {
+	p := strconv.Itoa(int(partition))
+	m.CommittedOffset.DeleteLabelValues(topic, p)
+	m.Lag.DeleteLabelValues(topic, p)
+}
+
 // endpointOf names a partner API path by the spec's endpoint, keeping label
 // cardinality fixed (path parameters such as loyaltyId never become labels).
 func endpointOf(path string) string {
