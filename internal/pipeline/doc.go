@@ -59,6 +59,39 @@
 // are not committed either: the next owner processes them again, and the
 // Fresh flag lets the handler guard against repeating an effect.
 //
+// # Exactly once
+//
+// With Delivery ExactlyOnce the client is a franz-go GroupTransactSession
+// (transactional producer, read_committed consumer) and work goes in rounds:
+// one poll of at most MaxBuffered records; every record handled as above
+// (same lanes, limits, Gate and Fallback), its outputs held in memory; then
+// one transaction produces all of the round's outputs, in poll order, and
+// commits its offsets. A reader with isolation level read_committed sees
+// each output once, whatever happens to members.
+//
+// Outputs are produced only at the end of a round so that a transaction
+// lasts a produce and a commit, not the handlers' API calls: it cannot time
+// out while the Gate holds records, and a dead member's transaction holds
+// back readers for a short TransactionTimeout at most (none when it is
+// restarted with its TransactionalID, which fences it at start-up).
+//
+// A round that cannot commit is aborted: when the group rebalances during
+// it (the session aborts then anyway: another member may already own a
+// partition), when a record is abandoned, when shutdown's drain times out,
+// or when an output fails. Its handlers are canceled, the consumer goes
+// back to the committed offsets, and everything the round took is taken
+// again with Meta.Fresh set, since its effects may have happened. A record
+// whose output failed goes to Fallback (ErrProduce) when taken again. An
+// error ending a transaction stops Run: franz-go reports only errors it
+// cannot retry (a fenced or failed producer, an unreachable cluster).
+//
+// The price: a round waits for its slowest record, so a key with several
+// records in a round takes that many handler calls in a row; outputs appear
+// only at the end of their round; the next poll waits for the commit. Use
+// it when consumers of the outputs cannot tolerate duplicates; the partner
+// API's own protection is the handlers' guard either way, since a
+// transaction covers Kafka, not the API call.
+//
 // # Rebalances and shutdown
 //
 // On revoke the pipeline stops dispatching the partition, drops its records
@@ -67,7 +100,9 @@
 // callback. On loss it drops everything without committing. On assignment the
 // first FreshWindow records of each partition carry Meta.Fresh. When Run's
 // context is canceled: stop polling and dispatching, drain (at most
-// DrainTimeout), commit, flush, leave the group, close.
+// DrainTimeout), commit, flush, leave the group, close. In ExactlyOnce mode
+// a revocation aborts the round instead of draining it, and shutdown gives
+// the current round DrainTimeout to finish and commit, or aborts it.
 //
 // The package never decodes values, calls the partner API, or logs record
 // keys or values (they may carry personal data): handlers own all of that.

@@ -38,9 +38,9 @@ type env struct {
 	adm   *kadm.Client
 }
 
-func newEnv(t *testing.T, partitions int32) *env {
+func newEnv(t *testing.T, partitions int32, opts ...kfake.Opt) *env {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, inTopic, outTopic, errTopic))
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, inTopic, outTopic, errTopic)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

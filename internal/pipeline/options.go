@@ -17,8 +17,9 @@ import (
 // then done at once. The pipeline owns the returned records.
 //
 // ctx is canceled when the record's partition is lost, or when a revoke or
-// shutdown drain has timed out; an error returned after that is not a
-// failure, the record is just abandoned (not committed). Any other error, or
+// shutdown drain has timed out (in ExactlyOnce mode: when its round is
+// aborted); an error returned after that is not a failure, the record is
+// just abandoned (not committed). Any other error, or
 // a panic, is a bug path and goes to Fallback. A handler must return soon
 // after ctx is canceled: shutdown waits for it at most DrainTimeout more.
 //
@@ -32,7 +33,8 @@ type Meta struct {
 	// Fresh is true for the first FreshWindow records taken from a
 	// partition after it was assigned to this member: a previous owner may
 	// have processed them without committing, so an effect they cause may
-	// already have happened.
+	// already have happened. In ExactlyOnce mode it is also true for every
+	// record taken again after its round was aborted.
 	Fresh bool
 }
 
@@ -90,6 +92,23 @@ type Options struct {
 
 	// Mode is the ordering within a partition; default ordering.Key.
 	Mode ordering.Mode
+	// Delivery is the output guarantee; default AtLeastOnce.
+	Delivery Delivery
+	// TransactionalID names this member's transactional producer in
+	// ExactlyOnce mode, where it is required (ignored otherwise). Give
+	// every live member its own, and keep it across restarts of the same
+	// member (a pod name): a member starting with the ID of a dead one
+	// fences it and aborts its open transaction at once, where a new ID
+	// leaves read_committed readers of the outputs waiting up to
+	// TransactionTimeout for it. Two live members with one ID fence each
+	// other: the older one's Run stops with an error.
+	TransactionalID string
+	// TransactionTimeout bounds a transaction in ExactlyOnce mode; default
+	// 10s. A transaction spans only the end of a round (its outputs'
+	// produce and the commit), not the handler calls, so it can be short;
+	// it is also how long a member that dies mid-commit, and is not
+	// restarted with its TransactionalID, holds back read_committed readers.
+	TransactionTimeout time.Duration
 	// MaxInFlight bounds handler calls running at once across all
 	// partitions; default 256. It is also the number of worker goroutines.
 	// Records awaiting acknowledgement of their outputs are bounded by
@@ -115,6 +134,8 @@ type Options struct {
 	// Meta.Fresh; default MaxBufferedPerPartition, what a previous owner
 	// may have had beyond its commit point. Records a previous owner
 	// finished after its last commit (CommitInterval) are not covered.
+	// In ExactlyOnce mode the default is MaxBuffered, a whole round, which
+	// covers everything a previous owner can have done uncommitted.
 	FreshWindow int
 
 	// Linger is how long the producer waits to batch outputs; default 2ms.
@@ -124,7 +145,8 @@ type Options struct {
 	Linger time.Duration
 	// CommitInterval is how often marked commit points are committed;
 	// default 1s, minimum 100ms. Shorter means fewer reprocessed records
-	// after a crash.
+	// after a crash. ExactlyOnce mode commits at the end of every round
+	// instead.
 	CommitInterval time.Duration
 	// DrainTimeout bounds the wait for in-flight records on revoke and on
 	// shutdown; default 10s. Keep it below the group's rebalance timeout.
@@ -185,6 +207,15 @@ func (o Options) withDefaults() (Options, error) {
 	if o.DrainTimeout < 0 {
 		bad("DrainTimeout must not be negative, got %v", o.DrainTimeout)
 	}
+	if _, err := o.Delivery.MarshalText(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Delivery == ExactlyOnce && o.TransactionalID == "" {
+		bad("exactly-once delivery needs a TransactionalID")
+	}
+	if o.TransactionTimeout < 0 || (o.TransactionTimeout > 0 && o.TransactionTimeout < time.Second) {
+		bad("TransactionTimeout must be at least 1s, got %v", o.TransactionTimeout)
+	}
 
 	if o.MaxInFlight == 0 {
 		o.MaxInFlight = 256
@@ -209,6 +240,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FreshWindow == 0 {
 		o.FreshWindow = o.MaxBufferedPerPartition
+		if o.Delivery == ExactlyOnce {
+			o.FreshWindow = o.MaxBuffered
+		}
+	}
+	if o.TransactionTimeout == 0 {
+		o.TransactionTimeout = 10 * time.Second
 	}
 	switch {
 	case o.Linger == 0:

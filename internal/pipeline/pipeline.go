@@ -44,6 +44,16 @@ type Pipeline struct {
 	failure    error
 	stop       context.CancelCauseFunc
 	markBuf    map[string]map[int32]kgo.EpochOffset
+
+	// Exactly-once mode (transact.go); all guarded by mu but sess.
+	eos       bool
+	sess      *kgo.GroupTransactSession
+	round     []*job // the current round's jobs, in poll order
+	roundID   uint64 // bumped whenever a round ends
+	roundLeft int    // jobs of the round not yet settled
+	doomed    bool   // the round must abort: a rebalance, an abandoned record
+	roundWake chan struct{}
+	outFailed map[tp]map[int64]outFailure // outputs that failed in an aborted round
 }
 
 type tp struct {
@@ -65,6 +75,8 @@ type partition struct {
 	paused   bool
 	revoking bool
 	idle     chan struct{} // while revoking: closed when inFlight reaches 0
+	taken    int           // exactly once: records taken in the current round
+	stopped  chan struct{} // exactly once, while revoking: closed when handling reaches 0
 }
 
 // job is one record from dispatch to done.
@@ -80,6 +92,12 @@ type job struct {
 	errMu    sync.Mutex
 	err      error // first produce error
 	promise  func(*kgo.Record, error)
+
+	// Exactly-once mode, guarded by Pipeline.mu.
+	round   uint64        // the round the job was taken in
+	settled bool          // counted out of roundLeft
+	outs    []*kgo.Record // ready: outputs awaiting the round's transaction
+	ready   bool
 }
 
 // New validates opts (every problem at once) and returns a Pipeline. It
@@ -102,6 +120,9 @@ func New(opts Options) (*Pipeline, error) {
 		parts:        make(map[tp]*partition),
 		drained:      make(chan struct{}),
 		markBuf:      make(map[string]map[int32]kgo.EpochOffset),
+		eos:          o.Delivery == ExactlyOnce,
+		roundWake:    make(chan struct{}, 1),
+		outFailed:    make(map[tp]map[int64]outFailure),
 	}, nil
 }
 
@@ -111,11 +132,7 @@ func (p *Pipeline) clientOpts() []kgo.Opt {
 		kgo.ConsumerGroup(p.o.Group),
 		kgo.ConsumeTopics(p.o.Topics...),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.AutoCommitMarks(),
-		kgo.AutoCommitInterval(p.o.CommitInterval),
 		kgo.OnPartitionsAssigned(p.onAssigned),
-		kgo.OnPartitionsRevoked(p.onRevoked),
-		kgo.OnPartitionsLost(p.onLost),
 		// Fetched records are most of the bridge's live heap (a heap
 		// profile with a 100k backlog: 82%, record slices and decompressed
 		// batches). 1 MiB per response and 256 KiB per partition still
@@ -131,6 +148,15 @@ func (p *Pipeline) clientOpts() []kgo.Opt {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(p.o.Linger),
 	}
+	if p.eos {
+		opts = append(opts, p.transactOpts()...)
+	} else {
+		opts = append(opts,
+			kgo.AutoCommitMarks(),
+			kgo.AutoCommitInterval(p.o.CommitInterval),
+			kgo.OnPartitionsRevoked(p.onRevoked),
+			kgo.OnPartitionsLost(p.onLost))
+	}
 	return append(opts, p.o.ClientOpts...)
 }
 
@@ -141,6 +167,9 @@ func (p *Pipeline) clientOpts() []kgo.Opt {
 func (p *Pipeline) Run(ctx context.Context) error {
 	if p.ran.Swap(true) {
 		return errors.New("pipeline: Run called twice")
+	}
+	if p.eos {
+		return p.runTransactional(ctx)
 	}
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -297,24 +326,7 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 		}
 		fs := p.cl.PollRecords(pollCtx, room)
 		cancel()
-		failed := false
-		fs.EachError(func(topic string, partition int32, err error) {
-			if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
-				return
-			}
-			failed = true
-			p.log.Warn("fetch error", zap.String("topic", topic), zap.Int32("partition", partition), zap.Error(err))
-		})
-		// franz-go retries what is retriable; what it returns may come back
-		// at once on every poll, so back off instead of spinning and logging.
-		switch {
-		case !failed || fs.NumRecords() > 0:
-			backoff = 0
-		case backoff == 0:
-			backoff = 100 * time.Millisecond
-		default:
-			backoff = min(2*backoff, 5*time.Second)
-		}
+		backoff = p.pollBackoff(fs, backoff)
 		pause := p.enqueue(fs)
 		if pause != nil {
 			p.cl.PauseFetchPartitions(pause)
@@ -322,6 +334,28 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 		}
 		p.cl.AllowRebalance()
 		wake(p.wakeDispatch)
+	}
+}
+
+// pollBackoff logs a poll's fetch errors and returns how long to wait before
+// the next poll. franz-go retries what is retriable; what it returns may come
+// back at once on every poll, so back off instead of spinning and logging.
+func (p *Pipeline) pollBackoff(fs kgo.Fetches, backoff time.Duration) time.Duration {
+	failed := false
+	fs.EachError(func(topic string, partition int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+			return
+		}
+		failed = true
+		p.log.Warn("fetch error", zap.String("topic", topic), zap.Int32("partition", partition), zap.Error(err))
+	})
+	switch {
+	case !failed || fs.NumRecords() > 0:
+		return 0
+	case backoff == 0:
+		return 100 * time.Millisecond
+	default:
+		return min(2*backoff, 5*time.Second)
 	}
 }
 
@@ -371,6 +405,13 @@ func (p *Pipeline) enqueue(fs kgo.Fetches) map[string][]int32 {
 		part.track.Add(r.Offset, r.LeaderEpoch)
 		p.buffered++
 		n++
+		if p.eos { // a round is one poll: nothing to pause
+			j.round = p.roundID
+			p.round = append(p.round, j)
+			p.roundLeft++
+			part.taken++
+			return
+		}
 		if !part.paused && part.track.Len() >= p.o.MaxBufferedPerPartition {
 			part.paused = true
 			if pause == nil {
@@ -454,7 +495,7 @@ func (p *Pipeline) dispatch(ctx context.Context) {
 
 // nextLocked picks the next record to run, or nil.
 func (p *Pipeline) nextLocked() *job {
-	if p.handling >= p.o.MaxInFlight || p.failure != nil {
+	if p.handling >= p.o.MaxInFlight || p.failure != nil || p.doomed {
 		return nil
 	}
 	for _, part := range p.parts { // map order: no partition is always first
@@ -492,6 +533,16 @@ func (p *Pipeline) worker() {
 }
 
 func (p *Pipeline) process(j *job) {
+	if p.eos {
+		if f, ok := p.takeOutFailure(j); ok {
+			if f.fellBack {
+				p.fail(j, f.err)
+			} else {
+				p.fallBack(j, f.err)
+			}
+			return
+		}
+	}
 	outs, err := p.handle(j)
 	if err != nil {
 		if j.p.ctx.Err() != nil {
@@ -543,6 +594,10 @@ func (p *Pipeline) fallBack(j *job, cause error) {
 }
 
 func (p *Pipeline) produce(j *job, outs []*kgo.Record) {
+	if p.eos {
+		p.hold(j, outs)
+		return
+	}
 	p.releaseLane(j)
 	if len(outs) == 0 {
 		p.done(j)
@@ -576,6 +631,15 @@ func (p *Pipeline) releaseLocked(j *job) {
 	j.p.sched.Done(j.task)
 	j.p.handling--
 	p.handling--
+	if p.eos {
+		if j.p.handling == 0 && j.p.stopped != nil {
+			close(j.p.stopped)
+			j.p.stopped = nil
+		}
+		if p.handling == 0 {
+			wake(p.roundWake)
+		}
+	}
 }
 
 func (j *job) produceErr() error {
@@ -649,6 +713,9 @@ func (p *Pipeline) finish(j *job, outcome Outcome) {
 	p.inFlight--
 	part.inFlight--
 	p.releaseLocked(j)
+	if p.eos {
+		p.settleLocked(j, outcome == Abandoned)
+	}
 	live := p.parts[part.tp] == part
 	if live && (outcome == Processed || outcome == FellBack) {
 		before := part.track.Len()
@@ -820,6 +887,7 @@ func (p *Pipeline) dropLocked(parts []*partition) map[string][]int32 {
 			continue
 		}
 		delete(p.parts, part.tp)
+		delete(p.outFailed, part.tp)
 		p.buffered -= part.track.Len()
 		part.revoking = true
 		part.cancel()

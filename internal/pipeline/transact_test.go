@@ -1,0 +1,474 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+)
+
+func TestDeliveryNames(t *testing.T) {
+	for _, d := range []Delivery{AtLeastOnce, ExactlyOnce} {
+		var got Delivery
+		b, err := d.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := got.UnmarshalText(b); err != nil || got != d {
+			t.Errorf("%s: round trip gave %v, %v", d, got, err)
+		}
+	}
+	if _, err := ParseDelivery("exactly_once"); err == nil || !strings.Contains(err.Error(), "at-least-once or exactly-once") {
+		t.Errorf("ParseDelivery of a wrong name: %v", err)
+	}
+	var zero Delivery
+	if zero != AtLeastOnce {
+		t.Error("the zero Delivery is not AtLeastOnce")
+	}
+}
+
+func TestExactlyOnceOptions(t *testing.T) {
+	_, err := New(Options{Brokers: []string{"x"}, Group: "g", Topics: []string{"t"}, Handler: echo(nil),
+		Delivery: ExactlyOnce, TransactionTimeout: time.Millisecond})
+	for _, want := range []string{"exactly-once delivery needs a TransactionalID", "TransactionTimeout must be at least 1s"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not mention %q", err, want)
+		}
+	}
+	if _, err := New(Options{Brokers: []string{"x"}, Group: "g", Topics: []string{"t"}, Handler: echo(nil), Delivery: 7}); err == nil {
+		t.Error("New accepted an unknown delivery")
+	}
+	p, err := New(Options{Brokers: []string{"x"}, Group: "g", Topics: []string{"t"}, Handler: echo(nil),
+		Delivery: ExactlyOnce, TransactionalID: "m-1", MaxBuffered: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.o.FreshWindow != 300 || p.o.TransactionTimeout != 10*time.Second {
+		t.Errorf("exactly-once defaults: FreshWindow %d (want MaxBuffered 300), TransactionTimeout %v", p.o.FreshWindow, p.o.TransactionTimeout)
+	}
+}
+
+// eosOpts are e.opts in exactly-once mode with small rounds.
+func (e *env) eosOpts(group, txnID string, h Handler) Options {
+	o := e.opts(group, h)
+	o.Delivery = ExactlyOnce
+	o.TransactionalID = txnID
+	o.MaxInFlight = 16
+	o.MaxBuffered = 64
+	return o
+}
+
+var sentinels atomic.Int64
+
+// readAll reads topic to its end and returns how many times each value
+// occurred. It first writes a sentinel to every partition and reads until
+// it has seen them all: a read_committed reader sees a sentinel only once
+// every transaction before it has ended, so nothing committed is missed.
+func (e *env) readAll(topic string, readCommitted bool) map[string]int {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ends, err := e.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sentinel := fmt.Sprintf("sentinel-%d", sentinels.Add(1))
+	var recs []*kgo.Record
+	ends.Each(func(o kadm.ListedOffset) {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: o.Partition, Value: []byte(sentinel)})
+	})
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(e.addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer pcl.Close()
+	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		e.t.Fatal(err)
+	}
+	iso := kgo.ReadUncommitted()
+	if readCommitted {
+		iso = kgo.ReadCommitted()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.addrs...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cl.Close()
+	got := map[string]int{}
+	seen := 0
+	for seen < len(recs) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			e.t.Fatalf("read %d of %d sentinels from %s before the deadline", seen, len(recs), topic)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			switch v := string(r.Value); {
+			case v == sentinel:
+				seen++
+			case strings.HasPrefix(v, "sentinel-"):
+			default:
+				got[v]++
+			}
+		})
+	}
+	return got
+}
+
+// TestExactlyOnceEveryRecordOnce: in exactly-once mode every input has
+// exactly one committed output, the commits reach the end offsets, records
+// of one key run one at a time in offset order, and the in-flight limits
+// hold.
+func TestExactlyOnceEveryRecordOnce(t *testing.T) {
+	e := newEnv(t, 3)
+	const n = 1500
+	e.produce(n, func(i int) string { return fmt.Sprintf("k%d", i%37) }, func(i int) int32 { return int32(i % 3) })
+	c := newCounter()
+	rec := newRecorder()
+	o := e.eosOpts("g", "member-1", echo(func(_ context.Context, r *kgo.Record, _ Meta) error {
+		key := fmt.Sprintf("key/%d/%s", r.Partition, r.Key)
+		part := fmt.Sprintf("part/%d", r.Partition)
+		c.enter(r.Offset, key, part, "all")
+		defer c.leave(key, part, "all")
+		return nil
+	}))
+	o.MaxInFlightPerPartition = 4
+	o.Observer = rec
+	r := start(t, o)
+	e.waitCommittedToEnd("g")
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	e.checkOutputs(e.readAll(outTopic, true), true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, starts := range c.starts {
+		switch {
+		case strings.HasPrefix(name, "key/"):
+			if c.max[name] != 1 || !slices.IsSorted(starts) {
+				t.Errorf("%s ran %d at once, in offset order: %v", name, c.max[name], slices.IsSorted(starts))
+			}
+		case strings.HasPrefix(name, "part/"):
+			if c.max[name] > 4 {
+				t.Errorf("%s ran %d at once, above MaxInFlightPerPartition 4", name, c.max[name])
+			}
+		}
+	}
+	if c.max["all"] > 16 {
+		t.Errorf("%d handlers at once, above MaxInFlight 16", c.max["all"])
+	}
+	if rec.maxBuffered > 64 {
+		t.Errorf("%d records buffered, above MaxBuffered 64", rec.maxBuffered)
+	}
+	if got := rec.doneCount(Processed); got != n {
+		t.Errorf("%d records processed, want %d", got, n)
+	}
+}
+
+// netSwitch is a dialer whose connections can all be cut at once, and that
+// refuses new ones after: a member that is killed, as far as the broker can
+// tell.
+type netSwitch struct {
+	mu    sync.Mutex
+	dead  bool
+	conns []net.Conn
+}
+
+func (s *netSwitch) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
+		return nil, errors.New("test: network cut")
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err == nil {
+		s.conns = append(s.conns, c)
+	}
+	return c, err
+}
+
+func (s *netSwitch) cut() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dead = true
+	for _, c := range s.conns {
+		c.Close()
+	}
+}
+
+// TestExactlyOnceCrashRestart: a member stopped mid-stream, and restarted
+// with its TransactionalID, leaves no duplicate for a read_committed reader,
+// and every record it may have processed without committing comes back
+// Fresh.
+//
+// "no drain": canceled while a round waits on a record (DrainTimeout 1ms),
+// so the round aborts. "killed": its commit is stalled after the round's
+// outputs are written, then its network is cut and it is canceled, so its
+// transaction stays open until the restarted member fences it; the aborted
+// outputs are in the log (a read_uncommitted reader sees them) but not for
+// a read_committed one.
+func TestExactlyOnceCrashRestart(t *testing.T) {
+	for _, killed := range []bool{false, true} {
+		name := "no drain"
+		if killed {
+			name = "killed"
+		}
+		t.Run(name, func(t *testing.T) { eosCrashRestart(t, killed) })
+	}
+}
+
+func eosCrashRestart(t *testing.T, killed bool) {
+	e := newEnv(t, 3, kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	const n = 900
+	e.produce(n, func(i int) string { return fmt.Sprintf("k%d", i%50) }, func(i int) int32 { return int32(i % 3) })
+
+	var (
+		mu    sync.Mutex
+		seen  = map[string]int{} // handler calls by input
+		stale []string           // records handled again without Fresh
+		hold  atomic.Bool        // member 1's handler waits on the record it sees first after hold is set
+		held  = make(chan struct{})
+		once  sync.Once
+	)
+	h := func(member int) Handler {
+		return echo(func(ctx context.Context, r *kgo.Record, meta Meta) error {
+			c := coord(r)
+			mu.Lock()
+			seen[c]++
+			if seen[c] > 1 && !meta.Fresh {
+				stale = append(stale, c)
+			}
+			mu.Unlock()
+			if member == 1 && hold.Load() {
+				once.Do(func() { close(held) })
+				<-ctx.Done() // the crash comes while this record waits
+				return ctx.Err()
+			}
+			return nil
+		})
+	}
+
+	// Member 1 commits a few rounds, then a record holds its round.
+	var stall atomic.Bool
+	stalled := make(chan struct{})
+	var stallOnce sync.Once
+	e.c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		e.c.KeepControl()
+		req := kreq.(*kmsg.EndTxnRequest)
+		if !stall.Load() || !req.Commit {
+			return nil, nil, false
+		}
+		stallOnce.Do(func() { close(stalled) })
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.ConcurrentTransactions.Code // retriable: the member keeps trying
+		return resp, nil, true
+	})
+	sw := &netSwitch{}
+	o1 := e.eosOpts("g", "member-a", h(1))
+	o1.DrainTimeout = time.Millisecond
+	if killed {
+		o1.DrainTimeout = time.Second
+		o1.ClientOpts = append(o1.ClientOpts, kgo.Dialer(sw.dial), kgo.SessionTimeout(time.Second))
+	}
+	r1 := start(t, o1)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		var sum int64
+		for _, o := range e.committed("g") {
+			sum += o
+		}
+		return sum >= n/4, fmt.Sprintf("committed %d", sum)
+	})
+	if killed {
+		stall.Store(true)
+		select {
+		case <-stalled:
+		case <-time.After(30 * time.Second):
+			t.Fatal("member 1 never tried to commit again")
+		}
+		sw.cut()
+		stall.Store(false)
+	} else {
+		hold.Store(true)
+		select {
+		case <-held:
+		case <-time.After(30 * time.Second):
+			t.Fatal("member 1 took no record after the hold")
+		}
+	}
+	committedAtCrash := e.committed("g")
+	mu.Lock()
+	handledAtCrash := len(seen)
+	mu.Unlock()
+
+	// The restart: the same TransactionalID, as a restarted pod would have.
+	// For the killed member it starts before the old one is even reaped.
+	var stopped chan error
+	if killed {
+		stopped = make(chan error, 1)
+		go func() { stopped <- r1.stop(t) }()
+	} else if err := r1.stop(t); err != nil {
+		t.Fatalf("member 1: %v", err)
+	}
+	o2 := e.eosOpts("g", "member-a", h(2))
+	r2 := start(t, o2)
+	e.waitCommittedToEnd("g")
+	if err := r2.stop(t); err != nil {
+		t.Fatalf("member 2: %v", err)
+	}
+	if killed {
+		t.Logf("killed member's Run returned: %v", <-stopped)
+	}
+
+	e.checkOutputs(e.readAll(outTopic, true), true)
+	all := e.readAll(outTopic, false)
+	aborted := 0
+	for _, k := range all {
+		aborted += k - 1
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	redone := 0
+	for _, k := range seen {
+		redone += k - 1
+	}
+	if len(stale) > 0 {
+		t.Errorf("%d records handled again without Fresh, e.g. %v", len(stale), stale[:min(5, len(stale))])
+	}
+	if redone == 0 {
+		t.Error("no record was handled twice: the crash left nothing to recover")
+	}
+	if killed && aborted == 0 {
+		t.Error("no aborted output in the log: the member was not killed mid-commit")
+	}
+	t.Logf("%d records; at the crash %d handled, committed %v; %d handled again; %d aborted outputs in the log",
+		n, handledAtCrash, committedAtCrash, redone, aborted)
+}
+
+// TestExactlyOnceRebalance: members join and leave mid-stream; every
+// rebalance aborts the round in progress, and a read_committed reader
+// still sees every output once.
+func TestExactlyOnceRebalance(t *testing.T) {
+	e := newEnv(t, 4)
+	const n = 2000
+	e.produce(n, func(i int) string { return fmt.Sprintf("k%d", i%101) }, func(i int) int32 { return int32(i % 4) })
+	work := func(context.Context, *kgo.Record, Meta) error {
+		time.Sleep(500 * time.Microsecond) // work, so the stream is still going when members come and go
+		return nil
+	}
+	recs := []*recorder{newRecorder(), newRecorder(), newRecorder()}
+	member := func(i int) *running {
+		o := e.eosOpts("g", fmt.Sprintf("member-%d", i), echo(work))
+		o.Observer = recs[i]
+		return start(t, o)
+	}
+	r0 := member(0)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		d := recs[0].doneCount(Processed)
+		return d >= 200, fmt.Sprintf("member 0 processed %d", d)
+	})
+	r1 := member(1)
+	r2 := member(2)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return recs[1].owns() > 0 && recs[2].owns() > 0, "members 1 and 2 not both assigned"
+	})
+	if err := r0.stop(t); err != nil {
+		t.Errorf("member 0: %v", err)
+	}
+	e.waitCommittedToEnd("g")
+	for i, r := range []*running{r1, r2} {
+		if err := r.stop(t); err != nil {
+			t.Errorf("member %d: %v", i+1, err)
+		}
+	}
+	e.checkOutputs(e.readAll(outTopic, true), true)
+	t.Logf("processed by member: %d %d %d; abandoned: %d %d %d",
+		recs[0].doneCount(Processed), recs[1].doneCount(Processed), recs[2].doneCount(Processed),
+		recs[0].doneCount(Abandoned), recs[1].doneCount(Abandoned), recs[2].doneCount(Abandoned))
+}
+
+// TestExactlyOnceProduceFailureFallsBack: an output that cannot be produced
+// aborts its round; taken again, the record goes to the fallback with
+// ErrProduce, and every record still has exactly one committed output.
+func TestExactlyOnceProduceFailureFallsBack(t *testing.T) {
+	e := newEnv(t, 1)
+	const n, bad = 20, 5
+	e.produce(n, strconv.Itoa, func(int) int32 { return 0 })
+	var cause atomic.Pointer[error]
+	var fallbacks atomic.Int32
+	o := e.eosOpts("g", "member-1", func(_ context.Context, r *kgo.Record, _ Meta) ([]*kgo.Record, error) {
+		topic := outTopic
+		if r.Offset == bad {
+			topic = "no-such-topic"
+		}
+		return []*kgo.Record{{Topic: topic, Value: []byte(coord(r))}}, nil
+	})
+	o.ClientOpts = append(o.ClientOpts, kgo.UnknownTopicRetries(0))
+	o.Fallback = func(r *kgo.Record, err error) ([]*kgo.Record, error) {
+		fallbacks.Add(1)
+		cause.Store(&err)
+		return []*kgo.Record{{Topic: errTopic, Value: []byte(coord(r))}}, nil
+	}
+	r := start(t, o)
+	e.waitCommittedToEnd("g")
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	outs := e.readAll(outTopic, true)
+	errs := e.readAll(errTopic, true)
+	want := fmt.Sprintf("%s/0/%d", inTopic, bad)
+	if errs[want] != 1 || len(errs) != 1 {
+		t.Errorf("error outputs %v, want one for %s", errs, want)
+	}
+	outs[want] += errs[want]
+	e.checkOutputs(outs, true)
+	if c := cause.Load(); c == nil || !errors.Is(*c, ErrProduce) {
+		t.Errorf("fallback cause %v, want ErrProduce", c)
+	}
+	if f := fallbacks.Load(); f != 1 {
+		t.Errorf("fallback called %d times, want 1", f)
+	}
+}
+
+// TestExactlyOnceFailureStops: a record that neither handler nor fallback
+// can turn into outputs stops Run with a RecordError, and its round is not
+// committed.
+func TestExactlyOnceFailureStops(t *testing.T) {
+	e := newEnv(t, 1)
+	const n, bad = 100, 50
+	e.produce(n, strconv.Itoa, func(int) int32 { return 0 })
+	o := e.eosOpts("g", "member-1", echo(func(_ context.Context, r *kgo.Record, _ Meta) error {
+		if r.Offset == bad {
+			return errTest
+		}
+		return nil
+	}))
+	o.Mode = ordering.Partition
+	err := start(t, o).wait(t)
+	var re *RecordError
+	if !errors.As(err, &re) || re.Offset != bad || !errors.Is(err, errTest) {
+		t.Fatalf("Run = %v, want RecordError at offset %d wrapping the handler error", err, bad)
+	}
+	got := e.committed("g")[0]
+	if got > bad {
+		t.Errorf("committed %d, past the failed record %d", got, bad)
+	}
+	outs := e.readAll(outTopic, true)
+	if len(outs) != int(got) {
+		t.Errorf("%d committed outputs for %d committed inputs", len(outs), got)
+	}
+}
