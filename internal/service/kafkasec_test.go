@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -9,6 +10,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -17,23 +20,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 )
 
-// pki is a private CA with a server certificate for 127.0.0.1 and a client
-// certificate, written as PEM files.
+// pki is a private CA with a server certificate and a client certificate,
+// written as PEM files.
 type pki struct {
 	caFile, clientCert, clientKey string
 	caPool                        *x509.CertPool
 	server                        tls.Certificate
 }
 
-func newPKI(t *testing.T) *pki {
+// newPKI makes a CA whose server certificate names dnsNames, or 127.0.0.1
+// when there are none.
+func newPKI(t *testing.T, dnsNames ...string) *pki {
 	t.Helper()
 	dir := t.TempDir()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -45,10 +53,10 @@ func newPKI(t *testing.T) *pki {
 		t.Fatal(err)
 	}
 	ca, _ := x509.ParseCertificate(caDER)
-	issue := func(serial int64, cn string, usage x509.ExtKeyUsage, ips []net.IP) ([]byte, *ecdsa.PrivateKey) {
+	issue := func(serial int64, cn string, usage x509.ExtKeyUsage, ips []net.IP, names []string) ([]byte, *ecdsa.PrivateKey) {
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: ips,
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: ips, DNSNames: names,
 			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 		if err != nil {
@@ -66,9 +74,13 @@ func newPKI(t *testing.T) *pki {
 	p := &pki{caPool: x509.NewCertPool()}
 	p.caPool.AddCert(ca)
 	p.caFile = write("ca.pem", "CERTIFICATE", caDER)
-	srvDER, srvKey := issue(2, "kafka", x509.ExtKeyUsageServerAuth, []net.IP{net.ParseIP("127.0.0.1")})
+	var ips []net.IP
+	if len(dnsNames) == 0 {
+		ips = []net.IP{net.ParseIP("127.0.0.1")}
+	}
+	srvDER, srvKey := issue(2, "kafka", x509.ExtKeyUsageServerAuth, ips, dnsNames)
 	p.server = tls.Certificate{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}
-	cliDER, cliKey := issue(3, "bridge", x509.ExtKeyUsageClientAuth, nil)
+	cliDER, cliKey := issue(3, "bridge", x509.ExtKeyUsageClientAuth, nil, nil)
 	p.clientCert = write("client.pem", "CERTIFICATE", cliDER)
 	keyDER, _ := x509.MarshalECPrivateKey(cliKey)
 	p.clientKey = write("client-key.pem", "EC PRIVATE KEY", keyDER)
@@ -87,7 +99,9 @@ func kafkaConfig(t *testing.T, brokers []string, mod func(*config.Config)) *conf
 	return cfg
 }
 
-// roundTrip produces and consumes one record with cfg's Kafka options.
+// roundTrip produces and consumes one record with cfg's Kafka options, then
+// runs Connect's start-up checks (brokers, input topics, the registry)
+// with them.
 func roundTrip(t *testing.T, cfg *config.Config) {
 	t.Helper()
 	opts, err := cfg.KafkaOpts()
@@ -96,15 +110,17 @@ func roundTrip(t *testing.T, cfg *config.Config) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(append(opts, kgo.ConsumeTopics(codec.DefaultPurchaseTopic))...)
+	topic := codec.DefaultPurchaseTopic
+	cl, err := kgo.NewClient(append(opts, kgo.ConsumeTopics(topic))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: codec.DefaultPurchaseTopic, Value: []byte("secure")}).FirstErr(); err != nil {
+	value := fmt.Sprintf("secure %s", t.Name())
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(value)}).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	for {
+	for got := false; !got; {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
 			t.Fatal("record not consumed")
@@ -112,18 +128,46 @@ func roundTrip(t *testing.T, cfg *config.Config) {
 		if err := fs.Err0(); err != nil {
 			t.Fatalf("consume: %v", err)
 		}
-		if fs.NumRecords() > 0 {
-			return
-		}
+		fs.EachRecord(func(r *kgo.Record) { got = got || string(r.Value) == value })
 	}
+
+	reg := srfake.New()
+	defer reg.Close()
+	cfg.RegistryURL, cfg.RegisterSchemas = reg.URL(), true
+	d, err := Connect(ctx, cfg, Options{Logger: zap.NewNop(), NoAPI: true})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	d.Close()
 }
 
-// Kafka over TLS with a private CA and a client certificate, and SASL PLAIN
-// and SCRAM-SHA-256/512, for real against kfake; wrong credentials and a
-// wrong CA fail Connect promptly with an error that says so.
+// refusesLikeKafka makes the broker answer SASL authentication of user the
+// way Apache Kafka does (SASL_AUTHENTICATION_FAILED with a message), where
+// kfake itself hangs up.
+func refusesLikeKafka(c *kfake.Cluster, user string) {
+	c.ControlKey(int16(kmsg.SASLAuthenticate), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.SASLAuthenticateRequest)
+		if !bytes.Contains(req.SASLAuthBytes, []byte(user)) {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		msg := "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"
+		resp.ErrorMessage = &msg
+		return resp, nil, true
+	})
+}
+
+// Kafka over TLS with a private CA (with and without a client certificate,
+// with --kafka-tls-server-name) and SASL PLAIN and SCRAM-SHA-256/512, for
+// real against kfake; wrong credentials, a wrong or missing CA, a missing
+// client certificate and a missing TLS or SASL setting fail Connect
+// promptly (well within --startup-timeout, not a deadline) with an error
+// that says which.
 func TestKafkaTLSAndSASL(t *testing.T) {
 	p := newPKI(t)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, codec.DefaultTopics().Inputs()...),
+	mutual, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, codec.DefaultTopics().Inputs()...),
 		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{p.server}, ClientCAs: p.caPool, ClientAuth: tls.RequireAndVerifyClientCert,
 			MinVersion: tls.VersionTLS12}),
 		kfake.EnableSASL(),
@@ -133,56 +177,107 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(mutual.Close)
+	refusesLikeKafka(mutual, "refused-user")
+	// A broker known by a DNS name only, TLS without client certificates
+	// and without SASL.
+	named := newPKI(t, "kafka.internal")
+	serverOnly, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, codec.DefaultTopics().Inputs()...),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{named.server}, MinVersion: tls.VersionTLS12}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(serverOnly.Close)
+
 	tlsOn := func(cfg *config.Config) {
 		cfg.KafkaTLSCAFile, cfg.KafkaTLSCertFile, cfg.KafkaTLSKeyFile = p.caFile, p.clientCert, p.clientKey
 	}
+	sasl := func(mech, user, pass string) func(*config.Config) {
+		return func(cfg *config.Config) { cfg.SASLMechanism, cfg.SASLUsername, cfg.SASLPassword = mech, user, pass }
+	}
+	both := func(mods ...func(*config.Config)) func(*config.Config) {
+		return func(cfg *config.Config) {
+			for _, m := range mods {
+				m(cfg)
+			}
+		}
+	}
+
 	for _, m := range []struct{ mech, user, pass string }{
 		{"PLAIN", "plain-user", "plain-pass"},
 		{"SCRAM-SHA-256", "scram256-user", "scram256-pass"},
 		{"SCRAM-SHA-512", "scram512-user", "scram512-pass"},
 	} {
-		t.Run(m.mech, func(t *testing.T) {
-			roundTrip(t, kafkaConfig(t, c.ListenAddrs(), func(cfg *config.Config) {
-				tlsOn(cfg)
-				cfg.SASLMechanism, cfg.SASLUsername, cfg.SASLPassword = m.mech, m.user, m.pass
-			}))
+		t.Run("client certificate and "+m.mech, func(t *testing.T) {
+			roundTrip(t, kafkaConfig(t, mutual.ListenAddrs(), both(tlsOn, sasl(m.mech, m.user, m.pass))))
 		})
 	}
+	t.Run("private CA and server name", func(t *testing.T) {
+		roundTrip(t, kafkaConfig(t, serverOnly.ListenAddrs(), func(cfg *config.Config) {
+			cfg.KafkaTLSCAFile, cfg.KafkaTLSServer = named.caFile, "kafka.internal"
+		}))
+	})
 
-	for name, tc := range map[string]struct {
-		mod  func(*config.Config)
-		want string
+	other := newPKI(t)
+	for _, tc := range []struct {
+		name    string
+		brokers []string
+		mod     func(*config.Config)
+		want    []string
 	}{
-		"wrong password": {func(cfg *config.Config) {
-			tlsOn(cfg)
-			cfg.SASLMechanism, cfg.SASLUsername, cfg.SASLPassword = "SCRAM-SHA-256", "scram256-user", "wrong"
-		}, "SASL"},
-		"unknown CA": {func(cfg *config.Config) {
-			tlsOn(cfg)
-			cfg.KafkaTLSCAFile = ""
-			cfg.KafkaTLS = true
-			cfg.SASLMechanism, cfg.SASLUsername, cfg.SASLPassword = "PLAIN", "plain-user", "plain-pass"
-		}, "certificate"},
-		"no TLS": {func(cfg *config.Config) {
-			cfg.SASLMechanism, cfg.SASLUsername, cfg.SASLPassword = "PLAIN", "plain-user", "plain-pass"
-		}, "kafka"},
+		{"wrong SCRAM password", mutual.ListenAddrs(), both(tlsOn, sasl("SCRAM-SHA-256", "scram256-user", "wrong-pass")),
+			[]string{"SASL", "--kafka-sasl-password"}},
+		{"unknown SCRAM user", mutual.ListenAddrs(), both(tlsOn, sasl("SCRAM-SHA-512", "nobody", "wrong-pass")),
+			[]string{"SASL", "--kafka-sasl-username"}},
+		{"wrong PLAIN password", mutual.ListenAddrs(), both(tlsOn, sasl("PLAIN", "plain-user", "wrong-pass")),
+			[]string{"SASL"}},
+		{"credentials for another mechanism", mutual.ListenAddrs(), both(tlsOn, sasl("SCRAM-SHA-512", "scram256-user", "scram256-pass")),
+			[]string{"SASL", "--kafka-sasl-mechanism"}},
+		{"refused as Apache Kafka refuses", mutual.ListenAddrs(), both(tlsOn, sasl("SCRAM-SHA-256", "refused-user", "wrong-pass")),
+			[]string{"SASL_AUTHENTICATION_FAILED", "invalid credentials"}},
+		{"SASL missing", mutual.ListenAddrs(), tlsOn,
+			[]string{"SASL is required but not provided"}},
+		{"client certificate missing", mutual.ListenAddrs(), both(sasl("PLAIN", "plain-user", "plain-pass"),
+			func(cfg *config.Config) { cfg.KafkaTLSCAFile = p.caFile }),
+			[]string{"certificate required"}},
+		{"another private CA", mutual.ListenAddrs(), both(tlsOn, sasl("PLAIN", "plain-user", "plain-pass"),
+			func(cfg *config.Config) { cfg.KafkaTLSCAFile = other.caFile }),
+			[]string{"certificate signed by unknown authority"}},
+		{"system roots for a private CA", mutual.ListenAddrs(), both(tlsOn, sasl("PLAIN", "plain-user", "plain-pass"),
+			func(cfg *config.Config) { cfg.KafkaTLSCAFile, cfg.KafkaTLS = "", true }),
+			[]string{"certificate signed by unknown authority"}},
+		{"server name missing", serverOnly.ListenAddrs(), func(cfg *config.Config) { cfg.KafkaTLSCAFile = named.caFile },
+			[]string{"cannot validate certificate for 127.0.0.1"}},
+		{"wrong server name", serverOnly.ListenAddrs(), func(cfg *config.Config) {
+			cfg.KafkaTLSCAFile, cfg.KafkaTLSServer = named.caFile, "kafka.example"
+		}, []string{"certificate is valid for kafka.internal, not kafka.example"}},
+		{"TLS missing", mutual.ListenAddrs(), sasl("PLAIN", "plain-user", "plain-pass"),
+			[]string{"is TLS missing?"}},
 	} {
-		t.Run(name, func(t *testing.T) {
-			cfg := kafkaConfig(t, c.ListenAddrs(), tc.mod)
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // kfake hangs up on refused credentials; franz-go retries that for a second or two
+			cfg := kafkaConfig(t, tc.brokers, tc.mod)
 			start := time.Now()
 			d, err := Connect(context.Background(), cfg, Options{Logger: zap.NewNop()})
+			took := time.Since(start)
 			if err == nil {
 				d.Close()
 				t.Fatal("connected")
 			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not say %q", err, tc.want)
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
 			}
-			if strings.Contains(err.Error(), "scram256-pass") || strings.Contains(err.Error(), "plain-pass") {
-				t.Errorf("error carries a password: %v", err)
+			if errors.Is(err, context.DeadlineExceeded) || took >= cfg.StartupTimeout {
+				t.Errorf("took %v (startup timeout %v): %v", took, cfg.StartupTimeout, err)
 			}
-			t.Logf("%s after %s: %v", name, time.Since(start).Round(time.Millisecond), err)
+			for _, secret := range []string{"wrong-pass", "plain-pass", "scram256-pass"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("error carries a password: %v", err)
+				}
+			}
+			t.Logf("after %s: %v", took.Round(time.Millisecond), err)
 		})
 	}
 }
