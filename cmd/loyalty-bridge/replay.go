@@ -5,12 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/replay"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
 )
@@ -19,35 +22,52 @@ func replayCommand() command {
 	return command{summary: "reprocess a partition range, a time window, or the failures on an error topic", run: runReplay}
 }
 
-const replayUsage = `usage: loyalty-bridge replay [connection flags of run] SOURCE [--dry-run] [--rate N] [--max-in-flight N]
+const replayUsage = `usage: loyalty-bridge replay [connection flags of run] SOURCE [--dry-run] [--rate N/s] [--max-in-flight N]
 
 SOURCE is one of:
-  --topic T --partition P --from-offset A [--to-offset B]    offsets [A, B) (B: the end now)
-  --topic T [--partition P] --since TIME [--until TIME]       records with timestamps in [since, until)
-  --from-errors T.error [--category C]... [--since TIME]       the originals of error events
-                                                               (default: the retryable ones)
+  --topic T --partition P --from-offset A [--to-offset B]   offsets [A, B) of one partition
+  --topic T [--partition P] --since TIME [--until TIME]      records from the first at or after
+                                                             since to the first at or after until
+  --from-errors T.error [--category C]... [--since TIME]     the original records of error events
+                                                             (default: every retryable one)
+Without --to-offset or --until a range ends where the partition ends when
+the replay starts.
 
-Replays run the bridge's own handlers outside the live consumer group (no
-group, no commits) with the idempotency guard always on: an accrual or
-redemption that was applied comes back ALREADY_APPLIED, nothing is granted
-twice. Outputs go to the usual reply topics with the header replayed: true.
+A replay reads with its own client (no consumer group, no commits: the live
+bridges are not disturbed) and runs the bridge's own handlers with the
+idempotency guard always on: an accrual or redemption that was applied comes
+back ALREADY_APPLIED, nothing is granted twice. Outputs go to the usual
+reply topics with the header replayed: true. Records of one key are replayed
+in offset order (--ordering). --dry-run decodes and validates, prints what
+would be called, and calls and produces nothing.
+
+Member onboarding has no idempotency key: an onboarding failure whose
+detail says it may have been applied is retryable like any other; check the
+externalIds it names (or use --dry-run) before replaying the member topic.
+
 TIME is RFC 3339 (2026-11-23T10:00:00Z) or a duration ago (90m).
-The exit status is 1 when something could not be replayed.
+--rate is records started per second (N or N/s) or per minute (N/m).
+
+Progress goes to stderr, the summary by outcome to stdout. Exit status 1
+when something was not replayed: an original that is neither in its error
+event nor retained, a replay that ended in a retryable error again
+(TRANSIENT_EXHAUSTED, AUTH, INTERNAL), an output Kafka did not take, an
+interruption; 2 for usage errors.
 
 Examples:
-  loyalty-bridge replay --from-errors loyalty.purchase.error --category TRANSIENT_EXHAUSTED --rate 50
-  loyalty-bridge replay --topic loyalty.purchase --partition 3 --since 2026-11-23T10:00:00Z --until 2026-11-23T10:20:00Z --dry-run
+  loyalty-bridge replay --from-errors loyalty.purchase.error --category TRANSIENT_EXHAUSTED --rate 50/s
+  loyalty-bridge replay --topic loyalty.purchase --partition 3 \
+    --since 2026-11-23T10:00:00Z --until 2026-11-23T10:20:00Z --dry-run
 
 Flags:
 `
 
 type replayFlags struct {
-	topic, fromErrors, since, until string
-	partition                       int
-	fromOffset, toOffset            int64
-	categories                      []string
-	dryRun                          bool
-	rate                            float64
+	topic, fromErrors, since, until, rate string
+	partition                             int
+	fromOffset, toOffset                  int64
+	categories                            []string
+	dryRun                                bool
 }
 
 func runReplay(ctx context.Context, e env, args []string) error {
@@ -56,39 +76,40 @@ func runReplay(ctx context.Context, e env, args []string) error {
 	cfg, b := config.Define(fs)
 	var f replayFlags
 	fs.StringVar(&f.topic, "topic", "", "input topic to replay")
-	fs.IntVar(&f.partition, "partition", -1, "partition (default: every partition)")
+	fs.IntVar(&f.partition, "partition", -1, "partition (default with --since: every partition)")
 	fs.Int64Var(&f.fromOffset, "from-offset", -1, "first offset to replay")
-	fs.Int64Var(&f.toOffset, "to-offset", -1, "offset to stop before (default: the end now)")
-	fs.StringVar(&f.since, "since", "", "first record time (RFC 3339 or a duration ago, e.g. 90m)")
-	fs.StringVar(&f.until, "until", "", "time to stop before (default: the end now)")
-	fs.StringVar(&f.fromErrors, "from-errors", "", "error topic whose events' originals to replay")
-	fs.Func("category", "error category to replay from --from-errors (repeatable; default: every retryable one)", func(s string) error {
+	fs.Int64Var(&f.toOffset, "to-offset", -1, "offset to stop before (default: the end when the replay starts)")
+	fs.StringVar(&f.since, "since", "", "first record time (RFC 3339 or a duration ago, e.g. 90m); with --from-errors: error events processed since")
+	fs.StringVar(&f.until, "until", "", "time to stop before (default: the end when the replay starts)")
+	fs.StringVar(&f.fromErrors, "from-errors", "", "error topic (<input>.error) whose events' original records to replay")
+	fs.Func("category", "error category to replay with --from-errors (repeatable; default: every retryable error event)", func(s string) error {
 		f.categories = append(f.categories, strings.ToUpper(s))
 		return nil
 	})
 	fs.BoolVar(&f.dryRun, "dry-run", false, "decode and validate, print what would be called, call nothing")
-	fs.Float64Var(&f.rate, "rate", 0, "records started per second (0: no bound)")
+	fs.StringVar(&f.rate, "rate", "", "records started per second, N or N/s, or per minute, N/m (default: no bound)")
 	fs.Usage = func() {
 		fmt.Fprint(e.stderr, replayUsage)
 		fs.PrintDefaults()
 	}
-	// Replay is gentler than the live bridge by default (set on the value,
-	// not through fs.Set, so the environment and file still apply).
+	// A replay is gentler than the live bridge by default. Set on the
+	// value, not with fs.Set, so that the environment and file still apply.
 	mif := fs.Lookup("max-in-flight")
-	_ = mif.Value.Set("16")
-	mif.DefValue = "16"
+	_ = mif.Value.Set(strconv.Itoa(replay.DefaultMaxInFlight))
+	mif.DefValue = strconv.Itoa(replay.DefaultMaxInFlight)
 	if err := b.ParseWithFile(args, e.lookup, "config"); err != nil {
 		return &exitError{code: 2, err: err}
 	}
 	now := time.Now()
-	since, until, err := f.times(now)
-	if err == nil {
-		err = f.check(since)
-	}
-	if err == nil && !f.dryRun {
-		err = cfg.Validate()
-	} else if err == nil {
-		err = cfg.ValidateKafka()
+	since, until, perSecond, err := f.parse(now)
+	err = errors.Join(err, f.check(cfg.Topics().Inputs()))
+	if f.dryRun {
+		err = errors.Join(err, cfg.ValidateKafka())
+		if _, merr := ordering.ParseMode(cfg.Ordering); merr != nil {
+			err = errors.Join(err, fmt.Errorf("--ordering: %w", merr))
+		}
+	} else {
+		err = errors.Join(err, cfg.Validate())
 	}
 	if fs.NArg() > 0 {
 		err = errors.Join(err, fmt.Errorf("unexpected arguments %q", fs.Args()))
@@ -96,30 +117,24 @@ func runReplay(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	if cfg.AuthURL == "" {
-		cfg.AuthURL = cfg.APIBaseURL
-	}
+	mode, _ := ordering.ParseMode(cfg.Ordering)
 
 	deps, err := service.Connect(ctx, cfg, service.Options{NoAPI: f.dryRun})
 	if err != nil {
 		return err
 	}
 	defer deps.Close()
-	opts := replay.Options{Kafka: deps.KafkaOpts, Codec: deps.Codec, DryRun: f.dryRun, Out: e.stdout, Rate: f.rate,
-		MaxInFlight: cfg.MaxInFlight, Logger: deps.Log}
-	if !f.dryRun {
+	prog := newProgress(e.stderr, "records replayed", time.Now())
+	opts := replay.Options{Kafka: deps.KafkaOpts, Codec: deps.Codec, DryRun: f.dryRun, Out: e.stdout, Rate: perSecond,
+		MaxInFlight: cfg.MaxInFlight, Mode: mode, MaxBuffered: cfg.MaxBuffered, DrainTimeout: cfg.DrainTimeout,
+		Logger: deps.Log.Named("replay")}
+	if !f.dryRun { // a dry run's lines are its progress
+		opts.Progress = prog.show
 		br, err := deps.Bridge(true)
 		if err != nil {
 			return err
 		}
 		opts.Handle, opts.Fallback = br.Handle, br.Fallback
-	}
-	prog := newProgress(e.stderr, "records replayed", now)
-	var pmu sync.Mutex
-	opts.Progress = func(done, total int) {
-		pmu.Lock()
-		defer pmu.Unlock()
-		prog.show(done, total)
 	}
 	r, err := replay.New(opts)
 	if err != nil {
@@ -128,14 +143,21 @@ func runReplay(ctx context.Context, e env, args []string) error {
 	defer r.Close()
 
 	var sum *replay.Summary
-	switch {
-	case f.fromErrors != "":
+	if f.fromErrors != "" {
 		cats := make([]events.Category, 0, len(f.categories))
 		for _, c := range f.categories {
 			cats = append(cats, events.Category(c))
 		}
+		what := "retryable error events"
+		if len(cats) > 0 {
+			what = strings.Join(f.categories, ", ") + " error events"
+		}
+		if !since.IsZero() {
+			what += " processed since " + since.Format(time.RFC3339)
+		}
+		fmt.Fprintf(e.stderr, "replaying the originals of the %s on %s\n", what, f.fromErrors)
 		sum, err = r.FromErrors(ctx, f.fromErrors, replay.ErrorFilter{Categories: cats, Since: since})
-	default:
+	} else {
 		var ranges []replay.Range
 		if f.fromOffset >= 0 {
 			ranges, err = r.OffsetRanges(ctx, f.topic, int32(f.partition), f.fromOffset, f.toOffset)
@@ -145,66 +167,90 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return err
 		}
+		if len(ranges) == 0 {
+			fmt.Fprintln(e.stderr, "nothing to replay: no records in that range")
+		}
+		for _, rg := range ranges {
+			fmt.Fprintf(e.stderr, "replaying %s: up to %d records\n", rg, rg.Len())
+		}
 		sum, err = r.Ranges(ctx, ranges)
 	}
 	if sum != nil {
-		prog.finish(sum.Records, sum.Records)
-		fmt.Fprintf(e.stdout, "\n%s", sum.Table())
+		if f.dryRun {
+			fmt.Fprintln(e.stdout)
+		} else if sum.Planned > 0 {
+			prog.finish(sum.Records, sum.Planned)
+		}
+		fmt.Fprint(e.stdout, sum.Table())
 	}
 	if err != nil {
 		return err
 	}
 	if !sum.OK() {
-		return errors.New("not everything was replayed (see above)")
+		return errors.New("not everything was replayed (see the summary)")
 	}
 	return nil
 }
 
-func (f *replayFlags) times(now time.Time) (since, until time.Time, err error) {
+// parse reads the times and the rate.
+func (f *replayFlags) parse(now time.Time) (since, until time.Time, perSecond float64, err error) {
+	var errs []error
 	if since, err = parseWhen(f.since, now); err != nil {
-		return since, until, fmt.Errorf("--since: %w", err)
+		errs = append(errs, fmt.Errorf("--since: %w", err))
 	}
 	if until, err = parseWhen(f.until, now); err != nil {
-		return since, until, fmt.Errorf("--until: %w", err)
+		errs = append(errs, fmt.Errorf("--until: %w", err))
 	}
-	return since, until, nil
+	if perSecond, err = parseRate(f.rate); err != nil {
+		errs = append(errs, fmt.Errorf("--rate: %w", err))
+	}
+	return since, until, perSecond, errors.Join(errs...)
 }
 
-func (f *replayFlags) check(since time.Time) error {
+// check reports every conflict between the source flags; inputs are the
+// configured input topics.
+func (f *replayFlags) check(inputs []string) error {
 	var errs []error
-	byOffset, byTime := f.fromOffset >= 0, !since.IsZero()
+	byOffset, byTime := f.fromOffset >= 0, f.since != ""
 	switch {
 	case f.fromErrors != "":
-		if f.topic != "" || byOffset || f.until != "" {
-			errs = append(errs, errors.New("--from-errors takes no --topic, --from-offset or --until"))
+		if f.topic != "" || byOffset || f.toOffset >= 0 || f.until != "" || f.partition >= 0 {
+			errs = append(errs, errors.New("--from-errors takes no --topic, --partition, --from-offset, --to-offset or --until"))
 		}
-		if !strings.HasSuffix(f.fromErrors, ".error") {
-			errs = append(errs, fmt.Errorf("--from-errors %q: want an error topic (<input>.error)", f.fromErrors))
+		if !slices.ContainsFunc(inputs, func(in string) bool { return f.fromErrors == in+".error" }) {
+			errs = append(errs, fmt.Errorf("--from-errors %q: not the error topic of an input topic (%s.error)", f.fromErrors,
+				strings.Join(inputs, ".error, ")))
 		}
 		for _, c := range f.categories {
 			switch events.Category(c) {
 			case events.CategoryDecode, events.CategoryValidation, events.CategoryBusiness, events.CategoryAuth,
 				events.CategoryTransientExhausted, events.CategoryInternal:
 			default:
-				errs = append(errs, fmt.Errorf("--category %q: not an error category", c))
+				errs = append(errs, fmt.Errorf("--category %q: want DECODE, VALIDATION, BUSINESS, AUTH, TRANSIENT_EXHAUSTED or INTERNAL", c))
 			}
 		}
 	case f.topic == "":
 		errs = append(errs, errors.New("say what to replay: --topic with --from-offset or --since, or --from-errors"))
+	case !slices.Contains(inputs, f.topic):
+		errs = append(errs, fmt.Errorf("--topic %q: not an input topic (%s)", f.topic, strings.Join(inputs, ", ")))
 	case byOffset && byTime:
 		errs = append(errs, errors.New("--from-offset and --since are exclusive"))
 	case byOffset && f.partition < 0:
 		errs = append(errs, errors.New("--from-offset needs --partition"))
 	case !byOffset && !byTime:
 		errs = append(errs, errors.New("--topic needs --from-offset or --since"))
+	case byOffset && f.until != "":
+		errs = append(errs, errors.New("--until goes with --since; use --to-offset with --from-offset"))
+	case byTime && f.toOffset >= 0:
+		errs = append(errs, errors.New("--to-offset goes with --from-offset; use --until with --since"))
 	case f.toOffset >= 0 && f.toOffset <= f.fromOffset:
 		errs = append(errs, fmt.Errorf("--to-offset %d is not after --from-offset %d", f.toOffset, f.fromOffset))
 	}
 	if len(f.categories) > 0 && f.fromErrors == "" {
 		errs = append(errs, errors.New("--category goes with --from-errors"))
 	}
-	if f.rate < 0 {
-		errs = append(errs, errors.New("--rate must not be negative"))
+	if f.until != "" && f.since == "" {
+		errs = append(errs, errors.New("--until needs --since"))
 	}
 	return errors.Join(errs...)
 }
@@ -221,4 +267,28 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("%q: want RFC 3339 (2026-11-23T10:00:00Z) or a duration ago (90m)", s)
+}
+
+// parseRate reads "N", "N/s" or "N/m" as records per second; "" is 0 (no
+// bound).
+func parseRate(s string) (float64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, per := s, 1.0
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		switch s[i+1:] {
+		case "s":
+		case "m":
+			per = 60
+		default:
+			return 0, fmt.Errorf("%q: want N, N/s or N/m", s)
+		}
+		n = s[:i]
+	}
+	v, err := strconv.ParseFloat(n, 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%q: want a positive number of records, N, N/s or N/m", s)
+	}
+	return v / per, nil
 }

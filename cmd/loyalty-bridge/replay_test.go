@@ -6,13 +6,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 	"go.uber.org/zap"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
@@ -21,9 +26,13 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
 
+// replayStack is kfake, srfake and the simulator (devstack, 2 partitions
+// per topic) with the environment the CLI reads to reach them.
 type replayStack struct {
 	st   *devstack.Stack
 	envs map[string]string
+	cd   *codec.Codec
+	adm  *kadm.Client
 }
 
 func newReplayStack(t *testing.T) *replayStack {
@@ -36,7 +45,20 @@ func newReplayStack(t *testing.T) *replayStack {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	return &replayStack{st: st, envs: map[string]string{
+	rc, err := sr.NewClient(sr.URLs(st.RegistryURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd, err := codec.New(ctx, codec.Options{Registry: rc, Register: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(st.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return &replayStack{st: st, cd: cd, adm: kadm.NewClient(cl), envs: map[string]string{
 		"LOYALTY_BRIDGE_BROKERS":             strings.Join(st.Brokers, ","),
 		"LOYALTY_BRIDGE_SCHEMA_REGISTRY_URL": st.RegistryURL,
 		"LOYALTY_BRIDGE_REGISTER_SCHEMAS":    "true",
@@ -50,23 +72,27 @@ func newReplayStack(t *testing.T) *replayStack {
 	}}
 }
 
+func (s *replayStack) lookup(k string) (string, bool) { v, ok := s.envs[k]; return v, ok }
+
+// cli runs loyalty-bridge with args and returns its exit code, stdout and
+// stderr.
 func (s *replayStack) cli(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer
-	lookup := func(k string) (string, bool) { v, ok := s.envs[k]; return v, ok }
-	code := run(ctx, env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, lookup: lookup}, args)
+	code := run(ctx, env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, lookup: s.lookup}, args)
 	return code, out.String(), errb.String()
 }
 
-// live runs the bridge as `run` would, with mod applied to its config.
+// live runs the bridge as `run` would (consumer group and all), with mod
+// applied to its configuration; stop shuts it down and leaves the group.
 func (s *replayStack) live(t *testing.T, mod func(*config.Config)) (stop func()) {
 	t.Helper()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfg, b := config.Define(fs)
-	if err := b.Parse(nil, func(k string) (string, bool) { v, ok := s.envs[k]; return v, ok }); err != nil {
+	if err := b.Parse(nil, s.lookup); err != nil {
 		t.Fatal(err)
 	}
 	cfg.RecordBackoff = time.Millisecond
@@ -100,84 +126,148 @@ func (s *replayStack) live(t *testing.T, mod func(*config.Config)) (stop func())
 	return stop
 }
 
-func (s *replayStack) produce(t *testing.T, cd *codec.Codec, ids ...string) {
+// produce writes one purchase per id to partition i%2, stamped at(i)
+// (nil: now), keyed by its member.
+func (s *replayStack) produce(t *testing.T, at func(i int) time.Time, ids ...string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.st.Brokers...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.st.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	for i, id := range ids {
 		ev := &events.PurchaseCompleted{TransactionID: id, LoyaltyID: sim.MemberID(1 + i%20), TransactionDate: time.Now(), Amount: 5000, Currency: "VND"}
-		v, err := cd.Encode(codec.DefaultPurchaseTopic, ev)
+		v, err := s.cd.Encode(codec.DefaultPurchaseTopic, ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: codec.DefaultPurchaseTopic, Key: []byte(ev.LoyaltyID), Value: v}).FirstErr(); err != nil {
+		rec := &kgo.Record{Topic: codec.DefaultPurchaseTopic, Partition: int32(i % 2), Key: []byte(ev.LoyaltyID), Value: v}
+		if at != nil {
+			rec.Timestamp = at(i)
+		}
+		if err := cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-// countReplies counts reply records on topic per key, reading to the end.
-func (s *replayStack) countReplies(t *testing.T, topic string, want int) map[string]int {
+// replies reads topic from the start until it holds want records (or a
+// deadline passes) and returns them.
+func (s *replayStack) replies(t *testing.T, topic string, want int) []*kgo.Record {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.st.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	got := map[string]int{}
-	n := 0
+	var got []*kgo.Record
 	deadline := time.Now().Add(time.Minute)
-	for n < want && time.Now().Before(deadline) {
+	for len(got) < want && time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got[string(r.Key)]++; n++ })
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, r) })
 		cancel()
 	}
-	if n < want {
-		t.Fatalf("%s: %d replies, want %d", topic, n, want)
+	if len(got) < want {
+		t.Fatalf("%s: %d replies, want %d", topic, len(got), want)
 	}
 	return got
 }
 
-// A window of purchases that failed under an outage (some applied before
-// the answer was lost) is replayed from the error topic after recovery:
-// every one ends with a result and exactly one effect.
-func TestReplayFromErrorsAfterOutage(t *testing.T) {
-	s := newReplayStack(t)
-	stop := s.live(t, func(c *config.Config) { c.RecordAttempts, c.APIMaxAttempts, c.BreakerFailures = 1, 1, 1000 })
-	cd := s.codec(t)
-	var applied, lost []string
-	for i := range 6 {
-		applied = append(applied, fmt.Sprintf("ap-%d", i))
-		lost = append(lost, fmt.Sprintf("lost-%d", i))
+// byKey counts records per key; replayed counts those marked replayed.
+func byKey(recs []*kgo.Record) (all, replayed map[string]int) {
+	all, replayed = map[string]int{}, map[string]int{}
+	for _, r := range recs {
+		all[string(r.Key)]++
+		for _, h := range r.Headers {
+			if h.Key == bridge.HeaderReplayed && string(h.Value) == "true" {
+				replayed[string(r.Key)]++
+			}
+		}
 	}
+	return all, replayed
+}
+
+// outcome reads a row of the summary table.
+func outcome(t *testing.T, out, label string) int {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(label) + ` +(\d+)$`).FindStringSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
+
+// outage makes the live bridge fail: applied (the partner applies the
+// accrual and answers 500) and lost (503) purchases all end as
+// TRANSIENT_EXHAUSTED error events (one attempt each, no circuit).
+func (s *replayStack) outage(t *testing.T, mod func(*config.Config), applied, lost []string) {
+	t.Helper()
+	stop := s.live(t, func(c *config.Config) {
+		c.RecordAttempts, c.APIMaxAttempts, c.BreakerFailures, c.BreakerRatio = 1, 1, 1000, 0
+		if mod != nil {
+			mod(c)
+		}
+	})
 	s.st.Sim.SetFaults(sim.Faults{ApplyThen500Rate: 1, Endpoints: []string{sim.EndpointAccrual}})
-	s.produce(t, cd, applied...)
-	s.countReplies(t, codec.DefaultPurchaseTopic+".error", len(applied))
+	s.produce(t, nil, applied...)
+	s.replies(t, codec.DefaultPurchaseTopic+".error", len(applied))
 	s.st.Sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{503: 1}, Endpoints: []string{sim.EndpointAccrual}})
-	s.produce(t, cd, lost...)
-	s.countReplies(t, codec.DefaultPurchaseTopic+".error", len(applied)+len(lost))
+	s.produce(t, nil, lost...)
+	s.replies(t, codec.DefaultPurchaseTopic+".error", len(applied)+len(lost))
 	stop()
 	s.st.Sim.SetFaults(sim.Faults{})
+	for _, id := range applied {
+		if s.st.Sim.Effects(id) != 1 {
+			t.Fatalf("%s: %d effects during the outage, want 1 (applied, answer lost)", id, s.st.Sim.Effects(id))
+		}
+	}
+	for _, id := range lost {
+		if s.st.Sim.Effects(id) != 0 {
+			t.Fatalf("%s: %d effects during the outage, want 0", id, s.st.Sim.Effects(id))
+		}
+	}
+}
 
-	code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error", "--category", "TRANSIENT_EXHAUSTED")
+// A window of purchases that failed under an outage (some applied before
+// the answer was lost) is replayed from the error topic after recovery:
+// every one ends with one result and exactly one effect, the applied ones
+// ALREADY_APPLIED.
+func TestReplayFromErrorsAfterOutage(t *testing.T) {
+	s := newReplayStack(t)
+	applied, lost := ids("ap", 6), ids("lost", 6)
+	s.outage(t, nil, applied, lost)
+
+	code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error", "--category", "TRANSIENT_EXHAUSTED", "--rate", "200/s")
 	if code != 0 {
 		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
 	}
-	if !strings.Contains(out, "ALREADY_APPLIED") || !strings.Contains(out, "APPLIED") {
+	if outcome(t, out, "ALREADY_APPLIED") != len(applied) || outcome(t, out, "APPLIED") != len(lost) || outcome(t, out, "total") != 12 {
 		t.Errorf("summary:\n%s", out)
 	}
-	results := s.countReplies(t, codec.DefaultPurchaseTopic+".result", len(applied)+len(lost))
+	if !strings.Contains(errs, "12/12 records replayed") {
+		t.Errorf("no final progress line:\n%s", errs)
+	}
+	all, replayed := byKey(s.replies(t, codec.DefaultPurchaseTopic+".result", len(applied)+len(lost)))
 	for _, id := range append(applied, lost...) {
-		if s.st.Sim.Effects(id) != 1 || results[id] != 1 {
-			t.Errorf("%s: %d effects, %d results", id, s.st.Sim.Effects(id), results[id])
+		if s.st.Sim.Effects(id) != 1 || all[id] != 1 || replayed[id] != 1 {
+			t.Errorf("%s: %d effects, %d results (%d replayed)", id, s.st.Sim.Effects(id), all[id], replayed[id])
 		}
 	}
-	// Replaying the same errors again changes nothing.
+
+	// Replaying the same errors again (every retryable one by default)
+	// writes nothing: each is found by the guard.
 	calls := s.st.Sim.TotalCalls(sim.EndpointAccrual)
-	if code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error"); code != 0 {
+	code, out, errs = s.cli(t, "replay", "--from-errors", "loyalty.purchase.error")
+	if code != 0 || outcome(t, out, "ALREADY_APPLIED") != 12 {
 		t.Fatalf("second replay: exit %d\n%s\n%s", code, out, errs)
 	}
 	if s.st.Sim.TotalCalls(sim.EndpointAccrual) != calls {
@@ -185,50 +275,75 @@ func TestReplayFromErrorsAfterOutage(t *testing.T) {
 	}
 }
 
-func (s *replayStack) codec(t *testing.T) *codec.Codec {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cd, err := codecFor(ctx, s.st.RegistryURL)
+// PII-strict: error events carry no original, so replay reads the source
+// records by position; those deleted by retention are reported as not
+// replayable and the exit status says so.
+func TestReplayFromErrorsWithoutOriginals(t *testing.T) {
+	s := newReplayStack(t)
+	lost := ids("strict", 6)
+	s.outage(t, func(c *config.Config) { c.IncludeOriginal = false }, nil, lost)
+	ends, err := s.adm.ListEndOffsets(context.Background(), codec.DefaultPurchaseTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cd
+	end0, _ := ends.Lookup(codec.DefaultPurchaseTopic, 0)
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: codec.DefaultPurchaseTopic, Partition: 0, At: end0.Offset})
+	if _, err := s.adm.DeleteRecords(context.Background(), del); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error")
+	if code != 1 || outcome(t, out, "APPLIED") != 3 || strings.Count(out, "not replayable: loyalty.purchase/0/") != 3 ||
+		!strings.Contains(out, "no longer retained") {
+		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
+	}
+	for i, id := range lost {
+		want := i % 2 // partition 1 is retained, partition 0 is gone
+		if s.st.Sim.Effects(id) != want {
+			t.Errorf("%s: %d effects, want %d", id, s.st.Sim.Effects(id), want)
+		}
+	}
 }
 
-// A replay of a range that fully succeeded causes no second effect; a dry
-// run calls nothing at all; offsets shows and resets the group.
-func TestReplayRangeDryRunAndOffsets(t *testing.T) {
+// A replay of a range that fully succeeded causes no second effect and no
+// second write; a dry run calls nothing at all; a time window is found by
+// timestamps.
+func TestReplayRangeAndDryRun(t *testing.T) {
 	s := newReplayStack(t)
 	stop := s.live(t, nil)
-	cd := s.codec(t)
-	var ids []string
-	for i := range 10 {
-		ids = append(ids, fmt.Sprintf("ok-%d", i))
-	}
-	s.produce(t, cd, ids...)
-	s.countReplies(t, codec.DefaultPurchaseTopic+".result", len(ids))
+	t0 := time.Now().Add(-30 * time.Minute).Truncate(time.Minute)
+	okIDs := ids("ok", 10)
+	s.produce(t, func(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }, okIDs...)
+	s.replies(t, codec.DefaultPurchaseTopic+".result", len(okIDs))
+	stop()
 
-	if code, out, errs := s.cli(t, "offsets", "reset", "--topic", "loyalty.purchase", "--to-earliest"); code == 0 || !strings.Contains(errs, "live members") {
-		t.Fatalf("reset with a live member: exit %d\n%s%s", code, out, errs)
-	}
 	ledger := s.st.Sim.Ledger()
 	before := map[string]int{}
 	for _, ep := range sim.AllEndpoints {
 		before[ep] = s.st.Sim.TotalCalls(ep)
 	}
-	code, out, errs := s.cli(t, "replay", "--topic", "loyalty.purchase", "--since", "1h", "--dry-run")
-	if code != 0 || strings.Count(out, "would call") < len(ids) {
+	// ok-3..ok-6 (partitions 1, 0, 1, 0) lie in [t0+3m, t0+7m).
+	code, out, errs := s.cli(t, "replay", "--topic", "loyalty.purchase", "--since", t0.Add(3*time.Minute).Format(time.RFC3339),
+		"--until", t0.Add(7*time.Minute).Format(time.RFC3339), "--dry-run")
+	if code != 0 || strings.Count(out, "would call lookup-transaction (guard), then point-accrual") != 4 ||
+		outcome(t, out, "would replay PurchaseCompleted") != 4 {
 		t.Fatalf("dry run: exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, id := range []string{"ok-3", "ok-4", "ok-5", "ok-6"} {
+		if !strings.Contains(out, "tx="+id+" ") {
+			t.Errorf("dry run misses %s:\n%s", id, out)
+		}
 	}
 	for _, ep := range sim.AllEndpoints {
 		if got := s.st.Sim.TotalCalls(ep); got != before[ep] {
 			t.Errorf("dry run called %s %d times", ep, got-before[ep])
 		}
 	}
+
 	for p := range 2 {
-		code, out, errs = s.cli(t, "replay", "--topic", "loyalty.purchase", "--partition", fmt.Sprint(p), "--from-offset", "0", "--rate", "1000")
-		if code != 0 {
+		code, out, errs = s.cli(t, "replay", "--topic", "loyalty.purchase", "--partition", fmt.Sprint(p), "--from-offset", "0", "--max-in-flight", "4")
+		if code != 0 || outcome(t, out, "ALREADY_APPLIED") != 5 || !strings.Contains(errs, "replaying loyalty.purchase/"+fmt.Sprint(p)+" [0, 5)") {
 			t.Fatalf("range replay: exit %d\n%s\n%s", code, out, errs)
 		}
 	}
@@ -237,31 +352,55 @@ func TestReplayRangeDryRunAndOffsets(t *testing.T) {
 			t.Errorf("%s: %d effects after the replay, %d before", id, n, ledger[id])
 		}
 	}
-	results := s.countReplies(t, codec.DefaultPurchaseTopic+".result", 2*len(ids))
-	for _, id := range ids {
-		if results[id] != 2 {
-			t.Errorf("%s: %d results (want the original and the replayed one)", id, results[id])
+	if s.st.Sim.TotalCalls(sim.EndpointAccrual) != before[sim.EndpointAccrual] {
+		t.Error("a replay of applied purchases called accrual")
+	}
+	all, replayed := byKey(s.replies(t, codec.DefaultPurchaseTopic+".result", 2*len(okIDs)))
+	for _, id := range okIDs {
+		if all[id] != 2 || replayed[id] != 1 {
+			t.Errorf("%s: %d results, %d replayed (want the original and the replayed one)", id, all[id], replayed[id])
 		}
-	}
-
-	code, out, errs = s.cli(t, "offsets")
-	if code != 0 || !strings.Contains(out, "loyalty.purchase") || !strings.Contains(out, "total (loyalty-bridge)") {
-		t.Fatalf("offsets: exit %d\n%s%s", code, out, errs)
-	}
-	stop()
-	code, out, errs = s.cli(t, "offsets", "reset", "--topic", "loyalty.purchase", "--to-earliest")
-	if code != 0 || !strings.Contains(out, "2 partitions of loyalty.purchase reset") {
-		t.Fatalf("reset: exit %d\n%s%s", code, out, errs)
-	}
-	if !strings.Contains(out, fmt.Sprintf("%10d", len(ids))) {
-		t.Errorf("lag after reset to earliest should total %d:\n%s", len(ids), out)
-	}
-	if code, _, errs := s.cli(t, "replay", "--topic", "loyalty.purchase"); code != 2 || !strings.Contains(errs, "--from-offset or --since") {
-		t.Errorf("replay without a range: exit %d %s", code, errs)
 	}
 }
 
-func codecFor(ctx context.Context, registryURL string) (*codec.Codec, error) {
-	cf := contractFlags{registryURL: registryURL}
-	return cf.codec(ctx)
+func TestReplayUsageErrors(t *testing.T) {
+	s := &replayStack{envs: map[string]string{}}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay"}, "say what to replay"},
+		{[]string{"replay", "--topic", "loyalty.purchase"}, "--from-offset or --since"},
+		{[]string{"replay", "--topic", "loyalty.purchase", "--from-offset", "3"}, "--from-offset needs --partition"},
+		{[]string{"replay", "--topic", "loyalty.purchase", "--partition", "0", "--from-offset", "3", "--to-offset", "3"}, "not after"},
+		{[]string{"replay", "--topic", "loyalty.purchase", "--partition", "0", "--from-offset", "3", "--since", "1h"}, "exclusive"},
+		{[]string{"replay", "--topic", "other", "--since", "1h"}, "not an input topic"},
+		{[]string{"replay", "--from-errors", "loyalty.purchase.result"}, "not the error topic"},
+		{[]string{"replay", "--from-errors", "loyalty.purchase.error", "--category", "NOPE"}, "--category \"NOPE\""},
+		{[]string{"replay", "--from-errors", "loyalty.purchase.error", "--partition", "1"}, "--from-errors takes no"},
+		{[]string{"replay", "--topic", "loyalty.purchase", "--since", "yesterday"}, "--since"},
+		{[]string{"replay", "--topic", "loyalty.purchase", "--since", "1h", "--rate", "fast"}, "--rate"},
+		{[]string{"replay", "--topic", "loyalty.purchase", "--since", "1h", "--category", "AUTH"}, "--category goes with --from-errors"},
+	} {
+		code, _, errs := s.cli(t, tc.args...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q (want %q)", tc.args, code, errs, tc.want)
+		}
+	}
+}
+
+func TestReplayParseRate(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"", 0, true}, {"50", 50, true}, {"50/s", 50, true}, {"120/m", 2, true}, {"0.5", 0.5, true},
+		{"0", 0, false}, {"-1", 0, false}, {"5/h", 0, false}, {"NaN", 0, false}, {"Inf", 0, false}, {"x/s", 0, false},
+	} {
+		got, err := parseRate(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseRate(%q) = %v, %v", tc.in, got, err)
+		}
+	}
 }

@@ -1,14 +1,601 @@
 package replay
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+	"go.uber.org/goleak"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 )
 
-func TestErrorFilter(t *testing.T) {
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var topics = codec.DefaultTopics()
+
+// harness is kfake and srfake with the bridge's topics (2 partitions each)
+// and a fake handler that records what it is given and answers with a
+// result (or what answer says).
+type harness struct {
+	t       *testing.T
+	brokers []string
+	cd      *codec.Codec
+	cl      *kgo.Client // manual partitioner, no linger
+	adm     *kadm.Client
+
+	mu      sync.Mutex
+	handled []*kgo.Record
+	busy    map[string]bool // keys being handled
+	overlap bool            // one key handled twice at once
+	answer  func(*kgo.Record) *events.LoyaltyError
+	block   chan struct{} // when set, every handler call waits for it (or ctx)
+	started chan struct{} // receives a value as each handler call starts
+}
+
+func newHarness(t *testing.T, opts ...kfake.Opt) *harness {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(2, topics.All()...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	reg := srfake.New()
+	t.Cleanup(reg.Close)
+	sc, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cd, err := codec.New(ctx, codec.Options{Registry: sc, Register: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, brokers: c.ListenAddrs(), cd: cd, busy: map[string]bool{}}
+	h.cl, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.cl.Close)
+	h.adm = kadm.NewClient(h.cl)
+	return h
+}
+
+// purchase is the input record of a purchase, not yet produced.
+func (h *harness) purchase(part int32, key, id string, ts time.Time) *kgo.Record {
+	h.t.Helper()
+	v, err := h.cd.Encode(topics.Purchase, &events.PurchaseCompleted{TransactionID: id, LoyaltyID: key,
+		TransactionDate: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC), Amount: 1000, Currency: "VND"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return &kgo.Record{Topic: topics.Purchase, Partition: part, Key: []byte(key), Value: v, Timestamp: ts}
+}
+
+// produce writes recs one batch each, so that timestamps are searchable
+// record by record, and returns them with their offsets.
+func (h *harness) produce(recs ...*kgo.Record) []*kgo.Record {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, r := range recs {
+		if err := h.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return recs
+}
+
+func (h *harness) handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) ([]*kgo.Record, error) {
+	if !m.Fresh {
+		h.t.Error("a replayed record is not marked Fresh")
+	}
+	h.mu.Lock()
+	k := string(rec.Key)
+	if h.busy[k] {
+		h.overlap = true
+	}
+	h.busy[k] = true
+	h.handled = append(h.handled, rec)
+	block, started, answer := h.block, h.started, h.answer
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.busy, k)
+		h.mu.Unlock()
+	}()
+	if started != nil {
+		started <- struct{}{}
+	}
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	ev, err := h.cd.DecodeEvent(ctx, rec.Topic, rec.Value)
+	if err != nil {
+		return nil, err
+	}
+	if answer != nil {
+		if e := answer(rec); e != nil {
+			e.TransactionID, e.Source = ev.ID(), events.ErrorSource{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
+			v, err := h.cd.EncodeError(topics.ErrorTopic(rec.Topic), e)
+			if err != nil {
+				return nil, err
+			}
+			return []*kgo.Record{{Topic: topics.ErrorTopic(rec.Topic), Key: []byte(ev.ID()), Value: v, Headers: rec.Headers}}, nil
+		}
+	}
+	v, err := h.cd.EncodeResult(topics.ResultTopic(rec.Topic), &events.LoyaltyResult{TransactionID: ev.ID(), EventType: ev.Type(),
+		Outcome: events.OutcomeAlreadyApplied, ProcessedAt: time.Now(),
+		Source: events.Source{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}})
+	if err != nil {
+		return nil, err
+	}
+	return []*kgo.Record{{Topic: topics.ResultTopic(rec.Topic), Key: []byte(ev.ID()), Value: v, Headers: rec.Headers}}, nil
+}
+
+func (h *harness) fallback(rec *kgo.Record, cause error) ([]*kgo.Record, error) {
+	return nil, fmt.Errorf("fallback for %s/%d/%d: %w", rec.Topic, rec.Partition, rec.Offset, cause)
+}
+
+func (h *harness) replayer(mod func(*Options)) *Replayer {
+	h.t.Helper()
+	o := Options{Kafka: []kgo.Opt{kgo.SeedBrokers(h.brokers...)}, Codec: h.cd, Handle: h.handle, Fallback: h.fallback,
+		MaxInFlight: 4}
+	if mod != nil {
+		mod(&o)
+	}
+	r, err := New(o)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(r.Close)
+	return r
+}
+
+// positions of the records handled so far, in the order they started.
+func (h *harness) positions() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, len(h.handled))
+	for i, r := range h.handled {
+		out[i] = events.SourceID(r.Topic, r.Partition, r.Offset)
+	}
+	return out
+}
+
+// endOffsets of topic, partition by partition.
+func (h *harness) endOffsets(topic string) []int64 {
+	h.t.Helper()
+	l, err := h.adm.ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := make([]int64, 2)
+	l.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestReplayRangesExactlyInKeyOrder(t *testing.T) {
+	h := newHarness(t)
+	var recs []*kgo.Record
+	for i := range 30 {
+		recs = append(recs, h.purchase(int32(i%2), fmt.Sprintf("L-%d", i%3), fmt.Sprintf("T-%d", i), time.Time{}))
+	}
+	h.produce(recs...)
+	r := h.replayer(nil)
+	ctx := ctxT(t)
+
+	ranges, err := r.OffsetRanges(ctx, topics.Purchase, 0, 3, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ranges) != 1 || ranges[0] != (Range{topics.Purchase, 0, 3, 11}) {
+		t.Fatalf("ranges %v", ranges)
+	}
+	var progress []int
+	r.o.Progress = func(done, total int) { progress = append(progress, done, total) }
+	sum, err := r.Ranges(ctx, ranges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.positions()
+	if len(got) != 8 || sum.Records != 8 || sum.Outcomes["ALREADY_APPLIED"] != 8 || !sum.OK() {
+		t.Fatalf("handled %v\n%s", got, sum.Table())
+	}
+	seen := map[string]bool{}
+	for _, p := range got {
+		seen[p] = true
+	}
+	for off := 3; off < 11; off++ {
+		if !seen[events.SourceID(topics.Purchase, 0, int64(off))] {
+			t.Errorf("offset %d not replayed: %v", off, got)
+		}
+	}
+	if n := len(progress); n == 0 || progress[n-2] != 8 || progress[n-1] != 8 {
+		t.Errorf("progress %v", progress)
+	}
+	// One key's records started in offset order and never overlapped.
+	last := map[string]int64{}
+	h.mu.Lock()
+	for _, rec := range h.handled {
+		if o, ok := last[string(rec.Key)]; ok && rec.Offset < o {
+			t.Errorf("key %s: offset %d after %d", rec.Key, rec.Offset, o)
+		}
+		last[string(rec.Key)] = rec.Offset
+	}
+	overlap := h.overlap
+	h.mu.Unlock()
+	if overlap {
+		t.Error("records of one key ran at the same time")
+	}
+	if ends := h.endOffsets(topics.ResultTopic(topics.Purchase)); ends[0]+ends[1] != 8 {
+		t.Errorf("outputs produced: %v", ends)
+	}
+
+	// An open range ends where the partition ended when it was planned.
+	ranges, err = r.OffsetRanges(ctx, topics.Purchase, -1, 10, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.produce(h.purchase(0, "L-9", "T-late", time.Time{}))
+	before := len(h.positions())
+	if sum, err = r.Ranges(ctx, ranges); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.positions()) - before; n != 10 || sum.Records != 10 || sum.Planned != 10 {
+		t.Errorf("open range from 10 of two partitions of 15: %d handled\n%s", n, sum.Table())
+	}
+
+	if _, err := r.OffsetRanges(ctx, topics.Purchase, 5, 0, -1); err == nil || !strings.Contains(err.Error(), "no partition 5") {
+		t.Errorf("missing partition: %v", err)
+	}
+	if _, err := r.OffsetRanges(ctx, "no.such.topic", 0, 0, -1); err == nil {
+		t.Error("missing topic accepted")
+	}
+}
+
+func TestReplayBelowTheLogStartIsRefused(t *testing.T) {
+	h := newHarness(t)
+	for i := range 5 {
+		h.produce(h.purchase(0, "L-1", fmt.Sprintf("T-%d", i), time.Time{}))
+	}
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: topics.Purchase, Partition: 0, At: 3})
+	if _, err := h.adm.DeleteRecords(context.Background(), del); err != nil {
+		t.Fatal(err)
+	}
+	r := h.replayer(nil)
+	if _, err := r.OffsetRanges(ctxT(t), topics.Purchase, 0, 1, -1); err == nil || !strings.Contains(err.Error(), "log start 3") {
+		t.Fatalf("offset below the log start: %v", err)
+	}
+}
+
+func TestReplayTimeRanges(t *testing.T) {
+	h := newHarness(t)
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	for i := range 10 {
+		h.produce(h.purchase(1, "L-1", fmt.Sprintf("T-%d", i), t0.Add(time.Duration(i)*time.Minute)))
+	}
+	r := h.replayer(nil)
+	c := ctxT(t)
+	for _, tc := range []struct {
+		name         string
+		p            int32
+		since, until time.Time
+		want         []Range
+	}{
+		{"window", 1, t0.Add(3 * time.Minute), t0.Add(7 * time.Minute), []Range{{topics.Purchase, 1, 3, 7}}},
+		{"between records", 1, t0.Add(150 * time.Second), t0.Add(270 * time.Second), []Range{{topics.Purchase, 1, 3, 5}}},
+		{"open end, every partition", -1, t0.Add(8 * time.Minute), time.Time{}, []Range{{topics.Purchase, 1, 8, 10}}},
+		{"after the last record", 1, t0.Add(time.Hour), time.Time{}, nil},
+		{"before the first", 1, t0.Add(-time.Hour), t0.Add(time.Minute), []Range{{topics.Purchase, 1, 0, 1}}},
+	} {
+		got, err := r.TimeRanges(c, topics.Purchase, tc.p, tc.since, tc.until)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if _, err := r.TimeRanges(c, topics.Purchase, 1, t0, t0); err == nil {
+		t.Error("empty window accepted")
+	}
+	ranges, _ := r.TimeRanges(c, topics.Purchase, 1, t0.Add(3*time.Minute), t0.Add(7*time.Minute))
+	sum, err := r.Ranges(c, ranges)
+	if err != nil || sum.Records != 4 {
+		t.Fatalf("%v\n%s", err, sum.Table())
+	}
+}
+
+// A range over a transactional topic ends although its last offsets are
+// transaction markers, and aborted records are not replayed.
+func TestReplayEndsOnTransactionMarkers(t *testing.T) {
+	h := newHarness(t)
+	txn, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID("upstream"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Close()
+	c := ctxT(t)
+	for i, commit := range []bool{true, false, true} {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := txn.ProduceSync(c, h.purchase(0, "L-1", fmt.Sprintf("T-%d", i), time.Time{})).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := txn.EndTransaction(c, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := h.replayer(nil)
+	ranges, err := r.OffsetRanges(c, topics.Purchase, 0, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ranges) != 1 || ranges[0].To != 6 {
+		t.Fatalf("ranges %v (three records, three markers)", ranges)
+	}
+	sum, err := r.Ranges(c, ranges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.positions()
+	if fmt.Sprint(got) != fmt.Sprintf("[%s/0/0 %s/0/4]", topics.Purchase, topics.Purchase) || sum.Planned != 2 {
+		t.Errorf("replayed %v (want the two committed records)\n%s", got, sum.Table())
+	}
+}
+
+// errorEvent produces an error event for the input record in (already
+// produced) onto its error topic.
+func (h *harness) errorEvent(in *kgo.Record, cat events.Category, retryable, withOriginal bool, at time.Time) {
+	h.t.Helper()
+	e := &events.LoyaltyError{TransactionID: "x", Category: cat, Retryable: retryable, Detail: "test", Attempts: 1,
+		Source:      events.ErrorSource{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset, Timestamp: in.Timestamp},
+		ProcessedAt: at}
+	if withOriginal {
+		e.OriginalKey, e.OriginalValue = in.Key, in.Value
+	}
+	v, err := h.cd.EncodeError(topics.ErrorTopic(in.Topic), e)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.produce(&kgo.Record{Topic: topics.ErrorTopic(in.Topic), Partition: int32(len(in.Value) % 2), Key: []byte("x"), Value: v,
+		Headers: []kgo.RecordHeader{{Key: bridge.HeaderCorrelationID, Value: []byte("corr-" + string(in.Key))},
+			{Key: bridge.HeaderSourceTopic, Value: []byte(in.Topic)}}})
+}
+
+func TestReplayFromErrors(t *testing.T) {
+	h := newHarness(t)
+	now := time.Now()
+	var in []*kgo.Record
+	for i := range 8 {
+		in = append(in, h.purchase(int32(i%2), fmt.Sprintf("L-%d", i), fmt.Sprintf("T-%d", i), time.Time{}))
+	}
+	h.produce(in...)
+	// 0, 1: originals carried; 1 failed twice (a replay that failed again).
+	h.errorEvent(in[1], events.CategoryTransientExhausted, true, true, now)
+	h.errorEvent(in[0], events.CategoryTransientExhausted, true, true, now)
+	h.errorEvent(in[1], events.CategoryTransientExhausted, true, true, now)
+	// 2, 3: PII-strict, read from the source; 3 is gone (log start moved).
+	h.errorEvent(in[2], events.CategoryAuth, true, false, now)
+	h.errorEvent(in[3], events.CategoryTransientExhausted, true, false, now)
+	// 4: permanent, not chosen by default; 5: before --since.
+	h.errorEvent(in[4], events.CategoryValidation, false, true, now)
+	h.errorEvent(in[5], events.CategoryTransientExhausted, true, true, now.Add(-48*time.Hour))
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: topics.Purchase, Partition: in[3].Partition, At: in[3].Offset + 1})
+	if _, err := h.adm.DeleteRecords(context.Background(), del); err != nil {
+		t.Fatal(err)
+	}
+
+	r := h.replayer(nil)
+	c := ctxT(t)
+	sum, err := r.FromErrors(c, topics.ErrorTopic(topics.Purchase), ErrorFilter{Since: now.Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{events.SourceID(topics.Purchase, 0, in[0].Offset), events.SourceID(topics.Purchase, 0, in[2].Offset),
+		events.SourceID(topics.Purchase, 1, in[1].Offset)}
+	got := h.positions()
+	if fmt.Sprint(slices.Sorted(slices.Values(got))) != fmt.Sprint(slices.Sorted(slices.Values(want))) {
+		t.Errorf("replayed %v, want %v", got, want)
+	}
+	if sum.OK() || len(sum.NotReplayable) != 1 || !strings.Contains(sum.NotReplayable[0], "no longer retained") ||
+		!strings.Contains(sum.Table(), "not replayable: "+events.SourceID(topics.Purchase, in[3].Partition, in[3].Offset)) {
+		t.Errorf("summary:\n%s", sum.Table())
+	}
+	h.mu.Lock()
+	for _, rec := range h.handled {
+		orig := in[rec.Offset*2+int64(rec.Partition)] // produced alternately to 0 and 1
+		if !bytes.Equal(rec.Value, orig.Value) || !bytes.Equal(rec.Key, orig.Key) {
+			t.Errorf("%s/%d/%d: not the original record", rec.Topic, rec.Partition, rec.Offset)
+		}
+		if rec.Offset == in[0].Offset && rec.Partition == 0 &&
+			(len(rec.Headers) != 1 || string(rec.Headers[0].Value) != "corr-L-0") {
+			t.Errorf("correlation id not carried over: %v", rec.Headers)
+		}
+	}
+	h.handled = nil
+	h.mu.Unlock()
+
+	// Naming categories replaces the retryable default.
+	sum, err = r.FromErrors(c, topics.ErrorTopic(topics.Purchase), ErrorFilter{Categories: []events.Category{events.CategoryValidation}})
+	if err != nil || sum.Records != 1 || !sum.OK() {
+		t.Fatalf("%v\n%s", err, sum.Table())
+	}
+}
+
+func TestReplayDryRunCallsNothing(t *testing.T) {
+	h := newHarness(t)
+	h.produce(h.purchase(0, "L-1", "T-1", time.Time{}),
+		&kgo.Record{Topic: topics.Purchase, Partition: 0, Key: []byte("L-2"), Value: []byte{0, 0, 0, 0, 1, 2}})
+	bad, err := h.cd.Encode(topics.Purchase, &events.PurchaseCompleted{TransactionID: "T-3", LoyaltyID: "L-3", Amount: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.produce(&kgo.Record{Topic: topics.Purchase, Partition: 0, Key: []byte("L-3"), Value: bad})
+	var out bytes.Buffer
+	r := h.replayer(func(o *Options) { o.DryRun, o.Handle, o.Fallback, o.Out = true, nil, nil, &out })
+	c := ctxT(t)
+	ranges, err := r.OffsetRanges(c, topics.Purchase, 0, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := r.Ranges(c, ranges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.positions()) != 0 {
+		t.Error("a dry run called the handler")
+	}
+	if sum.Outcomes["would replay PurchaseCompleted"] != 1 || sum.Outcomes["would fail DECODE"] != 1 ||
+		sum.Outcomes["would fail VALIDATION"] != 1 || !sum.OK() {
+		t.Errorf("summary:\n%s", sum.Table())
+	}
+	if !strings.Contains(out.String(), "tx=T-1 PurchaseCompleted: would call lookup-transaction (guard), then point-accrual") ||
+		strings.Count(out.String(), "\n") != 3 {
+		t.Errorf("dry run lines:\n%s", out.String())
+	}
+	if ends := h.endOffsets(topics.ResultTopic(topics.Purchase)); ends[0]+ends[1] != 0 {
+		t.Error("a dry run produced outputs")
+	}
+}
+
+func TestReplayRetryableOutcomesAreNotOK(t *testing.T) {
+	h := newHarness(t)
+	h.produce(h.purchase(0, "L-1", "T-1", time.Time{}), h.purchase(0, "L-2", "T-2", time.Time{}))
+	h.answer = func(rec *kgo.Record) *events.LoyaltyError {
+		if string(rec.Key) == "L-1" {
+			return &events.LoyaltyError{Category: events.CategoryTransientExhausted, Retryable: true, ProcessedAt: time.Now()}
+		}
+		return &events.LoyaltyError{Category: events.CategoryBusiness, ProcessedAt: time.Now()}
+	}
+	r := h.replayer(nil)
+	c := ctxT(t)
+	sum, err := r.Ranges(c, []Range{{topics.Purchase, 0, 0, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.OK() || sum.Retry != 1 || sum.Outcomes["error TRANSIENT_EXHAUSTED"] != 1 || sum.Outcomes["error BUSINESS"] != 1 ||
+		!strings.Contains(sum.Table(), "still failing") {
+		t.Errorf("summary:\n%s", sum.Table())
+	}
+}
+
+func TestReplayRateBoundsStarts(t *testing.T) {
+	h := newHarness(t)
+	for i := range 6 {
+		h.produce(h.purchase(0, fmt.Sprintf("L-%d", i), fmt.Sprintf("T-%d", i), time.Time{}))
+	}
+	r := h.replayer(func(o *Options) { o.Rate = 20 })
+	start := time.Now()
+	sum, err := r.Ranges(ctxT(t), []Range{{topics.Purchase, 0, 0, 6}})
+	if err != nil || sum.Records != 6 {
+		t.Fatal(err)
+	}
+	// Burst 1: the 6th start is 5 intervals of 50ms after the first.
+	if el := time.Since(start); el < 240*time.Millisecond {
+		t.Errorf("6 records at 20/s took %v", el)
+	}
+}
+
+// Interrupted: nothing more starts, the records in flight are abandoned
+// after the drain timeout, and the summary says the replay is incomplete.
+func TestReplayInterrupted(t *testing.T) {
+	h := newHarness(t)
+	for i := range 10 {
+		h.produce(h.purchase(0, fmt.Sprintf("L-%d", i), fmt.Sprintf("T-%d", i), time.Time{}))
+	}
+	h.block, h.started = make(chan struct{}), make(chan struct{}, 10)
+	r := h.replayer(func(o *Options) { o.MaxInFlight, o.DrainTimeout = 2, 50*time.Millisecond })
+	c, cancel := context.WithCancel(ctxT(t))
+	errc := make(chan error, 1)
+	var sum *Summary
+	go func() {
+		var err error
+		sum, err = r.Ranges(c, []Range{{topics.Purchase, 0, 0, 10}})
+		errc <- err
+	}()
+	for range 2 {
+		select {
+		case <-h.started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("handlers did not start")
+		}
+	}
+	cancel()
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(10 * time.Second):
+		t.Fatal("replay did not stop")
+	}
+	if !errors.Is(err, context.Canceled) || sum.OK() || !sum.Interrupted || sum.Records != 0 ||
+		!strings.Contains(sum.Table(), "interrupted: 10 of 10") {
+		t.Errorf("%v\n%s", err, sum.Table())
+	}
+	if n := len(h.positions()); n != 2 {
+		t.Errorf("%d records started after the interruption", n-2)
+	}
+}
+
+func TestReplayPartitionModeIsSerial(t *testing.T) {
+	h := newHarness(t)
+	for i := range 6 {
+		h.produce(h.purchase(0, fmt.Sprintf("L-%d", i), fmt.Sprintf("T-%d", i), time.Time{}))
+	}
+	r := h.replayer(func(o *Options) { o.Mode = ordering.Partition; o.MaxInFlight = 8 })
+	if _, err := r.Ranges(ctxT(t), []Range{{topics.Purchase, 0, 0, 6}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{}
+	for i := range 6 {
+		want = append(want, events.SourceID(topics.Purchase, 0, int64(i)))
+	}
+	if got := h.positions(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("partition mode order %v", got)
+	}
+}
+
+func TestReplayNewChecksOptions(t *testing.T) {
+	if _, err := New(Options{}); err == nil {
+		t.Error("no codec accepted")
+	}
+	if _, err := New(Options{Codec: &codec.Codec{}}); err == nil {
+		t.Error("no handler outside a dry run accepted")
+	}
+}
+
+func TestReplayErrorFilter(t *testing.T) {
 	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	transient := &events.LoyaltyError{Category: events.CategoryTransientExhausted, Retryable: true, ProcessedAt: now}
 	validation := &events.LoyaltyError{Category: events.CategoryValidation, ProcessedAt: now}
@@ -31,8 +618,8 @@ func TestErrorFilter(t *testing.T) {
 	}
 }
 
-func TestSummary(t *testing.T) {
-	s := &Summary{Records: 3, Outcomes: map[string]int{"APPLIED": 2, "ALREADY_APPLIED": 1}}
+func TestReplaySummary(t *testing.T) {
+	s := &Summary{Planned: 3, Records: 3, Outcomes: map[string]int{"APPLIED": 2, "ALREADY_APPLIED": 1}}
 	if !s.OK() {
 		t.Fatal("clean summary not OK")
 	}
@@ -40,13 +627,15 @@ func TestSummary(t *testing.T) {
 	if !strings.Contains(tab, "ALREADY_APPLIED") || !strings.Contains(tab, "total") {
 		t.Fatalf("table:\n%s", tab)
 	}
-	s.NotReplayable = append(s.NotReplayable, "t/0/1 (gone)")
-	if s.OK() || !strings.Contains(s.Table(), "not replayable: t/0/1") {
-		t.Fatal("a record that could not be replayed is not reported")
+	for i := range maxListed + 2 {
+		s.NotReplayable = append(s.NotReplayable, fmt.Sprintf("t/0/%d (gone)", i))
+	}
+	if s.OK() || !strings.Contains(s.Table(), "not replayable: t/0/1 (gone)") || !strings.Contains(s.Table(), "and 2 more") {
+		t.Fatalf("records that could not be replayed are not reported:\n%s", s.Table())
 	}
 }
 
-func TestCallsNamesEveryType(t *testing.T) {
+func TestReplayCallsNamesEveryType(t *testing.T) {
 	for _, typ := range events.EventTypes() {
 		if strings.Contains(calls(typ), "unknown") {
 			t.Errorf("%s has no calls", typ)
