@@ -13,7 +13,9 @@
 //     one;
 //   - every member's link state matches a model of its command sequence;
 //   - the group's committed offsets equal the input topics' end offsets;
-//   - how many reply records are duplicates (allowed at least once).
+//   - how many reply records a read_committed reader sees twice: allowed
+//     at least once (TestChaos), none in exactly-once mode
+//     (TestChaosExactlyOnce, --delivery exactly-once).
 //
 // Size it with CHAOS_EVENTS (default 600, what CI runs) and CHAOS_KILLS
 // (default 4): CHAOS_EVENTS=100000 CHAOS_KILLS=30 go test -run Chaos

@@ -19,6 +19,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
@@ -60,6 +61,9 @@ type Config struct {
 	MaxBuffered       int
 	CommitInterval    time.Duration
 	FreshWindow       int
+	Delivery          string
+	TransactionalID   string
+	TransactionTTL    time.Duration
 	DrainTimeout      time.Duration
 	Linger            time.Duration
 	RecordAttempts    int
@@ -133,6 +137,9 @@ func Define(fs *flag.FlagSet) (*Config, *flagenv.Binder) {
 	fs.IntVar(&c.MaxInFlightPerP, "max-in-flight-per-partition", 0, "records in flight per partition (0: no bound of its own)")
 	fs.IntVar(&c.MaxBuffered, "max-buffered", 0, "records taken from Kafka and not yet committed (0: 4 × --max-in-flight)")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often completed offsets are committed")
+	fs.StringVar(&c.Delivery, "delivery", "at-least-once", "at-least-once, or exactly-once: outputs and input offsets commit in one Kafka transaction (readers of the reply topics then use isolation.level=read_committed)")
+	fs.StringVar(&c.TransactionalID, "transactional-id", "", "exactly-once: this member's transactional id, unique per live member and kept across its restarts (default loyalty-bridge-<hostname>, the pod name in Kubernetes)")
+	fs.DurationVar(&c.TransactionTTL, "transaction-timeout", 10*time.Second, "exactly-once: bound on one transaction")
 	fs.IntVar(&c.FreshWindow, "fresh-window", 0, "records per newly assigned partition that are guarded by a lookup (0: what a previous owner may have had in flight, --max-buffered/2; raise it to cover rate × --commit-interval when the partner API applies duplicate transaction ids twice)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Second, "how long a revoke or shutdown waits for in-flight records")
 	fs.DurationVar(&c.Linger, "linger", 2*time.Millisecond, "producer linger")
@@ -236,6 +243,20 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInFlightPerP < 0 {
 		bad("--max-in-flight-per-partition %d: must not be negative", c.MaxInFlightPerP)
+	}
+	if _, err := pipeline.ParseDelivery(c.Delivery); err != nil {
+		bad("--delivery: %v", err)
+	}
+	if c.Delivery == "exactly-once" && c.TransactionalID == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			bad("--transactional-id: required with --delivery exactly-once (the hostname is unknown)")
+		} else {
+			c.TransactionalID = "loyalty-bridge-" + host
+		}
+	}
+	if c.TransactionTTL <= 0 {
+		bad("--transaction-timeout %s: must be positive", c.TransactionTTL)
 	}
 	if c.FreshWindow < 0 {
 		bad("--fresh-window %d: must not be negative", c.FreshWindow)

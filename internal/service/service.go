@@ -170,6 +170,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 		return nil, err
 	}
 	mode, _ := ordering.ParseMode(cfg.Ordering)
+	delivery, _ := pipeline.ParseDelivery(cfg.Delivery)
 	kp := kprom.NewMetrics("loyalty_bridge_kafka", kprom.Registerer(d.Metrics.Registry), kprom.Gatherer(d.Metrics.Registry))
 	s.owner = &metricsObserver{m: d.Metrics, joined: &s.joined}
 	obs := observers{s.owner}
@@ -177,9 +178,11 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 		obs = append(obs, o.Observer)
 	}
 	s.pipe, err = pipeline.New(pipeline.Options{Brokers: cfg.BrokerList(), Group: cfg.Group, Topics: cfg.Topics().Inputs(),
-		ClientOpts: append(append([]kgo.Opt(nil), d.KafkaOpts...), kgo.WithHooks(kp)),
+		// Records of upstream transactions that aborted are not events.
+		ClientOpts: append(append([]kgo.Opt(nil), d.KafkaOpts...), kgo.WithHooks(kp), kgo.FetchIsolationLevel(kgo.ReadCommitted())),
 		Mode:       mode, MaxInFlight: cfg.MaxInFlight, MaxInFlightPerPartition: cfg.MaxInFlightPerP, MaxBuffered: cfg.MaxBuffered,
 		Linger: cfg.Linger, CommitInterval: cfg.CommitInterval, DrainTimeout: cfg.DrainTimeout, FreshWindow: cfg.FreshWindow,
+		Delivery: delivery, TransactionalID: cfg.TransactionalID, TransactionTimeout: cfg.TransactionTTL,
 		Handler: s.bridge.Handle, Fallback: s.bridge.Fallback, Gate: d.Breaker, Observer: obs, Logger: d.Log.Named("pipeline")})
 	if err != nil {
 		return nil, err
