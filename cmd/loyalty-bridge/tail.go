@@ -76,6 +76,9 @@ without a consumer group: nothing is committed.`)
 		kgo.SeedBrokers(commaList(cf.brokers)...),
 		kgo.ConsumeTopics(*topic),
 		kgo.ConsumeResetOffset(start),
+		// A bridge in exactly-once mode writes in transactions: show what
+		// committed, as downstream readers should see it.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)
 	if err != nil {
 		return &exitError{code: 2, err: err}
