@@ -292,6 +292,10 @@ type planKey struct {
 type plan struct {
 	union bool
 	steps []step
+	// scan: the writer has arrays or maps, whose block counts are checked
+	// against the value's size before hamba/avro reads it (scanBounded).
+	scan   bool
+	writer avro.Schema
 }
 
 type step struct {
@@ -369,6 +373,11 @@ func (c *Codec) read(topic string, id int, p *plan, body []byte) (v any, err err
 	}()
 	derr := func(kind DecodeKind, format string, args ...any) error {
 		return &DecodeError{Kind: kind, Topic: topic, SchemaID: id, Detail: fmt.Sprintf(format, args...)}
+	}
+	if p.scan {
+		if err := scanBounded(p.writer, body); err != nil {
+			return nil, derr(KindMalformed, "%v", err)
+		}
 	}
 	idx := 0
 	if p.union {
@@ -480,7 +489,9 @@ func (c *Codec) fetchWriter(ctx context.Context, id int) (avro.Schema, error) {
 	case len(s.References) > 0:
 		err = errors.New("schema references are not supported")
 	default:
-		w, err = avro.ParseWithCache(s.Schema, "", &avro.SchemaCache{})
+		if w, err = avro.ParseWithCache(s.Schema, "", &avro.SchemaCache{}); err == nil {
+			err = checkBounded(w)
+		}
 	}
 	if err != nil {
 		// A schema the bridge cannot use is permanent for this id: remember
@@ -509,7 +520,7 @@ func (c *Codec) buildPlan(id int, w avro.Schema, ct *contract) *plan {
 	if u, ok := w.(unusable); ok {
 		return &plan{steps: []step{fail(KindIncompatible, "writer schema: %v", u.err)}}
 	}
-	p := &plan{}
+	p := &plan{scan: hasBlocks(w), writer: w}
 	branches := []avro.Schema{w}
 	if u, ok := w.(*avro.UnionSchema); ok {
 		p.union, branches = true, u.Types()
