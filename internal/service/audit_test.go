@@ -5,7 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -39,19 +44,98 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// tokenTap is a reverse proxy in front of the simulator that remembers every
+// credential crossing it: access and refresh tokens as issued, and the
+// JWTs the bridge sends (redemption signs). Those become canaries.
+type tokenTap struct {
+	mu     sync.Mutex
+	tokens map[string]bool
+}
+
+func (tp *tokenTap) add(v string) {
+	if len(v) >= 16 {
+		tp.mu.Lock()
+		tp.tokens[v] = true
+		tp.mu.Unlock()
+	}
+}
+
+func (tp *tokenTap) all() []string {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	var out []string
+	for v := range tp.tokens {
+		out = append(out, v)
+	}
+	return out
+}
+
+func newTokenTap(t *testing.T, target string) (*tokenTap, string) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := &tokenTap{tokens: map[string]bool{}}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		var grant struct {
+			Access  string `json:"access_token"`
+			Refresh string `json:"refresh_token"`
+			ID      string `json:"id_token"`
+		}
+		if json.Unmarshal(b, &grant) == nil {
+			tp.add(grant.Access)
+			tp.add(grant.Refresh)
+			tp.add(grant.ID)
+		}
+		return nil
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tp.add(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+		if r.Body != nil {
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			var body struct {
+				Sign string `json:"sign"`
+			}
+			if json.Unmarshal(b, &body) == nil {
+				tp.add(body.Sign)
+			}
+			if form, err := url.ParseQuery(string(b)); err == nil {
+				for _, k := range []string{"refresh_token", "assertion", "subject_token", "client_assertion"} {
+					tp.add(form.Get(k))
+				}
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return tp, srv.URL
+}
+
 // The secret and PII audit: canary credentials, the partner private key,
-// issued tokens and personal data of onboardings (valid ones, and ones
-// failing validation and the partner's checks) go through the whole service
-// with debug logging; no log line and no output record (values decoded,
-// keys, headers) carries any of them. The original record value of error
-// events is excluded: carrying it is their purpose (switch it off with
-// --include-original=false).
+// every token issued and every JWT sent, and personal data (in
+// onboardings that are valid, invalid or refused by the partner, in a
+// purchase description, in an undecodable record) go through the whole
+// service with debug logging and --include-original=false. No log line, no
+// output record (raw bytes, decoded value, key, headers) and no page of
+// /metrics, /healthz or /readyz carries any of them. (With the default
+// --include-original=true, error events carry the original record value
+// by design: that is what the flag is for.)
 func TestSecretAndPIIAudit(t *testing.T) {
 	const (
 		canarySecret   = "canary-client-secret-7f3a"
 		canaryPassword = "canary-password-9c1e"
 		phone          = "+84912345678"
 		fullName       = "Canaryname Tran"
+		firstName      = "Canaryfirst"
+		lastName       = "Canarylast"
 		email          = "canary.audit@example.net"
 		idNumber       = "079288001122"
 		passport       = "B7766554"
@@ -67,10 +151,13 @@ func TestSecretAndPIIAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	tap, apiURL := newTokenTap(t, st.SimURL)
 	cfg := stackConfig(t, st, func(c *config.Config) {
+		c.APIBaseURL = apiURL
 		c.ClientSecret, c.Password = canarySecret, canaryPassword
 		c.PartnerKey, c.PartnerKeyID = st.PartnerKeyPath, st.PartnerKeyID
 		c.LogLevel = "debug"
+		c.IncludeOriginal = false
 	})
 	logs := &syncBuffer{}
 	log, err := telemetry.NewLogger(telemetry.LogOptions{Format: "json", Level: "debug", Output: logs})
@@ -95,20 +182,25 @@ func TestSecretAndPIIAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	var ids []string
+	sendRaw := func(topic, id string, v []byte) {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("k"), Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
 	send := func(topic string, ev events.Event) {
 		v, err := svc.Codec.Encode(topic, ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("k"), Value: v}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		sendRaw(topic, ev.ID(), v)
 	}
 	onboard := func(id, gender, externalID string) *events.MemberOnboardRequested {
-		e, idn, pp := email, idNumber, passport
-		return &events.MemberOnboardRequested{TransactionID: id, Phone: phone, FullName: fullName, Gender: gender, Birthday: birthday,
-			Email: &e, IsKYC: true, IDNumber: &idn, PassportNumber: &pp, PlaceOfIssue: "Da Nang", PlaceOfBirth: "Hue",
-			IssueDate: "2016-01-01", ExpireDate: "2036-01-01", Nationality: "VNM", Address: address, ExternalID: externalID}
+		e, idn, pp, fn, ln := email, idNumber, passport, firstName, lastName
+		return &events.MemberOnboardRequested{TransactionID: id, Phone: phone, FullName: fullName, FirstName: &fn, LastName: &ln,
+			Gender: gender, Birthday: birthday, Email: &e, IsKYC: true, IDNumber: &idn, PassportNumber: &pp, PlaceOfIssue: "Da Nang",
+			PlaceOfBirth: "Hue", IssueDate: "2016-01-01", ExpireDate: "2036-01-01", Nationality: "VNM", Address: address, ExternalID: externalID}
 	}
 	mt, pt, rt := codec.DefaultMemberOnboardingTopic, codec.DefaultPurchaseTopic, codec.DefaultRefundRedemptionTopic
 	send(mt, onboard("a-1", "female", "ext-1"))
@@ -116,6 +208,13 @@ func TestSecretAndPIIAudit(t *testing.T) {
 	send(mt, onboard("a-3", "female", "ext-1")) // the partner refuses a second enrolment
 	send(pt, &events.PurchaseCompleted{TransactionID: "a-4", LoyaltyID: sim.MemberID(1), TransactionDate: time.Now(), Amount: 1000, Currency: "VND"})
 	send(rt, &events.RedemptionRequested{TransactionID: "a-5", LoyaltyID: sim.MemberID(1), TransactionDate: time.Now(), Amount: 1, UsedPoint: 1})
+	// Personal data in free-form fields: a description the partner gets,
+	// and one that fails validation.
+	desc, badDesc := fmt.Sprintf(`{"note":"call %s"}`, phone), fmt.Sprintf(`{"note":"%s"`, email)
+	send(pt, &events.PurchaseCompleted{TransactionID: "a-7", LoyaltyID: sim.MemberID(3), TransactionDate: time.Now(), Amount: 10, Currency: "VND", Description: &desc})
+	send(pt, &events.PurchaseCompleted{TransactionID: "a-8", LoyaltyID: sim.MemberID(3), TransactionDate: time.Now(), Amount: 10, Currency: "VND", ExtraData: &badDesc})
+	// An undecodable record full of personal data: a DECODE error event.
+	sendRaw(pt, fmt.Sprintf("%s/", pt), append([]byte{0, 0, 0, 0, 1}, []byte(phone+email+idNumber)...))
 	// Tokens revoked mid-run: the bridge logs in again (a token refresh path).
 	st.Sim.RevokeTokens()
 	send(pt, &events.PurchaseCompleted{TransactionID: "a-6", LoyaltyID: sim.MemberID(2), TransactionDate: time.Now(), Amount: 1000, Currency: "VND"})
@@ -132,9 +231,17 @@ func TestSecretAndPIIAudit(t *testing.T) {
 	defer rc.Close()
 	var outputs []string
 	seen := map[string]bool{}
-	for len(seen) < 6 {
+	covered := func() bool {
+		for _, id := range ids {
+			if !seen[id] && !(strings.HasSuffix(id, "/") && anyPrefix(seen, id)) {
+				return false
+			}
+		}
+		return true
+	}
+	for !covered() {
 		if ctx.Err() != nil {
-			t.Fatalf("only %d of 6 outputs", len(seen))
+			t.Fatalf("outputs for only %v of %v", seen, ids)
 		}
 		pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		rc.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
@@ -144,13 +251,18 @@ func TestSecretAndPIIAudit(t *testing.T) {
 				t.Errorf("output on %s: %v", r.Topic, err)
 				return
 			}
-			if e, ok := v.(*events.LoyaltyError); ok {
-				e.OriginalValue = nil // by design; see the test's doc
+			if e, ok := v.(*events.LoyaltyError); ok && len(e.OriginalValue) > 0 {
+				t.Errorf("%s: original value carried with --include-original=false", r.Key)
 			}
 			j, _ := json.Marshal(v)
-			outputs = append(outputs, fmt.Sprintf("key=%s headers=%v value=%s", r.Key, r.Headers, j))
+			outputs = append(outputs, fmt.Sprintf("key=%s headers=%v raw=%q value=%s", r.Key, r.Headers, r.Value, j))
 		})
 		pcancel()
+	}
+	var pages []string
+	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+		_, body := get("http://" + svc.MetricsAddr() + path)
+		pages = append(pages, body)
 	}
 	stop()
 	if err := <-done; err != nil {
@@ -161,17 +273,39 @@ func TestSecretAndPIIAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyLines := strings.Split(strings.TrimSpace(string(key)), "\n")
-	canaries := []string{canarySecret, canaryPassword, phone, fullName, "Canaryname", email, idNumber, passport, address, birthday,
-		"eyJ",       // the start of every JWT: access, refresh, partner and sign tokens
-		keyLines[1]} // a line of the private key's base64 body
-	all := logs.String() + strings.Join(outputs, "\n")
-	if len(outputs) < 6 || !strings.Contains(logs.String(), "access token obtained") {
-		t.Fatalf("the audit saw too little: %d outputs, logs:\n%s", len(outputs), logs.String())
+	canaries := []string{canarySecret, canaryPassword, phone, fullName, "Canaryname", firstName, lastName, email, idNumber, passport,
+		address, birthday, "PRIVATE KEY",
+		"eyJ"} // the start of every JWT: access, refresh, partner and sign tokens
+	for _, l := range strings.Split(strings.TrimSpace(string(key)), "\n") {
+		if len(l) >= 16 && !strings.HasPrefix(l, "-----") {
+			canaries = append(canaries, l) // the private key's base64 body, line by line
+		}
+	}
+	tokens := tap.all()
+	if len(tokens) < 3 {
+		t.Fatalf("the tap saw %d tokens; the audit would prove little", len(tokens))
+	}
+	canaries = append(canaries, tokens...)
+	all := logs.String() + strings.Join(outputs, "\n") + strings.Join(pages, "\n")
+	if len(outputs) < len(ids) || !strings.Contains(logs.String(), "access token obtained") {
+		t.Fatalf("the audit saw too little: %d outputs for %d inputs, logs:\n%s", len(outputs), len(ids), logs.String())
 	}
 	for _, c := range canaries {
 		if i := strings.Index(all, c); i >= 0 {
-			t.Errorf("canary %q leaked: …%s…", c, all[max(0, i-80):min(len(all), i+80)])
+			t.Errorf("canary %.24q leaked: …%s…", c, all[max(0, i-80):min(len(all), i+80)])
 		}
 	}
+	t.Logf("audited %d log bytes, %d output records, %d pages against %d canaries (%d tokens seen on the wire)",
+		len(logs.String()), len(outputs), len(pages), len(canaries), len(tokens))
+}
+
+// anyPrefix reports whether a key in seen starts with prefix (an
+// undecodable record's output is keyed topic/partition/offset).
+func anyPrefix(seen map[string]bool, prefix string) bool {
+	for k := range seen {
+		if strings.HasPrefix(k, prefix) {
+			return true
+		}
+	}
+	return false
 }
