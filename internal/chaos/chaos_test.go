@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -43,11 +46,44 @@ type sent struct {
 	write             bool // accrual or redemption: exactly one effect
 }
 
+// replica is one bridge member. Its Kafka connections go through sw, so
+// that killing it cuts them all at once, as a kill -9 or a lost node does.
 type replica struct {
 	id   string
 	stop context.CancelFunc
 	done chan error
 	svc  *service.Service
+	sw   *netSwitch
+}
+
+// netSwitch is a dialer whose connections can all be cut at once, and that
+// refuses new ones after.
+type netSwitch struct {
+	mu    sync.Mutex
+	dead  bool
+	conns []net.Conn
+}
+
+func (s *netSwitch) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
+		return nil, errors.New("chaos: member killed")
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err == nil {
+		s.conns = append(s.conns, c)
+	}
+	return c, err
+}
+
+func (s *netSwitch) cut() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dead = true
+	for _, c := range s.conns {
+		c.Close()
+	}
 }
 
 func TestChaos(t *testing.T) { runChaos(t, false) }
@@ -60,7 +96,8 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 	n := envInt("CHAOS_EVENTS", 600)
 	kills := envInt("CHAOS_KILLS", 4)
 	members := 100
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	defer cancel()
 	st, err := devstack.Start(ctx, devstack.Options{DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0",
 		SimAddr: "127.0.0.1:0", Partitions: 6, Topics: topics.All(), Sim: sim.Options{Members: members, Seed: 7}})
@@ -72,46 +109,70 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 	if exactlyOnce {
 		cfg.Delivery = "exactly-once"
 	}
+	var background sync.WaitGroup // fault schedules and reaped members
+	defer background.Wait()
+	faultsCtx, stopFaults := context.WithCancel(ctx)
+	defer stopFaults()
 
-	// Kafka faults: 2% of produce and fetch requests get their connection
-	// dropped.
-	rng := rand.New(rand.NewPCG(1, 2))
-	var rngMu sync.Mutex
-	chance := func(p float64) bool { rngMu.Lock(); defer rngMu.Unlock(); return rng.Float64() < p }
-	var kafkaDrops atomic.Int64
-	for _, key := range []kmsg.Key{kmsg.Produce, kmsg.Fetch} {
-		st.Cluster.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
-			st.Cluster.KeepControl()
-			if chance(0.02) {
-				kafkaDrops.Add(1)
-				return nil, errors.New("chaos: connection dropped"), true
-			}
-			return nil, nil, false
-		})
+	// Kafka: two more brokers for leaders to move to, and a short minimum
+	// session so a killed member leaves the group in seconds.
+	nodes := []int32{0}
+	for range 2 {
+		id, _, err := st.Cluster.AddNode(-1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, id)
 	}
-	// API faults, and tokens that live three seconds.
-	business := []string{sim.EndpointAccrual, sim.EndpointRedemption, sim.EndpointLookup, sim.EndpointLink, sim.EndpointUnlink}
-	st.Sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{500: 0.04, 503: 0.05, 429: 0.02}, RetryAfter: 100 * time.Millisecond,
-		ApplyThen500Rate: 0.02, HangRate: 0.005, Endpoints: business})
-	st.Sim.SetTokenTTLs(3*time.Second, 10*time.Second)
+	setMinSession(ctx, t, st.Brokers)
+	kf := startKafkaFaults(faultsCtx, st.Cluster, nodes, &background)
 
-	// A codec for producing and reading, from the registry the first
-	// replica registers into.
+	// The partner API: 10% 5xx, 2% 429, 1% dropped connections, 2% applied
+	// then answered 500, 0.5% hangs; bursts of 429 only; tokens that live
+	// three seconds and get revoked.
+	business := []string{sim.EndpointAccrual, sim.EndpointRedemption, sim.EndpointLookup, sim.EndpointLink, sim.EndpointUnlink}
+	base := sim.Faults{ErrorRates: map[int]float64{500: 0.05, 503: 0.05, 429: 0.02}, RetryAfter: 100 * time.Millisecond,
+		DropRate: 0.01, ApplyThen500Rate: 0.02, HangRate: 0.005, Endpoints: business}
+	st.Sim.SetFaults(base)
+	st.Sim.SetTokenTTLs(3*time.Second, 10*time.Second)
+	var bursts atomic.Int64
+	background.Go(func() { // 429 bursts: 300 ms of nothing but 429 every 2 s
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-faultsCtx.Done():
+				return
+			case <-tick.C:
+			}
+			st.Sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{429: 1}, RetryAfter: 100 * time.Millisecond, Endpoints: business})
+			bursts.Add(1)
+			select {
+			case <-faultsCtx.Done():
+				return
+			case <-time.After(300 * time.Millisecond): // the burst's length
+			}
+			st.Sim.SetFaults(base)
+		}
+	})
+
 	var (
 		mu       sync.Mutex
 		replicas []*replica
+		killed   []*replica
 	)
 	ids := []string{"bridge-a", "bridge-b", "bridge-c"}
 	start := func(id string) *replica {
 		c := *cfg
 		c.TransactionalID = id // a restarted member keeps its id and fences its dead self
+		sw := &netSwitch{}
 		svc, err := service.New(ctx, &c, service.Options{Logger: zap.NewNop(),
-			ClientOpts: []kgo.Opt{kgo.HeartbeatInterval(200 * time.Millisecond)}})
+			ClientOpts: []kgo.Opt{kgo.HeartbeatInterval(200 * time.Millisecond), kgo.SessionTimeout(2 * time.Second), kgo.Dialer(sw.dial)}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rctx, stop := context.WithCancel(ctx)
-		r := &replica{stop: stop, done: make(chan error, 1), svc: svc, id: id}
+		r := &replica{id: id, stop: stop, done: make(chan error, 1), svc: svc, sw: sw}
 		go func() { r.done <- svc.Run(rctx) }()
 		mu.Lock()
 		replicas = append(replicas, r)
@@ -121,9 +182,23 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 	halt := func(r *replica) {
 		r.stop()
 		if err := <-r.done; err != nil {
-			t.Errorf("replica: %v", err)
+			t.Errorf("replica %s: %v", r.id, err)
 		}
 		r.svc.Close()
+	}
+	// kill cuts a member's Kafka connections and stops it without a
+	// drain: nothing it did after its last commit is committed. Its Run
+	// ends with an error, reaped in the background.
+	kill := func(r *replica) {
+		r.sw.cut()
+		r.stop()
+		mu.Lock()
+		killed = append(killed, r)
+		mu.Unlock()
+		background.Go(func() {
+			<-r.done
+			r.svc.Close()
+		})
 	}
 	first := start(ids[0])
 	cd := first.svc.Codec
@@ -182,9 +257,9 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 		}
 	})
 
-	// The kill schedule: every second, the oldest replica is killed (a
-	// graceful stop half the time, a stop with no drain otherwise) and a
-	// new one starts.
+	// The kill schedule: every second the oldest replica goes, killed
+	// (connections cut, no drain, no commit) every other time and stopped
+	// gracefully otherwise, and a replica with its id starts.
 	for k := range kills {
 		time.Sleep(time.Second) // the schedule itself, not synchronisation
 		mu.Lock()
@@ -193,24 +268,31 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 		mu.Unlock()
 		if k%2 == 1 {
 			st.Sim.RevokeTokens()
+			kill(victim)
+		} else {
+			halt(victim)
 		}
-		halt(victim)
 		start(victim.id)
 	}
 	produced.Wait()
 
-	// Faults off, then wait for every transaction's output.
+	// Wait for every transaction's output; faults stay on until the
+	// deadline, then go off so that the run ends.
 	out := follow(ctx, t, st.Brokers, cd)
 	deadline := time.Now().Add(3 * time.Minute)
 	for missing(out, all) > 0 {
 		if time.Now().After(deadline) {
+			stopFaults()
 			st.Sim.SetFaults(sim.Faults{})
+			kf.off()
 		}
 		if time.Now().After(deadline.Add(2 * time.Minute)) {
 			t.Fatalf("%d of %d transactions without output", missing(out, all), len(all))
 		}
 		time.Sleep(50 * time.Millisecond) // polling the outputs
 	}
+	stopFaults()
+	kf.off()
 	st.Sim.SetFaults(sim.Faults{})
 	mu.Lock()
 	for _, r := range replicas {
@@ -224,9 +306,12 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 		linkWrong, linkChecked                            int
 		categories                                        = map[string]int{}
 	)
-	out.mu.Lock()
+	// Counted on a fresh read of everything committed (the follower may
+	// not have seen the last records yet).
+	final, committed := readReplies(ctx, t, st.Brokers, cd, true)
+	_, written := readReplies(ctx, t, st.Brokers, cd, false)
 	for _, s := range all {
-		rs := out.byID[s.id]
+		rs := final.byID[s.id]
 		if len(rs) == 0 {
 			noOutput++
 			continue
@@ -253,14 +338,13 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 			}
 		}
 	}
-	out.mu.Unlock()
 	allLinkOK := map[string]bool{}
 	for _, s := range all {
 		if s.topic == topics.MemberOnboarding {
 			if _, seen := allLinkOK[s.member]; !seen {
 				allLinkOK[s.member] = true
 			}
-			if rs := out.get(s.id); len(rs) == 0 || rs[0].result == nil {
+			if rs := final.get(s.id); len(rs) == 0 || rs[0].result == nil {
 				allLinkOK[s.member] = false
 			}
 		}
@@ -275,32 +359,128 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 		}
 	}
 	lag := groupLag(ctx, t, st.Brokers, cfg.Group)
+	resent := st.Sim.Calls(sim.EndpointAccrual, 400) + st.Sim.Calls(sim.EndpointRedemption, 400)
 
-	drops := kafkaDrops.Load()
 	table := fmt.Sprintf(`
-chaos (%s): %d events, %d kills, %d Kafka connections dropped, simulator 500/503/429 %d/%d/%d
-  invariant                                          value   ok
-  transactions without a terminal output             %5d   %v
-  accrual/redemption with more than one effect       %5d   %v
-  answered APPLIED/ALREADY_APPLIED, effects != 1     %5d   %v
-  members whose link state differs from the model    %5d   %v (of %d checked)
-  input lag after the run (committed vs end)         %5d   %v
-  transactions ending in an error event              %5d   %v
-  duplicate reply records (read_committed)           %5d   %v
-`, cfg.Delivery, len(all), kills, drops, st.Sim.Calls(sim.EndpointAccrual, 500)+st.Sim.Calls(sim.EndpointRedemption, 500),
+chaos (%s): %d events in %s
+  faults: %d kills (%d without drain), Kafka %d connections dropped, %d produce and %d fetch errors, %d leader moves, %d coordinator moves;
+          API 500/503/429 %d/%d/%d, %d 429 bursts, tokens revoked %d times
+  invariant                                              value   ok
+  transactions without a terminal output                 %5d   %v
+  accrual/redemption with more than one effect           %5d   %v
+  answered APPLIED/ALREADY_APPLIED, effects != 1         %5d   %v
+  members whose link state differs from the model        %5d   %v (of %d checked)
+  input lag after the run (committed vs end offsets)     %5d   %v
+  duplicate reply records (read_committed)               %5d   %v
+  transactions ending in an error event                  %5d   -
+  writes re-sent for an applied transaction (400)        %5d   -
+  reply records written in aborted transactions          %5d   -
+`, cfg.Delivery, len(all), time.Since(began).Round(time.Second),
+		kills, kills/2, kf.drops.Load(), kf.produceErrs.Hits(), kf.fetchErrs.Hits(), kf.moves.Load(), kf.rehashes.Load(),
+		st.Sim.Calls(sim.EndpointAccrual, 500)+st.Sim.Calls(sim.EndpointRedemption, 500),
 		st.Sim.Calls(sim.EndpointAccrual, 503)+st.Sim.Calls(sim.EndpointRedemption, 503),
-		st.Sim.Calls(sim.EndpointAccrual, 429)+st.Sim.Calls(sim.EndpointRedemption, 429),
+		st.Sim.Calls(sim.EndpointAccrual, 429)+st.Sim.Calls(sim.EndpointRedemption, 429), bursts.Load(), kills/2,
 		noOutput, noOutput == 0, multiEffect, multiEffect == 0, appliedNot1, appliedNot1 == 0,
-		linkWrong, linkWrong == 0, linkChecked, lag, lag == 0, errorsN, true, dups, !exactlyOnce || dups == 0)
+		linkWrong, linkWrong == 0, linkChecked, lag, lag == 0, dups, !exactlyOnce || dups == 0, errorsN, resent,
+		written-committed)
 	if len(categories) > 0 {
 		table += fmt.Sprintf("  error events by category: %v\n", categories)
 	}
 	t.Log(table)
-	if exactlyOnce {
-		t.Logf("exactly-once: %d duplicate reply records for read_committed readers", dups)
-	}
 	if noOutput > 0 || multiEffect > 0 || appliedNot1 > 0 || linkWrong > 0 || lag != 0 || (exactlyOnce && dups > 0) {
 		t.Fatal("an invariant does not hold (table above)")
+	}
+}
+
+// kafkaFaults injects faults into the cluster until off: dropped
+// connections, produce and fetch errors, and (in the background) leader and
+// coordinator moves.
+type kafkaFaults struct {
+	on                     atomic.Bool
+	drops, moves           atomic.Int64
+	rehashes               atomic.Int64
+	produceErrs, fetchErrs *kfake.FaultHandle
+}
+
+func startKafkaFaults(ctx context.Context, c *kfake.Cluster, nodes []int32, wg *sync.WaitGroup) *kafkaFaults {
+	kf := &kafkaFaults{}
+	kf.on.Store(true)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rngMu sync.Mutex
+	chance := func(p float64) bool {
+		rngMu.Lock()
+		defer rngMu.Unlock()
+		return kf.on.Load() && rng.Float64() < p
+	}
+	// 2% of produce and fetch requests: the connection is dropped.
+	for _, key := range []kmsg.Key{kmsg.Produce, kmsg.Fetch} {
+		c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			if chance(0.02) {
+				kf.drops.Add(1)
+				return nil, errors.New("chaos: connection dropped"), true
+			}
+			return nil, nil, false
+		})
+	}
+	// 1% of produce and fetch requests fail as if the leader had moved.
+	kf.produceErrs = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1,
+		When: func(kmsg.Request) bool { return chance(0.01) }})
+	kf.fetchErrs = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Err: kerr.NotLeaderForPartition, Count: -1,
+		When: func(kmsg.Request) bool { return chance(0.01) }})
+	// Leaders move every 400 ms, group and transaction coordinators every
+	// 3.2 s.
+	wg.Go(func() {
+		tick := time.NewTicker(400 * time.Millisecond)
+		defer tick.Stop()
+		all := topics.All()
+		for i := 1; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			rngMu.Lock()
+			topic, part, node := all[rng.IntN(len(all))], int32(rng.IntN(6)), nodes[rng.IntN(len(nodes))]
+			rngMu.Unlock()
+			if err := c.MoveTopicPartition(topic, part, node); err == nil {
+				kf.moves.Add(1)
+			}
+			if i%8 == 0 {
+				c.RehashCoordinators()
+				kf.rehashes.Add(1)
+			}
+		}
+	})
+	return kf
+}
+
+func (kf *kafkaFaults) off() {
+	kf.on.Store(false)
+	kf.produceErrs.Remove()
+	kf.fetchErrs.Remove()
+}
+
+// setMinSession lowers the brokers' minimum session timeout, so members
+// can use 2 s sessions and a killed one leaves the group quickly.
+func setMinSession(ctx context.Context, t *testing.T, brokers []string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	v := "1000"
+	rs, err := kadm.NewClient(cl).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "group.min.session.timeout.ms", Value: &v}})
+	if err == nil {
+		for _, r := range rs {
+			if r.Err != nil {
+				err = r.Err
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("group.min.session.timeout.ms: %v", err)
 	}
 }
 
@@ -357,13 +537,19 @@ func missing(o *outputs, all []sent) int {
 	return n
 }
 
-func follow(ctx context.Context, t *testing.T, brokers []string, cd *codec.Codec) *outputs {
-	t.Helper()
+func replyTopics() []string {
 	var replies []string
 	for _, in := range topics.Inputs() {
 		replies = append(replies, topics.ResultTopic(in), topics.ErrorTopic(in))
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(replies...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	return replies
+}
+
+// follow reads the reply topics as a downstream consumer would, with
+// isolation level read_committed, while the run goes on.
+func follow(ctx context.Context, t *testing.T, brokers []string, cd *codec.Codec) *outputs {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(replyTopics()...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
@@ -373,26 +559,77 @@ func follow(ctx context.Context, t *testing.T, brokers []string, cd *codec.Codec
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for fctx.Err() == nil {
-			cl.PollFetches(fctx).EachRecord(func(r *kgo.Record) {
-				v, err := cd.Decode(fctx, r.Topic, r.Value)
-				if err != nil {
-					return
-				}
-				var rp reply
-				switch x := v.(type) {
-				case *events.LoyaltyResult:
-					rp.result = x
-				case *events.LoyaltyError:
-					rp.err = x
-				}
-				o.mu.Lock()
-				o.byID[string(r.Key)] = append(o.byID[string(r.Key)], rp)
-				o.mu.Unlock()
-			})
+			cl.PollFetches(fctx).EachRecord(func(r *kgo.Record) { o.add(fctx, cd, r) })
 		}
 	})
 	t.Cleanup(func() { cancel(); wg.Wait(); cl.Close() })
 	return o
+}
+
+func (o *outputs) add(ctx context.Context, cd *codec.Codec, r *kgo.Record) {
+	v, err := cd.Decode(ctx, r.Topic, r.Value)
+	if err != nil {
+		return
+	}
+	var rp reply
+	switch x := v.(type) {
+	case *events.LoyaltyResult:
+		rp.result = x
+	case *events.LoyaltyError:
+		rp.err = x
+	}
+	o.mu.Lock()
+	o.byID[string(r.Key)] = append(o.byID[string(r.Key)], rp)
+	o.mu.Unlock()
+}
+
+// readReplies reads the reply topics to their end, read_committed or not
+// (then records of aborted transactions count too), and returns the
+// decoded replies and how many records there were. A sentinel written to
+// every partition marks the end: a read_committed reader sees it only once
+// every transaction before it has ended.
+func readReplies(ctx context.Context, t *testing.T, brokers []string, cd *codec.Codec, readCommitted bool) (*outputs, int) {
+	t.Helper()
+	iso := kgo.ReadUncommitted()
+	if readCommitted {
+		iso = kgo.ReadCommitted()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(replyTopics()...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.FetchIsolationLevel(iso))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, replyTopics()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sentinels []*kgo.Record
+	ends.Each(func(o kadm.ListedOffset) {
+		sentinels = append(sentinels, &kgo.Record{Topic: o.Topic, Partition: o.Partition, Key: []byte("chaos-sentinel")})
+	})
+	if err := cl.ProduceSync(ctx, sentinels...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	o := &outputs{byID: map[string][]reply{}}
+	n, seen := 0, 0
+	for seen < len(sentinels) {
+		fs := cl.PollFetches(rctx)
+		if rctx.Err() != nil {
+			t.Fatalf("read %d of %d sentinels", seen, len(sentinels))
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Key) == "chaos-sentinel" {
+				seen++
+				return
+			}
+			n++
+			o.add(rctx, cd, r)
+		})
+	}
+	return o, n
 }
 
 // groupLag is the input topics' end offsets minus the group's commits.
