@@ -20,6 +20,11 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
 )
 
+// MaxOriginalBytes bounds the original key and value an error event
+// carries, leaving room for the rest of the event under Kafka's default
+// 1 MB message limit.
+const MaxOriginalBytes = 512 << 10
+
 // Header names of output records.
 const (
 	HeaderEventType       = "event-type"
@@ -399,7 +404,15 @@ func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error
 		}
 		e.ResultURL = optional(scrub(be.ResultURL))
 	}
-	if !b.o.OmitOriginal {
+	switch {
+	case b.o.OmitOriginal:
+	case len(j.rec.Key)+len(j.rec.Value) > MaxOriginalBytes:
+		// The error event must fit in a Kafka message (1 MB by default)
+		// or it could not be produced and the bridge would stop on this
+		// record for good; replay reads such an original from its source
+		// position while the topic retains it.
+		e.Detail += fmt.Sprintf(" (original of %d bytes not carried: over %d)", len(j.rec.Key)+len(j.rec.Value), MaxOriginalBytes)
+	default:
 		e.OriginalKey = j.rec.Key
 		e.OriginalValue = j.rec.Value
 	}

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,27 +18,20 @@ import (
 // far over the limit ends in one VALIDATION error event naming the field
 // (and not its value), and the record after it is processed.
 //
-// The 1 MB case is a known bug of the bridge, skipped until fixed (set
-// LOYALTY_BRIDGE_KNOWN_BUGS=1 to run it): its error event carries the
-// original value, 1,000,280 bytes, over franz-go's ProducerBatchMaxBytes
-// (1,000,012) and the reply topic's default max.message.bytes; the produce
-// fails MESSAGE_TOO_LARGE, the INTERNAL fallback carries the original
-// again, the pipeline stops, and a restarted bridge stops on the same
-// record. Any input value from about 999,700 bytes to the codec's 1 MiB
-// limit does it, and a DECODE TOO_LARGE error event above that limit too.
+// The 1 MB case was a bug: its error event carried the original value,
+// over franz-go's ProducerBatchMaxBytes and the reply topic's default
+// max.message.bytes, so the produce failed, the INTERNAL fallback carried
+// the original again, and the pipeline stopped on that record for good.
+// Error events now carry originals up to bridge.MaxOriginalBytes only.
 func TestHostileSizes(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		size  int
-		known bool
+		name string
+		size int
 	}{
-		{"900 KB description", 900_000, false},
-		{"1 MB description", 1_000_000, true},
+		{"900 KB description", 900_000},
+		{"1 MB description", 1_000_000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.known && os.Getenv("LOYALTY_BRIDGE_KNOWN_BUGS") != "1" {
-				t.Skip("known bridge bug: an error event carrying a ~1 MB original cannot be produced (see the test's doc)")
-			}
 			hostileSize(t, tc.size)
 		})
 	}
