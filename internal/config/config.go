@@ -153,7 +153,7 @@ func Define(fs *flag.FlagSet) (*Config, *flagenv.Binder) {
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", ":9464", "address of /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or console")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "bound on a graceful shutdown (drain, produce, commit, leave)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "bound on a graceful shutdown, from the signal to exit: drain, produce, commit, leave the group (must exceed --drain-timeout)")
 	fs.DurationVar(&c.StartupTimeout, "startup-timeout", 30*time.Second, "bound on start-up checks (brokers, registry, first token)")
 	fs.DurationVar(&c.LagInterval, "lag-interval", 15*time.Second, "how often consumer lag is measured for metrics")
 
@@ -279,6 +279,9 @@ func (c *Config) Validate() error {
 		if d <= 0 {
 			bad("--%s %s: must be positive", name, d)
 		}
+	}
+	if c.DrainTimeout > 0 && c.ShutdownTimeout > 0 && c.ShutdownTimeout <= c.DrainTimeout {
+		bad("--shutdown-timeout %s: must exceed --drain-timeout (%s), which is part of the shutdown", c.ShutdownTimeout, c.DrainTimeout)
 	}
 	if c.Linger < 0 || c.RecordBackoff < 0 {
 		bad("--linger and --record-backoff must not be negative")

@@ -119,3 +119,14 @@ func TestKafkaOpts(t *testing.T) {
 		t.Fatalf("with TLS: opts %d err %v", len(opts), err)
 	}
 }
+
+// The shutdown bound includes the drain, so it must be the longer one.
+func TestShutdownTimeoutExceedsDrain(t *testing.T) {
+	_, err := parse(t, []string{"--drain-timeout", "30s", "--shutdown-timeout", "30s"}, creds)
+	if err == nil || !strings.Contains(err.Error(), "--shutdown-timeout 30s: must exceed --drain-timeout") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := parse(t, []string{"--drain-timeout", "30s", "--shutdown-timeout", "45s"}, creds); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -32,6 +32,7 @@ func TestTracker(t *testing.T) {
 		done     int64
 		advanced bool
 		next     int64 // -1: no commit point yet
+		first    int64 // First() after the step; -1: none
 	}
 	tests := []struct {
 		name  string
@@ -41,22 +42,22 @@ func TestTracker(t *testing.T) {
 		{
 			name:  "in order",
 			added: []int64{0, 1, 2},
-			steps: []step{{0, true, 1}, {1, true, 2}, {2, true, 3}},
+			steps: []step{{0, true, 1, 1}, {1, true, 2, 2}, {2, true, 3, -1}},
 		},
 		{
 			name:  "gap holds the commit point",
 			added: []int64{10, 11, 12, 13},
-			steps: []step{{11, false, -1}, {13, false, -1}, {10, true, 12}, {12, true, 14}},
+			steps: []step{{11, false, -1, 10}, {13, false, -1, 10}, {10, true, 12, 12}, {12, true, 14, -1}},
 		},
 		{
 			name:  "non-consecutive offsets (compaction, markers)",
 			added: []int64{3, 7, 8, 20},
-			steps: []step{{7, false, -1}, {3, true, 8}, {20, false, 8}, {8, true, 21}},
+			steps: []step{{7, false, -1, 3}, {3, true, 8, 8}, {20, false, 8, 8}, {8, true, 21, -1}},
 		},
 		{
 			name:  "reverse order",
 			added: []int64{0, 1, 2, 3},
-			steps: []step{{3, false, -1}, {2, false, -1}, {1, false, -1}, {0, true, 4}},
+			steps: []step{{3, false, -1, 0}, {2, false, -1, 0}, {1, false, -1, 0}, {0, true, 4, -1}},
 		},
 	}
 	for _, tc := range tests {
@@ -72,6 +73,9 @@ func TestTracker(t *testing.T) {
 				}
 				if adv != s.advanced {
 					t.Errorf("Done(%d) advanced = %v, want %v", s.done, adv, s.advanced)
+				}
+				if first, ok := tr.First(); ok != (s.first >= 0) || (ok && first != s.first) {
+					t.Errorf("after Done(%d): First() = %d, %v; want %d", s.done, first, ok, s.first)
 				}
 				next, epoch, ok := tr.Commit()
 				if s.next < 0 {

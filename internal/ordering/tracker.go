@@ -72,6 +72,15 @@ func (t *Tracker) Commit() (next int64, epoch int32, ok bool) {
 	return t.next, t.epoch, t.moved
 }
 
+// First returns the lowest taken offset at or above the commit point: the
+// first record a commit cannot yet pass. ok is false when there is none.
+func (t *Tracker) First() (offset int64, ok bool) {
+	if t.q.len() == 0 {
+		return 0, false
+	}
+	return t.q.at(0).offset, true
+}
+
 // Len returns how many taken offsets are at or above the commit point, done
 // or not.
 func (t *Tracker) Len() int { return t.q.len() }

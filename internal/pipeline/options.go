@@ -149,8 +149,19 @@ type Options struct {
 	// instead.
 	CommitInterval time.Duration
 	// DrainTimeout bounds the wait for in-flight records on revoke and on
-	// shutdown; default 10s. Keep it below the group's rebalance timeout.
+	// shutdown; default 10s. The group's rebalance timeout is set to
+	// DrainTimeout plus 10s, so that a member draining revoked partitions
+	// is not expelled from the group.
 	DrainTimeout time.Duration
+	// ShutdownTimeout bounds a graceful stop, from the cancellation of
+	// Run's context to Run's return: the drain, the final commit, the flush
+	// of outputs and leaving the group. Default DrainTimeout plus 20s; it
+	// must exceed DrainTimeout. Leaving a group can wait on a rebalance
+	// that other members are slow to finish (up to the rebalance timeout);
+	// past the bound Run returns anyway and the group notices the member
+	// gone after its session timeout. Records not committed by then are
+	// processed again by their next owner.
+	ShutdownTimeout time.Duration
 
 	// Handler processes records. Required.
 	Handler Handler
@@ -207,6 +218,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.DrainTimeout < 0 {
 		bad("DrainTimeout must not be negative, got %v", o.DrainTimeout)
 	}
+	if o.ShutdownTimeout < 0 {
+		bad("ShutdownTimeout must not be negative, got %v", o.ShutdownTimeout)
+	}
 	if _, err := o.Delivery.MarshalText(); err != nil {
 		errs = append(errs, err)
 	}
@@ -258,6 +272,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = 10 * time.Second
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = o.DrainTimeout + 20*time.Second
+	}
+	if o.ShutdownTimeout <= o.DrainTimeout {
+		bad("ShutdownTimeout %v must exceed DrainTimeout %v: the drain is part of the shutdown", o.ShutdownTimeout, o.DrainTimeout)
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

@@ -64,19 +64,20 @@ type tp struct {
 // partition is the state of one assigned partition, guarded by Pipeline.mu.
 type partition struct {
 	tp
-	ctx      context.Context // canceled when the partition is dropped
-	cancel   context.CancelFunc
-	sched    *ordering.Scheduler[*job]
-	track    ordering.Tracker
-	last     int64 // highest offset taken, -1 before the first
-	inFlight int
-	handling int // bounded by MaxInFlightPerPartition
-	fresh    int // records still to be marked Fresh
-	paused   bool
-	revoking bool
-	idle     chan struct{} // while revoking: closed when inFlight reaches 0
-	taken    int           // exactly once: records taken in the current round
-	stopped  chan struct{} // exactly once, while revoking: closed when handling reaches 0
+	ctx       context.Context // canceled when the partition is dropped
+	cancel    context.CancelFunc
+	sched     *ordering.Scheduler[*job]
+	track     ordering.Tracker
+	last      int64 // highest offset taken, -1 before the first
+	inFlight  int
+	handling  int // bounded by MaxInFlightPerPartition
+	fresh     int // records still to be marked Fresh
+	paused    bool
+	revoking  bool
+	idle      chan struct{} // while revoking: closed when inFlight reaches 0
+	abandoned int           // records given up while in flight (drain timeout, loss)
+	taken     int           // exactly once: records taken in the current round
+	stopped   chan struct{} // exactly once, while revoking: closed when handling reaches 0
 }
 
 // job is one record from dispatch to done.
@@ -147,6 +148,16 @@ func (p *Pipeline) clientOpts() []kgo.Opt {
 		kgo.FetchMaxWait(250 * time.Millisecond),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(p.o.Linger),
+		// A member draining revoked partitions rejoins after the drain
+		// and its commit; the group must wait that long, and no longer:
+		// leaving the group on shutdown can wait out a JoinGroup for the
+		// whole rebalance timeout (60s by default).
+		kgo.RebalanceTimeout(p.o.DrainTimeout + 10*time.Second),
+		// After NOT_LEADER_FOR_PARTITION franz-go refreshes metadata before
+		// it retries, but no sooner than MetadataMinAge after the last
+		// refresh (5s by default): outputs, and the commit points behind
+		// them, stalled that long after every leader move.
+		kgo.MetadataMinAge(500 * time.Millisecond),
 	}
 	if p.eos {
 		opts = append(opts, p.transactOpts()...)
@@ -198,6 +209,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 
 	<-runCtx.Done()
+	deadline := time.Now().Add(p.o.ShutdownTimeout)
 	_ = front.Wait()
 
 	// Drain: every dispatched record finishes or the deadline passes.
@@ -205,7 +217,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.closing = true
 	p.closeDrainedLocked()
 	p.mu.Unlock()
-	timer := time.NewTimer(p.o.DrainTimeout)
+	timer := time.NewTimer(p.within(deadline, p.o.DrainTimeout))
 	select {
 	case <-p.drained:
 	case <-timer.C:
@@ -214,23 +226,28 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	timer.Stop()
 	stopWork()
-	p.waitWorkers(&workers)
+	p.waitWorkers(&workers, deadline)
 
 	// Commit what is contiguous, flush what was produced, leave.
-	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.DrainTimeout)
-	defer cancel()
 	p.mu.Lock()
 	for _, part := range p.parts {
 		p.markLocked(cl, part)
+		p.reportLeftLocked(part)
 	}
 	p.mu.Unlock()
-	if err := cl.CommitMarkedOffsets(finalCtx); err != nil {
-		p.log.Error("final commit failed", zap.Error(err))
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.within(deadline, p.o.DrainTimeout))
+	if err := cl.CommitMarkedOffsets(commitCtx); err != nil {
+		// Leaving the group waits for a rebalance in progress and then
+		// revokes every partition; onRevoked commits the marks again.
+		p.log.Warn("final commit failed; retried as the member leaves the group", zap.Error(err))
 	}
-	if err := cl.Flush(finalCtx); err != nil {
+	cancel()
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.within(deadline, p.o.DrainTimeout))
+	if err := cl.Flush(flushCtx); err != nil {
 		p.log.Warn("flush before close failed", zap.Error(err))
 	}
-	cl.Close() // leaves the group; onRevoked runs with closing set
+	cancel()
+	p.closeClient(deadline, cl.Close) // leaves the group; onRevoked runs with closing set
 	p.mu.Lock()
 	failure := p.failure
 	p.mu.Unlock()
@@ -238,17 +255,67 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return failure
 }
 
+// within returns d, or what is left until deadline if that is shorter.
+func (p *Pipeline) within(deadline time.Time, d time.Duration) time.Duration {
+	return max(min(d, time.Until(deadline)), 0)
+}
+
+// closeClient closes the client (leaving the group) and waits for it until
+// deadline. Leaving waits for a rebalance in progress, whose JoinGroup
+// franz-go does not cancel: it can last the rebalance timeout plus the
+// request overhead when another member is slow to rejoin. The shutdown
+// bound is what an orchestrator's grace period relies on, so past it Run
+// returns and the close goes on in the background; the group drops this
+// member after its session timeout.
+func (p *Pipeline) closeClient(deadline time.Time, closeFn func()) {
+	done := make(chan struct{})
+	go func() {
+		closeFn()
+		close(done)
+	}()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		p.log.Error("leaving the group did not finish within the shutdown timeout; returning without waiting (the group drops this member after its session timeout)",
+			zap.Duration("shutdown_timeout", p.o.ShutdownTimeout))
+	}
+}
+
+// reportLeftLocked logs one line for a partition this member leaves with
+// records taken but not committed, and why: they are processed again by the
+// partition's next owner.
+func (p *Pipeline) reportLeftLocked(part *partition) {
+	first, ok := part.track.First()
+	if !ok {
+		return
+	}
+	var reason string
+	switch {
+	case part.inFlight > 0 || part.abandoned > 0:
+		reason = "records still in flight when the drain timed out were abandoned"
+	case p.failure != nil:
+		reason = "the pipeline stopped on a failed record"
+	default:
+		reason = "records taken but not started before the stop (queued behind their key, held by the gate, or not yet dispatched)"
+	}
+	p.log.Warn("partition left with uncommitted records; its next owner processes them again",
+		zap.String("topic", part.topic), zap.Int32("partition", part.partition), zap.Int64("from_offset", first),
+		zap.Int("uncommitted", part.track.Len()), zap.Int("in_flight", part.inFlight), zap.String("reason", reason))
+}
+
 // waitWorkers waits for the workers after their context was canceled. A
 // handler that ignores its context could hold Run forever; after
-// DrainTimeout more Run goes on closing and leaves such a worker behind
-// (its record is not committed).
-func (p *Pipeline) waitWorkers(workers *errgroup.Group) {
+// DrainTimeout more (at most until deadline) Run goes on closing and leaves
+// such a worker behind (its record is not committed).
+func (p *Pipeline) waitWorkers(workers *errgroup.Group, deadline time.Time) {
 	done := make(chan struct{})
 	go func() {
 		_ = workers.Wait()
 		close(done)
 	}()
-	timer := time.NewTimer(p.o.DrainTimeout)
+	timer := time.NewTimer(p.within(deadline, p.o.DrainTimeout))
 	defer timer.Stop()
 	select {
 	case <-done:
@@ -262,6 +329,12 @@ func (p *Pipeline) closeDrainedLocked() {
 		p.isDrained = true
 		close(p.drained)
 	}
+}
+
+func (p *Pipeline) isClosing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closing
 }
 
 func (p *Pipeline) inFlightNow() int {
@@ -712,6 +785,9 @@ func (p *Pipeline) finish(j *job, outcome Outcome) {
 	p.mu.Lock()
 	p.inFlight--
 	part.inFlight--
+	if outcome == Abandoned {
+		part.abandoned++
+	}
 	p.releaseLocked(j)
 	if p.eos {
 		p.settleLocked(j, outcome == Abandoned)
@@ -844,8 +920,14 @@ wait:
 	err := cl.CommitMarkedOffsets(commitCtx)
 	cancel()
 	for topic, ns := range revoked {
+		if err != nil {
+			// What was marked stays uncommitted: the next owner redoes it.
+			p.log.Warn("partitions revoked; their commit failed, so their next owner processes again from the last commit",
+				zap.String("topic", topic), zap.Int32s("partitions", ns), zap.Bool("leaving", p.isClosing()), zap.Error(err))
+			continue
+		}
 		p.log.Info("partitions revoked", zap.String("topic", topic), zap.Int32s("partitions", ns),
-			zap.Duration("drain", time.Since(start)), zap.Bool("drain_timed_out", timedOut), zap.Error(err))
+			zap.Duration("drain", time.Since(start)), zap.Bool("drain_timed_out", timedOut))
 	}
 	wake(p.wakePoll)
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 )
@@ -395,6 +397,8 @@ func TestShutdownDrainTimeout(t *testing.T) {
 	}))
 	o.Observer = rec
 	o.DrainTimeout = 200 * time.Millisecond
+	core, logs := observer.New(zap.InfoLevel)
+	o.Logger = zap.New(core)
 	r := start(t, o)
 	eventually(t, 30*time.Second, func() (bool, string) {
 		d := rec.doneCount(Processed)
@@ -408,6 +412,16 @@ func TestShutdownDrainTimeout(t *testing.T) {
 	}
 	if got := e.committed("g"); got[0] != stuck {
 		t.Errorf("committed %d, want %d (the stuck record)", got[0], stuck)
+	}
+	// One line for the partition left behind, saying where and why.
+	left := logs.FilterMessageSnippet("partition left with uncommitted records").All()
+	if len(left) != 1 {
+		t.Fatalf("%d lines about partitions left behind, want 1", len(left))
+	}
+	f := left[0].ContextMap()
+	if f["partition"] != int32(0) || f["from_offset"] != int64(stuck) || f["uncommitted"] != int64(n-stuck) ||
+		!strings.Contains(f["reason"].(string), "drain timed out") {
+		t.Errorf("left-behind line: %v", f)
 	}
 }
 

@@ -83,13 +83,16 @@ func (p *Pipeline) runTransactional(ctx context.Context) error {
 		workers.Go(func() error { p.worker(); return nil })
 	}
 
-	p.rounds(runCtx)
+	stopping := make(chan time.Time, 1)
+	context.AfterFunc(runCtx, func() { stopping <- time.Now() })
+	p.rounds(runCtx) // returns once runCtx is done and the last round ended
+	deadline := (<-stopping).Add(p.o.ShutdownTimeout)
 
 	stopDispatch()
 	_ = front.Wait()
 	stopWork()
-	p.waitWorkers(&workers)
-	sess.Close() // leaves the group
+	p.waitWorkers(&workers, deadline)
+	p.closeClient(deadline, sess.Close) // leaves the group
 	p.mu.Lock()
 	failure := p.failure
 	p.mu.Unlock()

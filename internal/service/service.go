@@ -181,7 +181,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 		// Records of upstream transactions that aborted are not events.
 		ClientOpts: append(append([]kgo.Opt(nil), d.KafkaOpts...), kgo.WithHooks(kp), kgo.FetchIsolationLevel(kgo.ReadCommitted())),
 		Mode:       mode, MaxInFlight: cfg.MaxInFlight, MaxInFlightPerPartition: cfg.MaxInFlightPerP, MaxBuffered: cfg.MaxBuffered,
-		Linger: cfg.Linger, CommitInterval: cfg.CommitInterval, DrainTimeout: cfg.DrainTimeout, FreshWindow: cfg.FreshWindow,
+		Linger: cfg.Linger, CommitInterval: cfg.CommitInterval, DrainTimeout: cfg.DrainTimeout, ShutdownTimeout: cfg.ShutdownTimeout, FreshWindow: cfg.FreshWindow,
 		Delivery: delivery, TransactionalID: cfg.TransactionalID, TransactionTimeout: cfg.TransactionTTL,
 		Handler: s.bridge.Handle, Fallback: s.bridge.Fallback, Gate: d.Breaker, Observer: obs, Logger: d.Log.Named("pipeline")})
 	if err != nil {
