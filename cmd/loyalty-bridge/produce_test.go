@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"strings"
@@ -151,6 +152,56 @@ func TestTailRedactsOnboarding(t *testing.T) {
 	_, out, _ = s.cli(t, "", "tail", "--topic", "loyalty.member-onboarding", "--from-beginning", "--max", "1", "--show-pii")
 	if !strings.Contains(out, "+84901234567") {
 		t.Errorf("--show-pii hid the data:\n%s", out)
+	}
+}
+
+// An error event's original is an input record, personal data included:
+// tail withholds it unless --show-pii.
+func TestTailWithholdsOriginals(t *testing.T) {
+	s := newEventsStack(t)
+	s.cli(t, "", "schemas", "register")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rc, err := sr.NewClient(sr.URLs(s.registry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd, err := codec.New(ctx, codec.Options{Registry: rc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pii = "+84901234567 Nguyen Van An"
+	errTopic := codec.DefaultTopics().ErrorTopic(codec.DefaultMemberOnboardingTopic)
+	v, err := cd.EncodeError(errTopic, &events.LoyaltyError{TransactionID: "C-1", Category: events.CategoryValidation, Detail: "phone: invalid",
+		OriginalKey: []byte("E-1"), OriginalValue: []byte(pii), ProcessedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(s.brokers, ",")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: errTopic, Key: []byte("C-1"), Value: v}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	encoded := base64.StdEncoding.EncodeToString([]byte(pii))
+	for _, values := range []bool{false, true} {
+		args := []string{"tail", "--topic", errTopic, "--from-beginning", "--max", "1"}
+		if values {
+			args = append(args, "--values-only")
+		}
+		code, out, errs := s.cli(t, "", args...)
+		if code != 0 || strings.Contains(out, encoded[:16]) || strings.Contains(out, "Nguyen") || strings.Contains(out, `"originalValue":`) {
+			t.Errorf("tail %v: %d\nstdout: %s\nstderr: %s", args, code, out, errs)
+		}
+		if !values && !strings.Contains(out, `"withheld":"originalKey and originalValue (29 bytes; --show-pii prints them)"`) {
+			t.Errorf("tail does not say what it withheld:\n%s", out)
+		}
+	}
+	_, out, _ := s.cli(t, "", "tail", "--topic", errTopic, "--from-beginning", "--max", "1", "--show-pii")
+	if !strings.Contains(out, encoded) {
+		t.Errorf("--show-pii withheld the original:\n%s", out)
 	}
 }
 

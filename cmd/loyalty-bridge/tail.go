@@ -34,6 +34,8 @@ type tailLine struct {
 	Type        string             `json:"type,omitempty"`
 	Value       any                `json:"value,omitempty"`
 	DecodeError *codec.DecodeError `json:"decodeError,omitempty"`
+	// Withheld says what was left out because it may hold personal data.
+	Withheld string `json:"withheld,omitempty"`
 }
 
 func runTail(ctx context.Context, e env, args []string) error {
@@ -45,7 +47,7 @@ func runTail(ctx context.Context, e env, args []string) error {
 	fromBeginning := fs.Bool("from-beginning", false, "start at the earliest offset instead of new records only")
 	maxRecords := fs.Int("max", 0, "stop after this many records (0: until interrupted)")
 	valuesOnly := fs.Bool("values-only", false, "print only {\"type\":…, <fields>} per record: the input format of produce")
-	showPII := fs.Bool("show-pii", false, "print personal data of onboarding events instead of "+events.Redacted)
+	showPII := fs.Bool("show-pii", false, "print personal data of onboarding events instead of "+events.Redacted+", and the originals error events carry")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, `usage: loyalty-bridge tail --topic T [--from-beginning] [--max N] [flags]
 
@@ -159,6 +161,14 @@ func tailRecord(ctx context.Context, cd *codec.Codec, r *kgo.Record, showPII boo
 	case *events.LoyaltyResult:
 		line.Type, line.Value = "LoyaltyResult", v
 	case *events.LoyaltyError:
+		// An original is an input record: an onboarding's personal data,
+		// a description's free text. Base64 in JSON hides nothing.
+		if n := len(v.OriginalKey) + len(v.OriginalValue); n > 0 && !showPII {
+			c := *v
+			c.OriginalKey, c.OriginalValue = nil, nil
+			v = &c
+			line.Withheld = fmt.Sprintf("originalKey and originalValue (%d bytes; --show-pii prints them)", n)
+		}
 		line.Type, line.Value = "LoyaltyError", v
 	}
 	return line, nil

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
@@ -25,6 +28,11 @@ import (
 // 1 MB message limit.
 const MaxOriginalBytes = 512 << 10
 
+// DefaultMaxOutputBytes is the default of Options.MaxOutputBytes: below
+// franz-go's default ProducerBatchMaxBytes (1,000,012) and Kafka's default
+// max.message.bytes (1,048,588).
+const DefaultMaxOutputBytes = 1_000_000
+
 // Header names of output records.
 const (
 	HeaderEventType       = "event-type"
@@ -35,6 +43,9 @@ const (
 	HeaderReplayed        = "replayed"
 	HeaderCorrelationID   = "correlation-id"
 	HeaderTraceparent     = "traceparent"
+	// HeaderDroppedHeaders names the input headers an output did not copy
+	// because they were malformed or too large.
+	HeaderDroppedHeaders = "dropped-headers"
 )
 
 // Defaults of Options.
@@ -77,9 +88,17 @@ type Options struct {
 	// (two profile reads while the circuit is closed; a failure only
 	// leaves the fields out).
 	Enrich bool
-	// OmitOriginal leaves the original key and value out of error events
-	// (PII-strict deployments).
-	OmitOriginal bool
+	// IncludeOriginal carries the original key and value in error events,
+	// so that they can be replayed after the input topic's retention.
+	// Originals may hold personal data (onboarding events, free text), and
+	// every reader of the error topics sees them, so the default leaves
+	// them out: replay reads an original from its source position.
+	IncludeOriginal bool
+	// MaxOutputBytes bounds an output record (key, value, headers and
+	// framing); default DefaultMaxOutputBytes. Keep it at or below the
+	// producer's ProducerBatchMaxBytes and the reply topics'
+	// max.message.bytes. An error event over it leaves the original out.
+	MaxOutputBytes int
 	// Replay guards every accrual and redemption and marks outputs
 	// replayed: true.
 	Replay bool
@@ -129,6 +148,12 @@ func New(o Options) (*Bridge, error) {
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("bridge: %w", errors.Join(errs...))
+	}
+	if o.MaxOutputBytes < 0 {
+		return nil, fmt.Errorf("bridge: MaxOutputBytes %d: must not be negative", o.MaxOutputBytes)
+	}
+	if o.MaxOutputBytes == 0 {
+		o.MaxOutputBytes = DefaultMaxOutputBytes
 	}
 	if o.RecordAttempts == 0 {
 		o.RecordAttempts = DefaultRecordAttempts
@@ -367,10 +392,19 @@ func (b *Bridge) success(j *job) ([]*kgo.Record, error) {
 	}
 	b.log.Debug("result", zap.String("transactionId", r.TransactionID), zap.String("outcome", string(r.Outcome)),
 		zap.Int("attempts", j.attempts))
-	return []*kgo.Record{b.output(j.rec, out, r.TransactionID, string(r.EventType), j.attempts, v)}, nil
+	carried, dropped := carriedHeaders(j.rec.Headers)
+	return []*kgo.Record{b.output(j.rec, out, r.TransactionID, string(r.EventType), j.attempts, v, carried, dropped)}, nil
 }
 
 func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error) ([]*kgo.Record, error) {
+	return b.errorEvent(j, cat, reason, cause, false)
+}
+
+// errorEvent builds j's error event. Minimal leaves out the original and
+// the copied headers: for an answer to a record whose outputs could not be
+// produced. Whatever the input, the event fits MaxOutputBytes, or the
+// record could never be answered and the pipeline would stop on it.
+func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause error, minimal bool) ([]*kgo.Record, error) {
 	e := &events.LoyaltyError{Category: cat, Retryable: retryable(cat, cause), Attempts: int32(j.attempts),
 		Detail: telemetry.ScrubString(cause.Error()), ProcessedAt: b.now().UTC(),
 		Source: events.ErrorSource{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset, Timestamp: j.rec.Timestamp}}
@@ -380,6 +414,11 @@ func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error
 		t := j.ev.Type()
 		e.EventType = &t
 		evType = string(t)
+	}
+	if n := len(e.TransactionID); n > events.MaxIDLen {
+		// An invalid id of any size would be the key of the error event.
+		e.Detail += fmt.Sprintf(" (transactionId of %d bytes, over %d: keyed by source position)", n, events.MaxIDLen)
+		e.TransactionID = ""
 	}
 	if e.TransactionID == "" {
 		e.TransactionID = events.SourceID(j.rec.Topic, j.rec.Partition, j.rec.Offset)
@@ -404,14 +443,21 @@ func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error
 		}
 		e.ResultURL = optional(scrub(be.ResultURL))
 	}
+	var carried []kgo.RecordHeader
+	var dropped []string
+	if !minimal {
+		carried, dropped = carriedHeaders(j.rec.Headers)
+		if len(dropped) > 0 {
+			e.Detail += "; input headers not copied: " + strings.Join(dropped, "; ")
+		}
+	}
+	original := len(j.rec.Key) + len(j.rec.Value)
 	switch {
-	case b.o.OmitOriginal:
-	case len(j.rec.Key)+len(j.rec.Value) > MaxOriginalBytes:
-		// The error event must fit in a Kafka message (1 MB by default)
-		// or it could not be produced and the bridge would stop on this
-		// record for good; replay reads such an original from its source
-		// position while the topic retains it.
-		e.Detail += fmt.Sprintf(" (original of %d bytes not carried: over %d)", len(j.rec.Key)+len(j.rec.Value), MaxOriginalBytes)
+	case minimal || !b.o.IncludeOriginal:
+	case original > MaxOriginalBytes:
+		// Replay reads such an original from its source position while
+		// the topic retains it.
+		e.Detail += fmt.Sprintf(" (original of %d bytes not carried: over %d)", original, MaxOriginalBytes)
 	default:
 		e.OriginalKey = j.rec.Key
 		e.OriginalValue = j.rec.Value
@@ -420,6 +466,14 @@ func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error
 	v, err := b.o.Codec.EncodeError(out, e)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: error event of %s on %s: %w", e.TransactionID, out, err)
+	}
+	rec := b.output(j.rec, out, e.TransactionID, "", j.attempts, v, carried, dropped)
+	if n := recordBytes(rec); n > b.o.MaxOutputBytes && e.OriginalValue != nil {
+		e.OriginalKey, e.OriginalValue = nil, nil
+		e.Detail += fmt.Sprintf(" (original not carried: the event would be %d bytes, over %d)", n, b.o.MaxOutputBytes)
+		if v, err = b.o.Codec.EncodeError(out, e); err != nil {
+			return nil, fmt.Errorf("bridge: error event of %s on %s: %w", e.TransactionID, out, err)
+		}
 	}
 	if m := b.o.Metrics; m != nil {
 		m.RecordsCompleted.WithLabelValues(j.rec.Topic, "error").Inc()
@@ -434,7 +488,11 @@ func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error
 	b.log.Log(lvl, "error event", zap.String("transactionId", e.TransactionID), zap.String("category", string(cat)),
 		zap.String("topic", j.rec.Topic), zap.Int32("partition", j.rec.Partition), zap.Int64("offset", j.rec.Offset),
 		zap.String("detail", e.Detail))
-	return []*kgo.Record{b.output(j.rec, out, e.TransactionID, evType, j.attempts, v)}, nil
+	rec = b.output(j.rec, out, e.TransactionID, evType, j.attempts, v, carried, dropped)
+	if n := recordBytes(rec); n > b.o.MaxOutputBytes {
+		return nil, fmt.Errorf("bridge: error event of %s on %s is %d bytes, over %d", e.TransactionID, out, n, b.o.MaxOutputBytes)
+	}
+	return []*kgo.Record{rec}, nil
 }
 
 // retryable is the error event's retryable flag: may replaying the same
@@ -449,8 +507,10 @@ func retryable(cat events.Category, cause error) bool {
 	return false
 }
 
-func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int, value []byte) *kgo.Record {
-	h := make([]kgo.RecordHeader, 0, 8)
+// output is an output record with the bridge's headers, the input headers
+// it carries and the names of those it dropped.
+func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int, value []byte, carried []kgo.RecordHeader, dropped []string) *kgo.Record {
+	h := make([]kgo.RecordHeader, 0, 9)
 	h = append(h,
 		kgo.RecordHeader{Key: HeaderEventType, Value: []byte(evType)},
 		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(in.Topic)},
@@ -458,10 +518,16 @@ func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int,
 		kgo.RecordHeader{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, in.Offset, 10)},
 		kgo.RecordHeader{Key: HeaderAttempts, Value: strconv.AppendInt(nil, int64(attempts), 10)},
 	)
-	for _, ih := range in.Headers {
-		if ih.Key == HeaderCorrelationID || ih.Key == HeaderTraceparent {
-			h = append(h, kgo.RecordHeader{Key: ih.Key, Value: append([]byte(nil), ih.Value...)})
+	h = append(h, carried...)
+	if len(dropped) > 0 {
+		names := make([]string, 0, len(dropped))
+		for _, d := range dropped {
+			name, _, _ := strings.Cut(d, " ")
+			if !slices.Contains(names, name) {
+				names = append(names, name)
+			}
 		}
+		h = append(h, kgo.RecordHeader{Key: HeaderDroppedHeaders, Value: []byte(strings.Join(names, ","))})
 	}
 	if b.o.Replay {
 		h = append(h, kgo.RecordHeader{Key: HeaderReplayed, Value: []byte("true")})
@@ -491,8 +557,22 @@ func (b *Bridge) Fallback(rec *kgo.Record, cause error) ([]*kgo.Record, error) {
 	if ev, err := b.o.Codec.DecodeEvent(ctx, rec.Topic, rec.Value); err == nil {
 		j.ev = ev
 	}
+	// Outputs that could not be produced: answer with the smallest error
+	// event (no original, no copied headers), which any topic accepts,
+	// rather than fail the same way again and stop the pipeline.
+	if errors.Is(cause, pipeline.ErrProduce) {
+		reason := ""
+		if errors.Is(cause, kerr.MessageTooLarge) || errors.Is(cause, kerr.RecordListTooLarge) {
+			reason = ReasonOutputTooLarge
+		}
+		return b.errorEvent(j, events.CategoryInternal, reason, cause, true)
+	}
 	return b.failure(j, events.CategoryInternal, "", cause)
 }
+
+// ReasonOutputTooLarge is the reason of the INTERNAL error event that
+// answers a record whose output Kafka refused as too large.
+const ReasonOutputTooLarge = "OUTPUT_TOO_LARGE"
 
 func ptr[T any](v T) *T { return &v }
 

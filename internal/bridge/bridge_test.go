@@ -29,14 +29,14 @@ import (
 // output or log line; metrics counted.
 func TestEveryOutcomeAndCategory(t *testing.T) {
 	s := newStack(t, stackOpts{})
-	b := s.bridge(func(o *bridge.Options) { o.Enrich = true })
+	b := s.bridge(func(o *bridge.Options) { o.Enrich = true; o.IncludeOriginal = true })
 	out := s.follow()
 	p := s.producer()
 	s.start(memberOpts{bridge: b})
 	pt, rt, mt := topics.Purchase, topics.RefundRedemption, topics.MemberOnboarding
 
 	corr := kgo.RecordHeader{Key: "correlation-id", Value: []byte("corr-1")}
-	trace := kgo.RecordHeader{Key: "traceparent", Value: []byte("00-abc-def-01")}
+	trace := kgo.RecordHeader{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")}
 	other := kgo.RecordHeader{Key: "x-private", Value: []byte("not copied")}
 	badSign := "not-a-jwt"
 	signed := redemption("r-2", 2, 1)
@@ -90,7 +90,7 @@ func TestEveryOutcomeAndCategory(t *testing.T) {
 		check                          func(r reply)
 	}{
 		{"p-1", res(pt), "APPLIED", "PurchaseCompleted", func(r reply) {
-			if r.header("correlation-id") != "corr-1" || r.header("traceparent") != "00-abc-def-01" || r.header("x-private") != "" {
+			if r.header("correlation-id") != "corr-1" || r.header("traceparent") != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" || r.header("x-private") != "" {
 				t.Errorf("p-1: headers %v", r.rec.Headers)
 			}
 			x := r.result
@@ -302,7 +302,7 @@ func TestFailureCategories(t *testing.T) {
 		t.Error("Fallback of a topic without an error topic: no error")
 	}
 
-	strict := s.bridge(func(o *bridge.Options) { o.OmitOriginal = true; o.Replay = true })
+	strict := s.bridge(func(o *bridge.Options) { o.Replay = true })
 	r = s.handle(strict, s.record(pt, purchase("s-1", 1, -1)), false)
 	if r.outcome() != "error VALIDATION" || r.err.OriginalValue != nil || r.err.OriginalKey != nil || r.header("replayed") != "true" {
 		t.Errorf("PII-strict replay: %s %+v %v", r.outcome(), r.err, r.rec.Headers)

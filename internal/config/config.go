@@ -149,7 +149,7 @@ func Define(fs *flag.FlagSet) (*Config, *flagenv.Binder) {
 	fs.Float64Var(&c.BreakerRatio, "breaker-failure-ratio", 0.5, "share of failed attempts (of 20 or more in 30 s) that opens the circuit; 0 turns it off")
 	fs.DurationVar(&c.BreakerOpen, "breaker-open-timeout", 5*time.Second, "how long the circuit stays open before a probe")
 	fs.BoolVar(&c.Enrich, "enrich", false, "add non-PII profile fields (tierClass, status, eKycStatus) to member results")
-	fs.BoolVar(&c.IncludeOriginal, "include-original", true, "carry the original record value in error events (false for PII-strict deployments)")
+	fs.BoolVar(&c.IncludeOriginal, "include-original", false, "carry the original record key and value in error events; they may hold personal data, which every reader of the error topics would see (off: replay reads originals from their source position)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", ":9464", "address of /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or console")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")

@@ -32,7 +32,7 @@ func TestDefaultsWithCredentialsAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.AuthURL != c.APIBaseURL || c.Group != "loyalty-bridge" || c.Ordering != "key" || !c.IncludeOriginal {
+	if c.AuthURL != c.APIBaseURL || c.Group != "loyalty-bridge" || c.Ordering != "key" || c.IncludeOriginal {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if got := c.Topics().Inputs(); got[0] != "loyalty.purchase" {

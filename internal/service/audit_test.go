@@ -123,11 +123,11 @@ func newTokenTap(t *testing.T, target string) (*tokenTap, string) {
 // every token issued and every JWT sent, and personal data (in
 // onboardings that are valid, invalid or refused by the partner, in a
 // purchase description, in an undecodable record) go through the whole
-// service with debug logging and --include-original=false. No log line, no
+// service with debug logging and the default settings. No log line, no
 // output record (raw bytes, decoded value, key, headers) and no page of
-// /metrics, /healthz or /readyz carries any of them. (With the default
-// --include-original=true, error events carry the original record value
-// by design: that is what the flag is for.)
+// /metrics, /healthz or /readyz carries any of them. Error events carry no
+// original by default; --include-original=true carries the original
+// record, by design: that is what the flag is for.
 func TestSecretAndPIIAudit(t *testing.T) {
 	const (
 		canarySecret   = "canary-client-secret-7f3a"
@@ -157,7 +157,6 @@ func TestSecretAndPIIAudit(t *testing.T) {
 		c.ClientSecret, c.Password = canarySecret, canaryPassword
 		c.PartnerKey, c.PartnerKeyID = st.PartnerKeyPath, st.PartnerKeyID
 		c.LogLevel = "debug"
-		c.IncludeOriginal = false
 	})
 	logs := &syncBuffer{}
 	log, err := telemetry.NewLogger(telemetry.LogOptions{Format: "json", Level: "debug", Output: logs})
@@ -252,7 +251,7 @@ func TestSecretAndPIIAudit(t *testing.T) {
 				return
 			}
 			if e, ok := v.(*events.LoyaltyError); ok && len(e.OriginalValue) > 0 {
-				t.Errorf("%s: original value carried with --include-original=false", r.Key)
+				t.Errorf("%s: original value carried by default", r.Key)
 			}
 			j, _ := json.Marshal(v)
 			outputs = append(outputs, fmt.Sprintf("key=%s headers=%v raw=%q value=%s", r.Key, r.Headers, r.Value, j))

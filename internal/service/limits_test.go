@@ -2,14 +2,19 @@ package service
 
 import (
 	"context"
+	"math/rand/v2"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
@@ -24,28 +29,59 @@ import (
 // the original again, and the pipeline stopped on that record for good.
 // Error events now carry originals up to bridge.MaxOriginalBytes only.
 func TestHostileSizes(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		size int
-	}{
-		{"900 KB description", 900_000},
-		{"1 MB description", 1_000_000},
+	for _, tc := range []hostile{
+		{name: "900 KB description", size: 900_000},
+		{name: "1 MB description", size: 1_000_000},
+		// The security review's reproduction: with originals carried, a
+		// 490 KiB value and two 262 KiB headers copied verbatim made an
+		// error event over the message limit, and the bridge stopped.
+		{name: "490 KiB value and two 262 KiB headers", size: 490 << 10, headers: 262 << 10, original: true},
+		// A reply topic whose limit is below what the bridge allows: the
+		// broker refuses the error event; the fallback answers without the
+		// original.
+		{name: "error topic limit 64 KiB", size: 100 << 10, original: true, errTopicMax: 64 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hostileSize(t, tc.size)
+			hostileSize(t, tc)
 		})
 	}
 }
 
-func hostileSize(t *testing.T, size int) {
+type hostile struct {
+	name        string
+	size        int  // of the description
+	headers     int  // size of a correlation-id and a traceparent header, if not 0
+	original    bool // --include-original
+	errTopicMax int  // max.message.bytes of the error topic, if not 0
+}
+
+func hostileSize(t *testing.T, tc hostile) {
 	s := newStack(t)
-	cfg := stackConfig(t, s, nil)
+	cfg := stackConfig(t, s, func(c *config.Config) { c.IncludeOriginal = tc.original })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	pt := codec.DefaultPurchaseTopic
+	errTopic := codec.DefaultTopics().ErrorTopic(pt)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ProducerBatchMaxBytes(4<<20),
+		kgo.ConsumeTopics(errTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if tc.errTopicMax > 0 {
+		v := strconv.Itoa(tc.errTopicMax)
+		rs, err := kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, errTopic)
+		if err == nil {
+			err = rs[0].Err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	svc, err := New(ctx, cfg, Options{Logger: testLogger(t), MetricsListener: ln, ClientOpts: fastGroup()})
 	if err != nil {
 		t.Fatal(err)
@@ -54,14 +90,22 @@ func hostileSize(t *testing.T, size int) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(runCtx) }()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ProducerBatchMaxBytes(4<<20),
-		kgo.ConsumeTopics(codec.DefaultTopics().ErrorTopic(codec.DefaultPurchaseTopic)), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
+	filler := strings.Repeat("y", tc.size)
+	if tc.errTopicMax > 0 {
+		// Brokers measure compressed batches: bytes that do not compress.
+		rng := rand.New(rand.NewPCG(1, 2))
+		b := make([]byte, tc.size)
+		for i := range b {
+			b[i] = "abcdefghijklmnopqrstuvwxzABCDEFGHIJKLMNOPQRSTUVWXZ0123456789"[rng.IntN(60)]
+		}
+		filler = string(b)
 	}
-	defer cl.Close()
-	pt := codec.DefaultPurchaseTopic
-	huge := `{"a":"` + strings.Repeat("y", size) + `"}`
+	huge := `{"a":"` + filler + `"}`
+	var headers []kgo.RecordHeader
+	if tc.headers > 0 {
+		headers = []kgo.RecordHeader{{Key: "correlation-id", Value: []byte(strings.Repeat("c", tc.headers))},
+			{Key: "traceparent", Value: []byte(strings.Repeat("t", tc.headers))}}
+	}
 	for _, ev := range []*events.PurchaseCompleted{
 		{TransactionID: "big-1", LoyaltyID: sim.MemberID(1), TransactionDate: time.Now(), Amount: 1, Currency: "VND", Description: &huge},
 		{TransactionID: "after-1", LoyaltyID: sim.MemberID(1), TransactionDate: time.Now(), Amount: 1, Currency: "VND"},
@@ -70,7 +114,7 @@ func hostileSize(t *testing.T, size int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: pt, Key: []byte("k"), Value: v}).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: pt, Key: []byte("k"), Value: v, Headers: headers}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -88,10 +132,28 @@ func hostileSize(t *testing.T, size int) {
 			e = v.(*events.LoyaltyError)
 		})
 	}
-	if e.TransactionID != "big-1" || e.Category != events.CategoryValidation || !strings.Contains(e.Detail, "description:") || strings.Contains(e.Detail, "yyyy") {
-		t.Errorf("error event %s %s: %q", e.TransactionID, e.Category, e.Detail)
+	switch {
+	case strings.Contains(e.Detail, filler[:64]):
+		t.Errorf("error event carries the value in its detail")
+	case tc.errTopicMax > 0:
+		if e.TransactionID != "big-1" || e.Category != events.CategoryInternal || e.Reason == nil || *e.Reason != bridge.ReasonOutputTooLarge ||
+			e.OriginalValue != nil {
+			t.Errorf("error event %s %s: %q", e.TransactionID, e.Category, e.Detail)
+		}
+	default:
+		if e.TransactionID != "big-1" || e.Category != events.CategoryValidation || !strings.Contains(e.Detail, "description:") {
+			t.Errorf("error event %s %s: %q", e.TransactionID, e.Category, e.Detail)
+		}
+		if tc.headers > 0 && !strings.Contains(e.Detail, "input headers not copied") {
+			t.Errorf("error event does not say it dropped the headers: %q", e.Detail)
+		}
 	}
 	waitFor(t, "the record after", 30*time.Second, func() bool { return s.Sim.Effects("after-1") == 1 })
+	select {
+	case err := <-done:
+		t.Fatalf("the bridge stopped: %v", err)
+	default:
+	}
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)

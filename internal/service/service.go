@@ -148,9 +148,12 @@ func (d *Deps) Bridge(replay bool) (*bridge.Bridge, error) {
 		return nil, errors.New("service: connected without the partner API")
 	}
 	cfg := d.Config
+	if cfg.IncludeOriginal {
+		d.Log.Warn("--include-original: error events carry their original records, personal data included, readable by every reader of the error topics")
+	}
 	return bridge.New(bridge.Options{Client: d.Client, Codec: d.Codec, Topics: cfg.Topics(), Breaker: d.Breaker,
 		Signer: d.Signer, RecordAttempts: cfg.RecordAttempts, RetryBackoff: cfg.RecordBackoff, Enrich: cfg.Enrich,
-		OmitOriginal: !cfg.IncludeOriginal, Replay: replay, Metrics: d.Metrics, Logger: d.Log.Named("bridge")})
+		IncludeOriginal: cfg.IncludeOriginal, Replay: replay, Metrics: d.Metrics, Logger: d.Log.Named("bridge")})
 }
 
 // New connects (see Connect) and builds the live bridge: the consumer

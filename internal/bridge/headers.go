@@ -1,0 +1,86 @@
+package bridge
+
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// MaxCorrelationIDBytes bounds the correlation-id header an output copies
+// from its input.
+const MaxCorrelationIDBytes = 128
+
+// traceparentRE is the W3C Trace Context traceparent: version, trace-id,
+// parent-id and flags in lower-case hex, 55 bytes in all.
+var traceparentRE = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+
+// carriedHeaders returns the input headers an output copies
+// (correlation-id and traceparent, the first of each) and a note for every
+// one it drops. Anyone who can write an input topic chooses these bytes:
+// copied verbatim, two large headers made an output over Kafka's message
+// limit, and a record that cannot be answered stops the pipeline.
+func carriedHeaders(in []kgo.RecordHeader) (keep []kgo.RecordHeader, dropped []string) {
+	var seenCorr, seenTrace bool
+	for _, h := range in {
+		switch h.Key {
+		case HeaderCorrelationID:
+			if seenCorr {
+				dropped = append(dropped, "correlation-id (repeated)")
+				continue
+			}
+			seenCorr = true
+			if problem := correlationProblem(h.Value); problem != "" {
+				dropped = append(dropped, "correlation-id ("+problem+")")
+				continue
+			}
+		case HeaderTraceparent:
+			if seenTrace {
+				dropped = append(dropped, "traceparent (repeated)")
+				continue
+			}
+			seenTrace = true
+			if !validTraceparent(h.Value) {
+				dropped = append(dropped, fmt.Sprintf("traceparent (%d bytes, not a W3C traceparent)", len(h.Value)))
+				continue
+			}
+		default:
+			continue
+		}
+		keep = append(keep, kgo.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)})
+	}
+	return keep, dropped
+}
+
+func validTraceparent(v []byte) bool {
+	// Version ff is forbidden; all-zero ids are invalid.
+	return len(v) == 55 && traceparentRE.Match(v) && string(v[:2]) != "ff" &&
+		string(v[3:35]) != "00000000000000000000000000000000" && string(v[36:52]) != "0000000000000000"
+}
+
+func correlationProblem(v []byte) string {
+	switch {
+	case len(v) == 0:
+		return "empty"
+	case len(v) > MaxCorrelationIDBytes:
+		return fmt.Sprintf("%d bytes, over %d", len(v), MaxCorrelationIDBytes)
+	}
+	for _, c := range v {
+		if c < 0x20 || c > 0x7e {
+			return "not printable ASCII"
+		}
+	}
+	return ""
+}
+
+// recordBytes is what a record counts against the producer's and the
+// topic's message limits: key, value and headers, with room for the
+// record's and its batch's framing.
+func recordBytes(r *kgo.Record) int {
+	const framing = 128 // batch header (61) and record varints, generously
+	n := framing + len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value) + 10
+	}
+	return n
+}
