@@ -61,9 +61,12 @@
 // # Outputs
 //
 // Headers: event-type, source-topic, source-partition, source-offset,
-// attempts; correlation-id and traceparent copied from the input; replayed:
-// true in replay mode. Error events carry the source position and
-// timestamp and, unless OmitOriginal, the original key and value. No output
+// attempts; correlation-id and traceparent copied from the input when
+// well-formed (dropped-headers names the others); replayed: true in replay
+// mode. Error events carry the source position and timestamp and, with
+// IncludeOriginal, the original key and value. Every output fits
+// MaxOutputBytes, and an output the broker refuses as too large is answered
+// by a minimal error event, so that no input can stop the pipeline. No output
 // and no log line carries personal data (onboarding's phone, names, e-mail,
 // ID and passport numbers, address, birthday) or a secret: results copy only
 // ids, points and API references, and API error texts are stripped of the
