@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/noredirect"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
@@ -139,6 +140,9 @@ func New(opts Options) (*Client, error) {
 		}
 		c.hc, c.ownHC = hc, true
 	}
+	// Whatever client was given: a redirect would re-send bodies (personal
+	// data, signs) and the bearer token to another host.
+	c.hc = noredirect.Client(c.hc)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -242,7 +246,8 @@ type attemptResult struct {
 	status     int
 	retryAfter time.Duration
 	body       []byte
-	err        error // transport error or attempt timeout (body read included)
+	location   string // of a 3xx answer, which is never followed
+	err        error  // transport error or attempt timeout (body read included)
 	wrote      bool  // the whole request reached the connection
 }
 
@@ -394,6 +399,10 @@ func decodeData[T any](ep endpoint, ref string, info *CallInfo, res attemptResul
 		}
 		return env.Data, *info, nil
 	}
+	if noredirect.IsRedirect(s) {
+		// Not processed here; the caller must fix the configured URL.
+		return nil, *info, &MalformedResponseError{Op: ep.name, Ref: ref, HTTPStatus: s, Err: noredirect.Error(s, res.location)}
+	}
 	if s == http.StatusUnauthorized || s == http.StatusForbidden {
 		ae := &AuthError{Op: ep.name, Ref: ref, HTTPStatus: s}
 		var env errorEnvelope
@@ -456,6 +465,9 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payloa
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
 	res := attemptResult{status: resp.StatusCode, body: body, wrote: true, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
+	if noredirect.IsRedirect(resp.StatusCode) {
+		res.location = resp.Header.Get("Location")
+	}
 	switch {
 	case err != nil:
 		res.err = transportErr(actx, ctx, err)

@@ -448,3 +448,25 @@ func TestResponseBodyIsBounded(t *testing.T) {
 		t.Fatal("5 MiB answer accepted")
 	}
 }
+
+// A redirect is never followed, whatever http.Client the caller gives:
+// following it would re-send the body (personal data, signs) and the
+// bearer token to the host it names. The error names the Location.
+func TestRedirectNotFollowed(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	for _, hc := range []*http.Client{nil, {}} { // ours, and one that follows by default
+		f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+"/steal?token=x", http.StatusTemporaryRedirect)
+		}, func(o *loyalty.Options) { o.HTTPClient = hc; o.Retry = loyalty.RetryPolicy{MaxAttempts: 1} })
+		_, _, err := f.client.Accrue(context.Background(), accrual)
+		var me *loyalty.MalformedResponseError
+		if !errors.As(err, &me) || me.HTTPStatus != 307 || !strings.Contains(err.Error(), "redirect 307 not followed (Location "+other.URL+"/steal)") {
+			t.Errorf("client %v: %v", hc, err)
+		}
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Fatalf("%d requests reached the Location", n)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/noredirect"
 )
 
 // TLSOptions adds a private CA and/or a client certificate to the
@@ -70,7 +72,8 @@ type TransportOptions struct {
 const DefaultMaxConns = 64
 
 // NewHTTPClient builds the one http.Client a process should share for the
-// partner API and its identity provider. It sets no overall Timeout: the
+// partner API and its identity provider. It follows no redirect (see
+// package noredirect). It sets no overall Timeout: the
 // loyalty client bounds each attempt with Options.Timeout through the
 // request context, and token grants are bounded by the token cache.
 func NewHTTPClient(o TransportOptions) (*http.Client, error) {
@@ -97,5 +100,5 @@ func NewHTTPClient(o TransportOptions) (*http.Client, error) {
 	if o.Wrap != nil {
 		rt = o.Wrap(rt)
 	}
-	return &http.Client{Transport: rt}, nil
+	return noredirect.Client(&http.Client{Transport: rt}), nil
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/noredirect"
 )
 
 // DefaultRealm is the identity-provider realm of the partner API.
@@ -78,6 +80,9 @@ func (p poster) post(ctx context.Context, grant, target, contentType string, bod
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
 		return Token{}, &Error{Grant: grant, Status: resp.StatusCode, Err: cleanTransportErr(err)}
+	}
+	if noredirect.IsRedirect(resp.StatusCode) {
+		return Token{}, &Error{Grant: grant, Status: resp.StatusCode, Err: noredirect.Error(resp.StatusCode, resp.Header.Get("Location"))}
 	}
 	if resp.StatusCode != http.StatusOK {
 		e := &Error{Grant: grant, Status: resp.StatusCode}
@@ -192,9 +197,9 @@ func NewPassword(opts PasswordOptions) (*Password, error) {
 }
 
 func defaults(c *http.Client, now func() time.Time, log *zap.Logger) (*http.Client, func() time.Time, *zap.Logger) {
-	if c == nil {
-		c = http.DefaultClient
-	}
+	// Never follow a redirect: it would re-send the client secret and the
+	// password to the host it names.
+	c = noredirect.Client(c)
 	if now == nil {
 		now = time.Now
 	}

@@ -386,3 +386,32 @@ func TestExchangeGrant(t *testing.T) {
 type fixedSigner string
 
 func (s fixedSigner) PartnerToken() (string, error) { return string(s), nil }
+
+// A redirect from the token endpoint is never followed, whatever
+// http.Client is given: following it re-sent the client secret and the
+// password to the host it names, over plain http. It is a non-transient
+// failure naming the Location.
+func TestGrantRedirectNotFollowed(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/token", http.StatusTemporaryRedirect)
+	}))
+	defer idp.Close()
+	for _, hc := range []*http.Client{nil, {}} { // the default, and one that follows by default
+		p, err := tokensource.NewPassword(tokensource.PasswordOptions{AuthURL: idp.URL, ClientID: "cid", ClientSecret: secret,
+			Username: "user", Password: password, HTTPClient: hc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.Token(context.Background())
+		var te *tokensource.Error
+		if !errors.As(err, &te) || te.Status != 307 || te.Transient() || !strings.Contains(err.Error(), "Location "+other.URL+"/token") {
+			t.Errorf("client %v: %v", hc, err)
+		}
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Fatalf("%d grant requests reached the Location", n)
+	}
+}
