@@ -18,8 +18,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/noredirect"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
@@ -248,7 +248,7 @@ type attemptResult struct {
 	body       []byte
 	location   string // of a 3xx answer, which is never followed
 	err        error  // transport error or attempt timeout (body read included)
-	wrote      bool  // the whole request reached the connection
+	wrote      bool   // the whole request reached the connection
 }
 
 // call runs ep with retries and decodes the success envelope into T. It is
