@@ -196,10 +196,9 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 		}
 		return nil
 	})
-	d.Health.Check("token", func(ctx context.Context) error {
-		_, err := d.Tokens.Token(ctx)
-		return err
-	})
+	// The token cache's state, not a grant: a probe that logs in would
+	// retry a rotated password on every probe and could lock the account.
+	d.Health.Check("token", func(context.Context) error { return d.Tokens.Health() })
 	d.Health.Check("registry", func(ctx context.Context) error {
 		_, err := d.Registry.Subjects(ctx)
 		return err

@@ -261,3 +261,74 @@ func testLogger(t *testing.T) *zap.Logger {
 	}
 	return zap.NewNop()
 }
+
+// /readyz reads the token cache's state and never starts a grant: after a
+// password rotation, every probe used to make a failed login.
+func TestReadinessStartsNoGrant(t *testing.T) {
+	s := newStack(t)
+	s.Sim.SetTokenTTLs(time.Second, 2*time.Second) // the cached token soon expires
+	cfg := stackConfig(t, s, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	svc, err := New(ctx, cfg, Options{Logger: testLogger(t), MetricsListener: ln, ClientOpts: fastGroup()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	base := "http://" + svc.MetricsAddr()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(runCtx) }()
+	waitFor(t, "/readyz", 20*time.Second, func() bool { c, _ := get(base + "/readyz"); return c == http.StatusOK })
+
+	probe := func(want int) {
+		t.Helper()
+		before := s.Sim.TotalCalls(sim.EndpointToken)
+		for range 30 {
+			if c, body := get(base + "/readyz"); c != want {
+				t.Fatalf("/readyz %d, want %d: %s", c, want, body)
+			}
+		}
+		if n := s.Sim.TotalCalls(sim.EndpointToken) - before; n != 0 {
+			t.Fatalf("30 probes made %d grant calls", n)
+		}
+	}
+	// An idle bridge whose token expired stays ready, and logs in for none
+	// of the probes.
+	waitFor(t, "the token to expire", 10*time.Second, func() bool { return !svc.Deps.Tokens.Cached().Valid(time.Now()) })
+	probe(http.StatusOK)
+
+	// The password is refused now: a record's grant fails, readiness says
+	// so, and the probes still log in for none.
+	s.Sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{401: 1}, Endpoints: []string{sim.EndpointToken}})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	v, err := svc.Codec.Encode(codec.DefaultPurchaseTopic, &events.PurchaseCompleted{TransactionID: "rdy-1", LoyaltyID: sim.MemberID(1),
+		TransactionDate: time.Now(), Amount: 1, Currency: "VND"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: codec.DefaultPurchaseTopic, Value: v}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// Once the record is answered (AUTH), nothing but the probes could
+	// ask for a grant.
+	waitFor(t, "the record's AUTH error event", 20*time.Second, func() bool {
+		return value(svc.Metrics.ErrorEvents.WithLabelValues(codec.DefaultPurchaseTopic, "AUTH")) == 1
+	})
+	if s.Sim.Calls(sim.EndpointToken, 401) == 0 {
+		t.Fatal("no grant was refused")
+	}
+	probe(http.StatusServiceUnavailable)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -3,6 +3,7 @@ package tokensource
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -15,6 +16,8 @@ const (
 	DefaultRefreshFraction = 0.2
 	DefaultRefreshBefore   = 30 * time.Second
 	DefaultFetchTimeout    = 30 * time.Second
+	DefaultGrantBackoff    = time.Second
+	DefaultMaxGrantBackoff = time.Minute
 )
 
 // CacheOptions configures NewCache. The zero value gives the defaults.
@@ -30,8 +33,15 @@ type CacheOptions struct {
 	// callers' contexts, so one impatient caller cannot fail it for the
 	// others (default 30 s).
 	FetchTimeout time.Duration
-	Now          func() time.Time // default time.Now
-	Logger       *zap.Logger      // default no-op
+	// After a failed grant, callers get that failure back without a new
+	// grant call until GrantBackoff × 2^(failures−1), capped at
+	// MaxGrantBackoff, has passed (defaults 1 s and 1 min). A refused
+	// password retried by every record and every readiness probe could
+	// lock the partner account.
+	GrantBackoff    time.Duration
+	MaxGrantBackoff time.Duration
+	Now             func() time.Time // default time.Now
+	Logger          *zap.Logger      // default no-op
 	// OnGrant, when set, is called after every grant call with its error
 	// (nil on success), e.g. to count refreshes in a metric.
 	OnGrant func(err error)
@@ -48,6 +58,10 @@ type Cache struct {
 	mu         sync.Mutex
 	tok        Token
 	refreshing bool
+	granted    bool      // a grant succeeded at least once
+	lastErr    error     // of the last grant, nil after a success
+	failures   int       // consecutive failed grants
+	nextGrant  time.Time // no grant call before this while failing
 }
 
 // NewCache wraps src.
@@ -60,6 +74,12 @@ func NewCache(src Source, opts CacheOptions) *Cache {
 	}
 	if opts.FetchTimeout <= 0 {
 		opts.FetchTimeout = DefaultFetchTimeout
+	}
+	if opts.GrantBackoff <= 0 {
+		opts.GrantBackoff = DefaultGrantBackoff
+	}
+	if opts.MaxGrantBackoff <= 0 {
+		opts.MaxGrantBackoff = DefaultMaxGrantBackoff
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -110,9 +130,15 @@ func (c *Cache) fetch(ctx context.Context) (Token, error) {
 		// A flight that finished just before this one started may have
 		// left a fresh token: use it rather than call again.
 		c.mu.Lock()
-		if t := c.tok; t.Valid(c.opts.Now()) && c.opts.Now().Before(c.refreshAt(t)) {
+		now := c.opts.Now()
+		if t := c.tok; t.Valid(now) && now.Before(c.refreshAt(t)) {
 			c.mu.Unlock()
 			return t, nil
+		}
+		if c.failures > 0 && now.Before(c.nextGrant) {
+			err := &BackoffError{Err: c.lastErr, Failures: c.failures, Next: c.nextGrant.Sub(now)}
+			c.mu.Unlock()
+			return Token{}, err
 		}
 		c.refreshing = true
 		c.mu.Unlock()
@@ -126,7 +152,12 @@ func (c *Cache) fetch(ctx context.Context) (Token, error) {
 		c.mu.Lock()
 		c.refreshing = false
 		if err == nil {
-			c.tok = t
+			c.tok, c.granted, c.lastErr, c.failures = t, true, nil, 0
+		} else {
+			c.failures++
+			c.lastErr = err
+			wait := min(c.opts.GrantBackoff<<min(c.failures-1, 20), c.opts.MaxGrantBackoff)
+			c.nextGrant = c.opts.Now().Add(wait)
 		}
 		c.mu.Unlock()
 		if err != nil {
@@ -161,6 +192,36 @@ func (c *Cache) Invalidate(stale Token) {
 	}
 	c.src.Invalidate(stale)
 }
+
+// Health reports, without any grant call, whether tokens are obtainable:
+// nil once a grant succeeded and the last one did not fail. For readiness
+// probes, which must not log in on every probe.
+func (c *Cache) Health() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.lastErr != nil:
+		return c.lastErr
+	case !c.granted:
+		return errors.New("tokensource: no token obtained yet")
+	}
+	return nil
+}
+
+// BackoffError is what callers get while the cache backs off after failed
+// grants: the last grant's error, which it wraps (IsTransient and
+// errors.As see through it).
+type BackoffError struct {
+	Err      error
+	Failures int           // consecutive failed grants
+	Next     time.Duration // until the next grant call may be made
+}
+
+func (e *BackoffError) Error() string {
+	return fmt.Sprintf("%v (%d failed grants; next attempt in %s)", e.Err, e.Failures, e.Next.Round(time.Millisecond))
+}
+
+func (e *BackoffError) Unwrap() error { return e.Err }
 
 // Cached returns the current token without any grant call (zero Token if
 // none), e.g. for a readiness check.

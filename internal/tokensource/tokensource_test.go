@@ -317,7 +317,14 @@ func TestCacheProactiveRefreshAndInvalidate(t *testing.T) {
 	if c.Cached().AccessToken != "" {
 		t.Fatal("current token not dropped")
 	}
-	if get() != "tok-4" { // call 3 failed
+	// The failed refresh (call 3) started a back-off: no grant call until
+	// it ends, and the caller gets that failure back.
+	var be *tokensource.BackoffError
+	if _, err := c.Token(ctx); !errors.As(err, &be) || !tokensource.IsTransient(err) || src.calls.Load() != 3 {
+		t.Fatalf("during the back-off: %v after %d grant calls", err, src.calls.Load())
+	}
+	clk.Advance(time.Second)
+	if get() != "tok-4" {
 		t.Fatalf("after invalidate got %s", c.Cached().AccessToken)
 	}
 	// Expired and the grant fails: the error surfaces.
@@ -413,5 +420,52 @@ func TestGrantRedirectNotFollowed(t *testing.T) {
 	}
 	if n := elsewhere.Load(); n != 0 {
 		t.Fatalf("%d grant requests reached the Location", n)
+	}
+}
+
+// Failed grants back off exponentially, and Health reports the state
+// without a grant call: a refused password retried by every record and
+// every /readyz probe could lock the partner account.
+func TestCacheBacksOffFailedGrants(t *testing.T) {
+	clk := newClock()
+	src := &countingSource{now: clk.Now, ttl: time.Minute}
+	src.fail.Store(true)
+	c := tokensource.NewCache(src, tokensource.CacheOptions{Now: clk.Now, GrantBackoff: time.Second, MaxGrantBackoff: 4 * time.Second})
+	ctx := context.Background()
+	if err := c.Health(); err == nil || !strings.Contains(err.Error(), "no token obtained yet") {
+		t.Fatalf("Health before any grant: %v", err)
+	}
+	// Grant calls happen at 0, 1, 3, 7, 11 s (back-off 1, 2, 4, 4 s),
+	// however often callers ask in between.
+	var at []int
+	for sec := range 12 {
+		for range 5 {
+			before := src.calls.Load()
+			if _, err := c.Token(ctx); err == nil {
+				t.Fatal("a failing grant gave a token")
+			}
+			if src.calls.Load() > before {
+				at = append(at, sec)
+			}
+			if err := c.Health(); !tokensource.IsTransient(err) {
+				t.Fatalf("Health while failing: %v", err)
+			}
+		}
+		clk.Advance(time.Second)
+	}
+	if fmt.Sprint(at) != "[0 1 3 7 11]" {
+		t.Fatalf("grant calls at %v s", at)
+	}
+	if src.calls.Load() != 5 || c.Health() == nil {
+		t.Fatalf("%d grant calls; Health %v", src.calls.Load(), c.Health())
+	}
+	// A success ends the back-off and clears Health.
+	src.fail.Store(false)
+	clk.Advance(4 * time.Second)
+	if _, err := c.Token(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Health(); err != nil {
+		t.Fatalf("Health after a success: %v", err)
 	}
 }
