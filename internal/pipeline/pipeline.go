@@ -315,7 +315,9 @@ func (p *Pipeline) waitWorkers(workers *errgroup.Group, deadline time.Time) {
 		_ = workers.Wait()
 		close(done)
 	}()
-	timer := time.NewTimer(p.within(deadline, p.o.DrainTimeout))
+	// A moment even past the deadline: workers return at once when their
+	// handlers heed the cancellation.
+	timer := time.NewTimer(max(p.within(deadline, p.o.DrainTimeout), 100*time.Millisecond))
 	defer timer.Stop()
 	select {
 	case <-done:

@@ -2,9 +2,12 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -160,6 +163,67 @@ func TestShutdownTimeoutBoundsLeave(t *testing.T) {
 	// A bound far above ShutdownTimeout and far below the 70s hang: a
 	// check of the bound, not of speed.
 	if took := time.Since(began); took > 30*time.Second {
+		t.Fatalf("Run returned %v after its context ended; ShutdownTimeout is %v", took, o.ShutdownTimeout)
+	}
+}
+
+// TestExactlyOnceStopWithBrokersGone: a member whose brokers became
+// unreachable mid-round (a network partition, or the chaos suite's kill)
+// waited forever for its round's produce acknowledgements. ShutdownTimeout
+// bounds its stop too.
+func TestExactlyOnceStopWithBrokersGone(t *testing.T) {
+	e := newEnv(t, 1)
+	e.produce(5, strconv.Itoa, func(int) int32 { return 0 })
+	var (
+		mu    sync.Mutex
+		dead  bool
+		conns []net.Conn
+	)
+	dial := func(ctx context.Context, network, host string) (net.Conn, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if dead {
+			return nil, errors.New("test: network gone")
+		}
+		c, err := (&net.Dialer{}).DialContext(ctx, network, host)
+		if err == nil {
+			conns = append(conns, c)
+		}
+		return c, err
+	}
+	cut := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		dead = true
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	handling := make(chan struct{}, 5)
+	release := make(chan struct{})
+	o := e.eosOpts("gone", "m-gone", echo(func(context.Context, *kgo.Record, Meta) error {
+		handling <- struct{}{}
+		<-release
+		return nil
+	}))
+	o.DrainTimeout = 200 * time.Millisecond
+	o.ShutdownTimeout = time.Second
+	// Records fail after RecordDeliveryTimeout = TransactionTimeout at the
+	// earliest, and only while the client can try to send them.
+	o.TransactionTimeout = 20 * time.Second
+	o.ClientOpts = append(o.ClientOpts, kgo.Dialer(dial))
+	r := start(t, o)
+	select {
+	case <-handling:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no record reached the handler")
+	}
+	cut()
+	close(release) // the round now produces into a network that is gone
+	began := time.Now()
+	_ = r.stop(t) // an error is fine: the round could not commit
+	// Far above ShutdownTimeout, below the 20s the records could wait.
+	if took := time.Since(began); took > 10*time.Second {
 		t.Fatalf("Run returned %v after its context ended; ShutdownTimeout is %v", took, o.ShutdownTimeout)
 	}
 }

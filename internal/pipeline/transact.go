@@ -83,10 +83,21 @@ func (p *Pipeline) runTransactional(ctx context.Context) error {
 		workers.Go(func() error { p.worker(); return nil })
 	}
 
-	stopping := make(chan time.Time, 1)
-	context.AfterFunc(runCtx, func() { stopping <- time.Now() })
+	// A round's produce and its End wait on Kafka, with workCtx. On
+	// shutdown they get until the deadline; then workCtx ends them, or a
+	// member whose brokers are gone would wait forever.
+	type stopAt struct {
+		at     time.Time
+		cutoff *time.Timer
+	}
+	stopping := make(chan stopAt, 1)
+	context.AfterFunc(runCtx, func() {
+		stopping <- stopAt{time.Now(), time.AfterFunc(p.o.ShutdownTimeout, stopWork)}
+	})
 	p.rounds(runCtx) // returns once runCtx is done and the last round ended
-	deadline := (<-stopping).Add(p.o.ShutdownTimeout)
+	st := <-stopping
+	st.cutoff.Stop()
+	deadline := st.at.Add(p.o.ShutdownTimeout)
 
 	stopDispatch()
 	_ = front.Wait()
@@ -234,7 +245,16 @@ func (p *Pipeline) commitRound() {
 			})
 		}
 	}
-	acks.Wait() // bounded: RecordDeliveryTimeout
+	acked := make(chan struct{})
+	go func() { acks.Wait(); close(acked) }() // ends when the client fails or closes the records
+	select {
+	case <-acked: // bounded by RecordDeliveryTimeout while Kafka answers
+	case <-p.workCtx.Done():
+		p.log.Warn("shutdown deadline passed with the round's outputs unacknowledged; the transaction is aborted",
+			zap.Int("records", len(jobs)))
+		p.abortRound()
+		return
+	}
 	failed := 0
 	for _, j := range jobs {
 		if err := j.produceErr(); err != nil {
