@@ -111,7 +111,7 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 		cfg.Delivery = "exactly-once"
 	}
 	var background sync.WaitGroup // fault schedules and reaped members
-	defer background.Wait()
+	defer waitBounded(t, &background, "fault schedules and killed members", 2*time.Minute)
 	faultsCtx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
 
@@ -784,4 +784,20 @@ func header(r *kgo.Record, key string) string {
 		}
 	}
 	return ""
+}
+
+// waitBounded waits for wg, or fails the test with every goroutine's stack
+// once limit has passed: a member that does not stop must not hang the
+// suite silently.
+func waitBounded(t *testing.T, wg *sync.WaitGroup, what string, limit time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		var dump strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&dump, 2)
+		t.Fatalf("%s still running %v after the run:\n%s", what, limit, dump.String())
+	}
 }
