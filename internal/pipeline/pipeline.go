@@ -54,6 +54,9 @@ type Pipeline struct {
 	doomed    bool   // the round must abort: a rebalance, an abandoned record
 	roundWake chan struct{}
 	outFailed map[tp]map[int64]outFailure // outputs that failed in an aborted round
+	// txnDone is, per partition owned since, the offset below which this
+	// member's own committed transactions cover every record.
+	txnDone map[tp]int64
 }
 
 type tp struct {
@@ -124,6 +127,7 @@ func New(opts Options) (*Pipeline, error) {
 		eos:          o.Delivery == ExactlyOnce,
 		roundWake:    make(chan struct{}, 1),
 		outFailed:    make(map[tp]map[int64]outFailure),
+		txnDone:      make(map[tp]int64),
 	}, nil
 }
 
@@ -467,6 +471,19 @@ func (p *Pipeline) enqueue(fs kgo.Fetches) map[string][]int32 {
 		if r.Offset <= part.last {
 			p.log.Warn("record offset went backwards; skipped", zap.String("topic", r.Topic),
 				zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Int64("last", part.last))
+			return
+		}
+		if done := p.txnDone[key]; p.eos && r.Offset < done {
+			// After an aborted round the session rewinds to the offsets
+			// the client believes committed; the chaos suite caught it
+			// rewinding a partition to 0 below offsets this member's own
+			// transactions had committed, and the records ran twice.
+			if part.last < 0 {
+				p.log.Warn("rewound below what this member's transactions committed; those records are skipped",
+					zap.String("topic", r.Topic), zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset),
+					zap.Int64("committed", done))
+			}
+			part.last = r.Offset
 			return
 		}
 		part.last = r.Offset
@@ -972,6 +989,7 @@ func (p *Pipeline) dropLocked(parts []*partition) map[string][]int32 {
 		}
 		delete(p.parts, part.tp)
 		delete(p.outFailed, part.tp)
+		delete(p.txnDone, part.tp)
 		p.buffered -= part.track.Len()
 		part.revoking = true
 		part.cancel()

@@ -293,6 +293,11 @@ func (p *Pipeline) commitRound() {
 		ce.Write(zap.Int("records", len(jobs)), zap.Int("outputs", outputs), zap.Duration("took", time.Since(start)))
 	}
 	p.mu.Lock()
+	for _, j := range jobs {
+		if p.parts[j.p.tp] == j.p && j.rec.Offset >= p.txnDone[j.p.tp] {
+			p.txnDone[j.p.tp] = j.rec.Offset + 1
+		}
+	}
 	p.closeRoundLocked()
 	p.mu.Unlock()
 	for _, j := range jobs {
