@@ -392,8 +392,8 @@ func (b *Bridge) success(j *job) ([]*kgo.Record, error) {
 	}
 	b.log.Debug("result", zap.String("transactionId", r.TransactionID), zap.String("outcome", string(r.Outcome)),
 		zap.Int("attempts", j.attempts))
-	carried, dropped := carriedHeaders(j.rec.Headers)
-	return []*kgo.Record{b.output(j.rec, out, r.TransactionID, string(r.EventType), j.attempts, v, carried, dropped)}, nil
+	carried, drops := carriedHeaders(j.rec.Headers)
+	return []*kgo.Record{b.output(j.rec, out, r.TransactionID, string(r.EventType), j.attempts, v, carried, drops)}, nil
 }
 
 func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error) ([]*kgo.Record, error) {
@@ -444,11 +444,16 @@ func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause er
 		e.ResultURL = optional(scrub(be.ResultURL))
 	}
 	var carried []kgo.RecordHeader
-	var dropped []string
+	var drops []dropped
 	if !minimal {
-		carried, dropped = carriedHeaders(j.rec.Headers)
-		if len(dropped) > 0 {
-			e.Detail += "; input headers not copied: " + strings.Join(dropped, "; ")
+		carried, drops = carriedHeaders(j.rec.Headers)
+		for i, d := range drops {
+			if i == 0 {
+				e.Detail += "; input headers not copied: "
+			} else {
+				e.Detail += "; "
+			}
+			e.Detail += d.String()
 		}
 	}
 	original := len(j.rec.Key) + len(j.rec.Value)
@@ -467,7 +472,7 @@ func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause er
 	if err != nil {
 		return nil, fmt.Errorf("bridge: error event of %s on %s: %w", e.TransactionID, out, err)
 	}
-	rec := b.output(j.rec, out, e.TransactionID, "", j.attempts, v, carried, dropped)
+	rec := b.output(j.rec, out, e.TransactionID, evType, j.attempts, v, carried, drops)
 	if n := recordBytes(rec); n > b.o.MaxOutputBytes && e.OriginalValue != nil {
 		e.OriginalKey, e.OriginalValue = nil, nil
 		e.Detail += fmt.Sprintf(" (original not carried: the event would be %d bytes, over %d)", n, b.o.MaxOutputBytes)
@@ -488,7 +493,7 @@ func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause er
 	b.log.Log(lvl, "error event", zap.String("transactionId", e.TransactionID), zap.String("category", string(cat)),
 		zap.String("topic", j.rec.Topic), zap.Int32("partition", j.rec.Partition), zap.Int64("offset", j.rec.Offset),
 		zap.String("detail", e.Detail))
-	rec = b.output(j.rec, out, e.TransactionID, evType, j.attempts, v, carried, dropped)
+	rec = b.output(j.rec, out, e.TransactionID, evType, j.attempts, v, carried, drops)
 	if n := recordBytes(rec); n > b.o.MaxOutputBytes {
 		return nil, fmt.Errorf("bridge: error event of %s on %s is %d bytes, over %d", e.TransactionID, out, n, b.o.MaxOutputBytes)
 	}
@@ -509,7 +514,7 @@ func retryable(cat events.Category, cause error) bool {
 
 // output is an output record with the bridge's headers, the input headers
 // it carries and the names of those it dropped.
-func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int, value []byte, carried []kgo.RecordHeader, dropped []string) *kgo.Record {
+func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int, value []byte, carried []kgo.RecordHeader, drops []dropped) *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, 9)
 	h = append(h,
 		kgo.RecordHeader{Key: HeaderEventType, Value: []byte(evType)},
@@ -519,12 +524,11 @@ func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int,
 		kgo.RecordHeader{Key: HeaderAttempts, Value: strconv.AppendInt(nil, int64(attempts), 10)},
 	)
 	h = append(h, carried...)
-	if len(dropped) > 0 {
-		names := make([]string, 0, len(dropped))
-		for _, d := range dropped {
-			name, _, _ := strings.Cut(d, " ")
-			if !slices.Contains(names, name) {
-				names = append(names, name)
+	if len(drops) > 0 {
+		names := make([]string, 0, len(drops))
+		for _, d := range drops {
+			if !slices.Contains(names, d.name) {
+				names = append(names, d.name)
 			}
 		}
 		h = append(h, kgo.RecordHeader{Key: HeaderDroppedHeaders, Value: []byte(strings.Join(names, ","))})

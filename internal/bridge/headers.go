@@ -15,33 +15,37 @@ const MaxCorrelationIDBytes = 128
 // parent-id and flags in lower-case hex, 55 bytes in all.
 var traceparentRE = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
 
+// dropped is an input header an output does not copy, and why.
+type dropped struct{ name, why string }
+
+func (d dropped) String() string { return d.name + " (" + d.why + ")" }
+
 // carriedHeaders returns the input headers an output copies
-// (correlation-id and traceparent, the first of each) and a note for every
-// one it drops. Anyone who can write an input topic chooses these bytes:
+// (correlation-id and traceparent, the first of each) and those it drops. Anyone who can write an input topic chooses these bytes:
 // copied verbatim, two large headers made an output over Kafka's message
 // limit, and a record that cannot be answered stops the pipeline.
-func carriedHeaders(in []kgo.RecordHeader) (keep []kgo.RecordHeader, dropped []string) {
+func carriedHeaders(in []kgo.RecordHeader) (keep []kgo.RecordHeader, drops []dropped) {
 	var seenCorr, seenTrace bool
 	for _, h := range in {
 		switch h.Key {
 		case HeaderCorrelationID:
 			if seenCorr {
-				dropped = append(dropped, "correlation-id (repeated)")
+				drops = append(drops, dropped{h.Key, "repeated"})
 				continue
 			}
 			seenCorr = true
 			if problem := correlationProblem(h.Value); problem != "" {
-				dropped = append(dropped, "correlation-id ("+problem+")")
+				drops = append(drops, dropped{h.Key, problem})
 				continue
 			}
 		case HeaderTraceparent:
 			if seenTrace {
-				dropped = append(dropped, "traceparent (repeated)")
+				drops = append(drops, dropped{h.Key, "repeated"})
 				continue
 			}
 			seenTrace = true
 			if !validTraceparent(h.Value) {
-				dropped = append(dropped, fmt.Sprintf("traceparent (%d bytes, not a W3C traceparent)", len(h.Value)))
+				drops = append(drops, dropped{h.Key, fmt.Sprintf("%d bytes, not a W3C traceparent", len(h.Value))})
 				continue
 			}
 		default:
@@ -49,7 +53,7 @@ func carriedHeaders(in []kgo.RecordHeader) (keep []kgo.RecordHeader, dropped []s
 		}
 		keep = append(keep, kgo.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)})
 	}
-	return keep, dropped
+	return keep, drops
 }
 
 func validTraceparent(v []byte) bool {
