@@ -92,6 +92,15 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("bridge depends on %s: %+v, want condition %s", dep, d, cond)
 		}
 	}
+	// Nothing is published beyond the host: plaintext Kafka and demo
+	// credentials are for this machine.
+	for _, s := range p.Services {
+		for _, port := range s.Ports {
+			if port.Published != "" && port.HostIP != "127.0.0.1" {
+				t.Errorf("service %s publishes %s on %q, not 127.0.0.1", s.Name, port.Published, port.HostIP)
+			}
+		}
+	}
 	if _, ok := p.Volumes["kafka-data"]; !ok {
 		t.Error("no named volume for Kafka's data")
 	}
@@ -273,6 +282,20 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	if sc := dep.Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
 		t.Error("pod may run as root")
+	}
+	// The mounted secrets must be readable by the bridge's user: group-owned
+	// through fsGroup, with group read.
+	spec := dep.Spec.Template.Spec
+	if sc := spec.SecurityContext; sc == nil || sc.FSGroup == nil || sc.RunAsUser == nil || sc.RunAsGroup == nil || *sc.FSGroup != *sc.RunAsGroup {
+		t.Error("no fsGroup matching the bridge's group: the secret files are root's")
+	}
+	for _, v := range spec.Volumes {
+		if v.Secret != nil && (v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o040 == 0 || *v.Secret.DefaultMode&0o007 != 0) {
+			t.Errorf("secret volume %s: mode must give the group read and others nothing", v.Name)
+		}
+	}
+	if a := spec.AutomountServiceAccountToken; a == nil || *a {
+		t.Error("the service-account token is mounted; the bridge calls no Kubernetes API")
 	}
 	if len(hpa.Spec.Metrics) == 0 || hpa.Spec.Metrics[0].External == nil || !registered(t)[hpa.Spec.Metrics[0].External.Metric.Name] {
 		t.Error("HPA does not scale on a metric the bridge exports")
