@@ -476,9 +476,12 @@ func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause er
 	if n := recordBytes(rec); n > b.o.MaxOutputBytes && e.OriginalValue != nil {
 		e.OriginalKey, e.OriginalValue = nil, nil
 		e.Detail += fmt.Sprintf(" (original not carried: the event would be %d bytes, over %d)", n, b.o.MaxOutputBytes)
-		if v, err = b.o.Codec.EncodeError(out, e); err != nil {
+		if rec.Value, err = b.o.Codec.EncodeError(out, e); err != nil {
 			return nil, fmt.Errorf("bridge: error event of %s on %s: %w", e.TransactionID, out, err)
 		}
+	}
+	if n := recordBytes(rec); n > b.o.MaxOutputBytes {
+		return nil, fmt.Errorf("bridge: error event of %s on %s is %d bytes, over %d", e.TransactionID, out, n, b.o.MaxOutputBytes)
 	}
 	if m := b.o.Metrics; m != nil {
 		m.RecordsCompleted.WithLabelValues(j.rec.Topic, "error").Inc()
@@ -493,10 +496,6 @@ func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause er
 	b.log.Log(lvl, "error event", zap.String("transactionId", e.TransactionID), zap.String("category", string(cat)),
 		zap.String("topic", j.rec.Topic), zap.Int32("partition", j.rec.Partition), zap.Int64("offset", j.rec.Offset),
 		zap.String("detail", e.Detail))
-	rec = b.output(j.rec, out, e.TransactionID, evType, j.attempts, v, carried, drops)
-	if n := recordBytes(rec); n > b.o.MaxOutputBytes {
-		return nil, fmt.Errorf("bridge: error event of %s on %s is %d bytes, over %d", e.TransactionID, out, n, b.o.MaxOutputBytes)
-	}
 	return []*kgo.Record{rec}, nil
 }
 

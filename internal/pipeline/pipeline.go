@@ -221,7 +221,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.closing = true
 	p.closeDrainedLocked()
 	p.mu.Unlock()
-	timer := time.NewTimer(p.within(deadline, p.o.DrainTimeout))
+	timer := time.NewTimer(within(deadline, p.o.DrainTimeout))
 	select {
 	case <-p.drained:
 	case <-timer.C:
@@ -239,14 +239,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.reportLeftLocked(part)
 	}
 	p.mu.Unlock()
-	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.within(deadline, p.o.DrainTimeout))
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within(deadline, p.o.DrainTimeout))
 	if err := cl.CommitMarkedOffsets(commitCtx); err != nil {
 		// Leaving the group waits for a rebalance in progress and then
 		// revokes every partition; onRevoked commits the marks again.
 		p.log.Warn("final commit failed; retried as the member leaves the group", zap.Error(err))
 	}
 	cancel()
-	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.within(deadline, p.o.DrainTimeout))
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within(deadline, p.o.DrainTimeout))
 	if err := cl.Flush(flushCtx); err != nil {
 		p.log.Warn("flush before close failed", zap.Error(err))
 	}
@@ -260,7 +260,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 }
 
 // within returns d, or what is left until deadline if that is shorter.
-func (p *Pipeline) within(deadline time.Time, d time.Duration) time.Duration {
+func within(deadline time.Time, d time.Duration) time.Duration {
 	return max(min(d, time.Until(deadline)), 0)
 }
 
@@ -321,7 +321,7 @@ func (p *Pipeline) waitWorkers(workers *errgroup.Group, deadline time.Time) {
 	}()
 	// A moment even past the deadline: workers return at once when their
 	// handlers heed the cancellation.
-	timer := time.NewTimer(max(p.within(deadline, p.o.DrainTimeout), 100*time.Millisecond))
+	timer := time.NewTimer(max(within(deadline, p.o.DrainTimeout), 100*time.Millisecond))
 	defer timer.Stop()
 	select {
 	case <-done:
