@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"math/rand/v2"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,10 +57,6 @@ type hostile struct {
 func hostileSize(t *testing.T, tc hostile) {
 	s := newStack(t)
 	cfg := stackConfig(t, s, func(c *config.Config) { c.IncludeOriginal = tc.original })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	pt := codec.DefaultPurchaseTopic
@@ -82,14 +77,7 @@ func hostileSize(t *testing.T, tc hostile) {
 			t.Fatal(err)
 		}
 	}
-	svc, err := New(ctx, cfg, Options{Logger: testLogger(t), MetricsListener: ln, ClientOpts: fastGroup()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(runCtx) }()
+	svc := runService(ctx, t, cfg)
 	filler := strings.Repeat("y", tc.size)
 	if tc.errTopicMax > 0 {
 		// Brokers measure compressed batches: bytes that do not compress.
@@ -150,12 +138,9 @@ func hostileSize(t *testing.T, tc hostile) {
 	}
 	waitFor(t, "the record after", 30*time.Second, func() bool { return s.Sim.Effects("after-1") == 1 })
 	select {
-	case err := <-done:
+	case err := <-svc.done:
 		t.Fatalf("the bridge stopped: %v", err)
 	default:
 	}
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	svc.halt(t)
 }

@@ -93,28 +93,57 @@ func get(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// running is a service under test, run in the background.
+type running struct {
+	*Service
+	base string // http:// and the metrics address
+	stop context.CancelFunc
+	done chan error
+}
+
+// runService builds the service on cfg, with a metrics listener and quick
+// group settings, and runs it until halt (or the test's end).
+func runService(ctx context.Context, t *testing.T, cfg *config.Config) *running {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(ctx, cfg, Options{Logger: testLogger(t), MetricsListener: ln, ClientOpts: fastGroup()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	r := &running{Service: svc, base: "http://" + svc.MetricsAddr(), stop: stop, done: make(chan error, 1)}
+	go func() { r.done <- svc.Run(runCtx) }()
+	t.Cleanup(func() { stop(); svc.Close() })
+	return r
+}
+
+// halt cancels Run and fails the test unless it returns nil promptly.
+func (r *running) halt(t *testing.T) {
+	t.Helper()
+	r.stop()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("Run after cancel: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
 // The whole service over the embedded stack: readiness flips once the group
 // is joined, every purchase gets its result, the counters on /metrics agree
 // with the outputs, and cancelling Run shuts down cleanly.
 func TestServiceEndToEnd(t *testing.T) {
 	s := newStack(t)
 	cfg := stackConfig(t, s, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	svc, err := New(ctx, cfg, Options{Logger: testLogger(t), MetricsListener: ln, ClientOpts: fastGroup()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	base := "http://" + svc.MetricsAddr()
-
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(runCtx) }()
+	svc := runService(ctx, t, cfg)
+	base := svc.base
 	waitFor(t, "/healthz", 10*time.Second, func() bool { c, _ := get(base + "/healthz"); return c == http.StatusOK })
 	waitFor(t, "/readyz", 20*time.Second, func() bool {
 		c, body := get(base + "/readyz")
@@ -203,16 +232,7 @@ func TestServiceEndToEnd(t *testing.T) {
 		}
 		return false
 	})
-
-	stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run after cancel: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after cancel")
-	}
+	svc.halt(t)
 }
 
 // Start-up failures name their cause and come back promptly.
@@ -268,21 +288,10 @@ func TestReadinessStartsNoGrant(t *testing.T) {
 	s := newStack(t)
 	s.Sim.SetTokenTTLs(time.Second, 2*time.Second) // the cached token soon expires
 	cfg := stackConfig(t, s, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	svc, err := New(ctx, cfg, Options{Logger: testLogger(t), MetricsListener: ln, ClientOpts: fastGroup()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	base := "http://" + svc.MetricsAddr()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(runCtx) }()
+	svc := runService(ctx, t, cfg)
+	base := svc.base
 	waitFor(t, "/readyz", 20*time.Second, func() bool { c, _ := get(base + "/readyz"); return c == http.StatusOK })
 
 	probe := func(want int) {
@@ -327,8 +336,5 @@ func TestReadinessStartsNoGrant(t *testing.T) {
 		t.Fatal("no grant was refused")
 	}
 	probe(http.StatusServiceUnavailable)
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	svc.halt(t)
 }
