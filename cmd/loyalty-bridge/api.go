@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -16,9 +15,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
@@ -29,9 +28,6 @@ const (
 	apiExitAuth      = 4 // credentials refused
 	apiExitTransient = 5 // no definitive answer (retries exhausted, or ambiguous)
 )
-
-// apiEnvPrefix: --base-url is LOYALTY_BRIDGE_API_BASE_URL.
-const apiEnvPrefix = "LOYALTY_BRIDGE_API_"
 
 type apiCall struct {
 	summary string
@@ -54,117 +50,45 @@ func apiCalls() map[string]apiCall {
 	}
 }
 
-// apiConn holds the connection flags and, once built, the client.
+// apiConn holds the connection settings and, once built, the client.
 type apiConn struct {
-	baseURL, authURL, realm   string
-	clientID, clientSecret    string
-	username, password        string
-	partnerKey, partnerKeyID  string
-	grant                     string
-	timeout                   time.Duration
-	maxAttempts               int
-	caFile, certFile, keyFile string
-	dateFormat                string
-	jsonFile                  string
-	verbose                   bool
+	cfg      config.API
+	verbose  bool
+	jsonFile string
 
-	hc     *http.Client
-	log    *zap.Logger
-	signer *signing.Signer
-	grantS tokensource.Source
+	stack  *config.APIClient
 	client *loyalty.Client
 }
 
+// define puts the partner API section on fs without a flag prefix
+// (--base-url, --timeout); each setting reads the same
+// LOYALTY_BRIDGE_API_* variable as run's.
 func (a *apiConn) define(fs *flag.FlagSet) *flagenv.Binder {
-	fs.StringVar(&a.baseURL, "base-url", "http://127.0.0.1:8088", "partner API base URL ({base_url})")
-	fs.StringVar(&a.authURL, "auth-url", "", "identity provider URL ({auth_url}); default the base URL")
-	fs.StringVar(&a.realm, "realm", tokensource.DefaultRealm, "identity provider realm")
-	fs.StringVar(&a.clientID, "client-id", "", "partner client_id")
-	fs.StringVar(&a.clientSecret, "client-secret", "", "partner client_secret")
-	fs.StringVar(&a.username, "username", "", "partner user for the password grant")
-	fs.StringVar(&a.password, "password", "", "password of --username")
-	fs.StringVar(&a.partnerKey, "partner-key", "", "PEM private key FILE (RS256/ES256) for redemption signs and the exchange grant")
-	fs.StringVar(&a.partnerKeyID, "partner-key-id", "", "kid header of partner JWTs")
-	fs.StringVar(&a.grant, "grant", "password", "how to obtain tokens: password or exchange")
-	fs.DurationVar(&a.timeout, "timeout", 10*time.Second, "time limit of one attempt")
-	fs.IntVar(&a.maxAttempts, "max-attempts", loyalty.DefaultMaxAttempts, "attempts per call, first included")
-	fs.StringVar(&a.caFile, "ca-file", "", "PEM CA bundle to trust in addition to the system roots")
-	fs.StringVar(&a.certFile, "cert-file", "", "client certificate (PEM) for mutual TLS")
-	fs.StringVar(&a.keyFile, "key-file", "", "client certificate key (PEM) for mutual TLS")
-	fs.StringVar(&a.dateFormat, "date-format", string(loyalty.DateEpochMillis), "accrual transactionDate on the wire: epoch-millis or iso8601")
+	b := flagenv.New(fs, config.APIEnvPrefix)
+	a.cfg.Define(b, "")
 	fs.BoolVar(&a.verbose, "verbose", false, "log each attempt (redacted) to stderr")
-	b := flagenv.New(fs, apiEnvPrefix)
-	b.Secret("client-secret", "")
-	b.Secret("password", "")
 	b.All()
 	// Defined after All: request fields are not configuration.
 	fs.StringVar(&a.jsonFile, "json", "", "read the request body as JSON from FILE (- for stdin); flags given too override its fields")
 	return b
 }
 
-func (a *apiConn) validate() error {
-	var errs []error
-	if a.clientID == "" {
-		errs = append(errs, errors.New("--client-id is required"))
-	}
-	switch a.grant {
-	case "password":
-		if a.clientSecret == "" || a.username == "" || a.password == "" {
-			errs = append(errs, errors.New("the password grant needs --client-secret, --username and --password"))
-		}
-	case "exchange":
-		if a.partnerKey == "" {
-			errs = append(errs, errors.New("the exchange grant needs --partner-key"))
-		}
-	default:
-		errs = append(errs, fmt.Errorf("--grant %q: want password or exchange", a.grant))
-	}
-	if a.authURL == "" {
-		a.authURL = a.baseURL
-	}
-	return errors.Join(errs...)
-}
-
-// build wires the HTTP client, signer, grant, token cache and client.
+// build wires the client stack; it fetches no token until a call needs one.
 func (a *apiConn) build(e env) error {
-	a.log = zap.NewNop()
+	log := zap.NewNop()
 	if a.verbose {
 		l, err := telemetry.NewLogger(telemetry.LogOptions{Format: "console", Level: "debug", Output: e.stderr})
 		if err != nil {
 			return err
 		}
-		a.log = l
+		log = l
 	}
-	hc, err := loyalty.NewHTTPClient(loyalty.TransportOptions{MaxConns: 4,
-		TLS: loyalty.TLSOptions{CAFile: a.caFile, CertFile: a.certFile, KeyFile: a.keyFile}})
+	stack, err := a.cfg.Build(config.BuildOptions{Logger: log, MaxConns: 4})
 	if err != nil {
 		return err
 	}
-	a.hc = hc
-	if a.partnerKey != "" {
-		if a.signer, err = signing.LoadFile(a.partnerKey, signing.Options{Issuer: a.clientID, KID: a.partnerKeyID}); err != nil {
-			return err
-		}
-	}
-	if a.grant == "exchange" {
-		a.grantS, err = tokensource.NewExchange(tokensource.ExchangeOptions{BaseURL: a.baseURL, Signer: a.signer, HTTPClient: hc})
-	} else {
-		a.grantS, err = tokensource.NewPassword(tokensource.PasswordOptions{AuthURL: a.authURL, Realm: a.realm,
-			ClientID: a.clientID, ClientSecret: a.clientSecret, Username: a.username, Password: a.password,
-			HTTPClient: hc, Logger: a.log})
-	}
-	if err != nil {
-		return err
-	}
-	opts := loyalty.Options{BaseURL: a.baseURL, HTTPClient: hc, Timeout: a.timeout,
-		Tokens:            tokensource.NewCache(a.grantS, tokensource.CacheOptions{FetchTimeout: a.timeout, Logger: a.log}),
-		Retry:             loyalty.RetryPolicy{MaxAttempts: a.maxAttempts},
-		AccrualDateFormat: loyalty.DateFormat(a.dateFormat), Logger: a.log}
-	if a.signer != nil {
-		opts.Signer = a.signer
-	}
-	a.client, err = loyalty.New(opts)
-	return err
+	a.stack, a.client = stack, stack.Client
+	return nil
 }
 
 func runAPI(ctx context.Context, e env, args []string) error {
@@ -212,13 +136,13 @@ func runAPI(ctx context.Context, e env, args []string) error {
 			return &exitError{code: 2, err: fmt.Errorf("request JSON: %w", err)}
 		}
 	}
-	if err := a.validate(); err != nil {
+	if err := a.cfg.Validate(); err != nil {
 		return &exitError{code: 2, err: err}
 	}
 	if err := a.build(e); err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	defer a.hc.CloseIdleConnections()
+	defer a.stack.Close()
 	out, err := exec(ctx, &a, e, body, set)
 	if err != nil {
 		return apiFailure(e, err)
@@ -283,7 +207,7 @@ func apiUsage(w io.Writer, calls map[string]apiCall) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-12s %s\n", n, calls[n].summary)
 	}
-	fmt.Fprintln(w, "\nConnection flags come from "+apiEnvPrefix+"<FLAG> too (secrets also from <VAR>_FILE);")
+	fmt.Fprintln(w, "\nConnection flags come from "+config.APIEnvPrefix+"<FLAG> too (secrets also from <VAR>_FILE);")
 	fmt.Fprintln(w, "run 'loyalty-bridge api <call> -h' for them. Exit codes: 3 API error, 4 auth, 5 no definitive answer.")
 }
 
@@ -312,7 +236,7 @@ type apiTokenInfo struct {
 
 func apiToken(*flag.FlagSet) func(context.Context, *apiConn, env, []byte, map[string]bool) (any, error) {
 	return func(ctx context.Context, a *apiConn, _ env, _ []byte, _ map[string]bool) (any, error) {
-		tok, err := a.grantS.Token(ctx)
+		tok, err := a.stack.Tokens.Token(ctx)
 		if err != nil {
 			var te *tokensource.Error
 			if errors.As(err, &te) && !te.Transient() {
@@ -320,7 +244,7 @@ func apiToken(*flag.FlagSet) func(context.Context, *apiConn, env, []byte, map[st
 			}
 			return nil, &loyalty.TransientError{Op: "token", Status: 0, Attempts: 1, Err: err}
 		}
-		info := apiTokenInfo{Grant: a.grant, TokenType: tok.TokenType, ExpiresIn: int64(tok.Lifetime().Seconds()),
+		info := apiTokenInfo{Grant: string(a.cfg.Grant), TokenType: tok.TokenType, ExpiresIn: int64(tok.Lifetime().Seconds()),
 			ExpiresAt: tok.Expiry.UTC().Format(time.RFC3339), Scope: tok.Scope}
 		if !tok.RefreshExpiry.IsZero() {
 			info.RefreshExpiresIn = int64(tok.RefreshExpiry.Sub(tok.IssuedAt).Seconds())

@@ -113,7 +113,7 @@ func TestAPICommandWithStub(t *testing.T) {
 	}
 
 	code, out, errs = stubCLI(t, envs, `{"loyaltyId":"LB00000001","transactionId":"T-json","transactionAmount":10,"transactionDes":{"sku":"A"}}`,
-		"accrue", "--transaction-id", "T-flag", "--date", "2026-11-22T10:00:00Z", "--date-format", "iso8601", "-")
+		"accrue", "--transaction-id", "T-flag", "--date", "2026-11-22T10:00:00Z", "--transaction-date-format", "iso8601", "-")
 	b := bodies["/api-point/partner/v1/point-accrual"]
 	if code != 0 || !strings.Contains(out, `"bitReference": "BIT-1"`) || b["transactionId"] != "T-flag" ||
 		b["transactionAmount"] != float64(10) || b["transactionDate"] != "2026-11-22T10:00:00.000Z" || b["transactionCurrency"] != "VND" {

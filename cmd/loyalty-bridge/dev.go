@@ -21,6 +21,8 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/demo"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
@@ -74,7 +76,7 @@ func runDev(ctx context.Context, e env, args []string) error {
 	fs.BoolVar(&f.exitWhenDone, "exit-when-done", false, "with --demo: exit after the summary (0 when every event got its output)")
 	fs.DurationVar(&f.demoTimeout, "demo-timeout", 5*time.Minute, "with --exit-when-done: give up after this long")
 	fs.StringVar(&f.ordering, "ordering", "key", "order within a partition: key, partition or unordered")
-	fs.IntVar(&f.maxInFlight, "max-in-flight", 256, "records in flight")
+	fs.IntVar(&f.maxInFlight, "max-in-flight", pipeline.DefaultMaxInFlight, "records in flight")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprint(e.stderr, devUsage)
@@ -159,19 +161,23 @@ func devConfig(stack *devstack.Stack, f devFlags) (*config.Config, error) {
 	if err := b.Parse(nil, func(string) (string, bool) { return "", false }); err != nil {
 		return nil, err
 	}
-	cfg.Brokers = strings.Join(stack.Brokers, ",")
-	cfg.RegistryURL = stack.RegistryURL
+	mode, err := ordering.ParseMode(f.ordering)
+	if err != nil {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--ordering: %w", err)}
+	}
+	cfg.Kafka.Brokers = strings.Join(stack.Brokers, ",")
+	cfg.Registry.URL = stack.RegistryURL
 	cfg.RegisterSchemas = true
-	cfg.APIBaseURL = stack.SimURL
-	cfg.ClientID, cfg.ClientSecret = sim.DefaultClientID, sim.DefaultClientSecret
-	cfg.Username, cfg.Password = sim.DefaultUsername, sim.DefaultPassword
-	cfg.PartnerKey, cfg.PartnerKeyID = stack.PartnerKeyPath, stack.PartnerKeyID
-	cfg.Group = "loyalty-bridge-dev"
-	cfg.Ordering = f.ordering
-	cfg.MaxInFlight = f.maxInFlight
-	cfg.MetricsAddr = f.metricsAddr
-	cfg.LogFormat, cfg.LogLevel = "console", f.logLevel
-	cfg.BreakerOpen = 2 * time.Second
+	cfg.API.BaseURL, cfg.API.AuthURL = stack.SimURL, ""
+	cfg.API.ClientID, cfg.API.ClientSecret = sim.DefaultClientID, sim.DefaultClientSecret
+	cfg.API.Username, cfg.API.Password = sim.DefaultUsername, sim.DefaultPassword
+	cfg.API.PartnerKey, cfg.API.PartnerKeyID = stack.PartnerKeyPath, stack.PartnerKeyID
+	cfg.Group.Name = "loyalty-bridge-dev"
+	cfg.Processing.Ordering = mode
+	cfg.Processing.MaxInFlight = f.maxInFlight
+	cfg.Ops.MetricsAddr = f.metricsAddr
+	cfg.Ops.LogFormat, cfg.Ops.LogLevel = "console", f.logLevel
+	cfg.Processing.BreakerOpen = 2 * time.Second
 	if err := cfg.Validate(); err != nil {
 		return nil, &exitError{code: 2, err: err}
 	}

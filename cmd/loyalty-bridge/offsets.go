@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 )
 
 func offsetsCommand() command {
@@ -56,7 +57,17 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 	}
 	fs := flag.NewFlagSet("offsets", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	cfg, b := config.Define(fs)
+	b := flagenv.New(fs, config.EnvPrefix)
+	var cfg struct {
+		Kafka  config.Kafka
+		Topics config.Topics
+		Group  config.Group
+	}
+	cfg.Kafka.Define(b)
+	cfg.Group.Define(b)
+	cfg.Topics.Define(b)
+	config.DefineFile(b)
+	b.All()
 	var topics []string
 	fs.Func("topic", "topic (repeatable; default: the input topics)", func(s string) error {
 		topics = append(topics, s)
@@ -79,7 +90,7 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-	errs = append(errs, cfg.ValidateKafka())
+	errs = append(errs, cfg.Kafka.Validate(), cfg.Group.Validate(), cfg.Topics.Validate())
 	var at time.Time
 	if resetMode {
 		chosen := 0
@@ -104,10 +115,13 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 	if err := errors.Join(errs...); err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	if len(topics) == 0 {
-		topics = cfg.Topics().Inputs()
+	for _, w := range b.Warnings() {
+		fmt.Fprintln(e.stderr, "warning:", w)
 	}
-	kopts, err := cfg.KafkaOpts()
+	if len(topics) == 0 {
+		topics = cfg.Topics.Build().Inputs()
+	}
+	kopts, err := cfg.Kafka.Build()
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -118,21 +132,21 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	if !resetMode {
-		return showOffsets(ctx, e.stdout, adm, cfg.Group, topics)
+		return showOffsets(ctx, e.stdout, adm, cfg.Group.Name, topics)
 	}
 
 	topic := topics[0]
-	g, err := describeGroup(ctx, adm, cfg.Group)
+	g, err := describeGroup(ctx, adm, cfg.Group.Name)
 	if err != nil {
 		return err
 	}
 	if len(g.Members) > 0 {
 		if !*force {
 			return fmt.Errorf("group %s has %s (%s): stop them first; --force skips this check",
-				cfg.Group, plural(len(g.Members), "live member"), memberList(g.Members))
+				cfg.Group.Name, plural(len(g.Members), "live member"), memberList(g.Members))
 		}
 		fmt.Fprintf(e.stderr, "warning: group %s has %s (%s); trying anyway (--force)\n",
-			cfg.Group, plural(len(g.Members), "live member"), memberList(g.Members))
+			cfg.Group.Name, plural(len(g.Members), "live member"), memberList(g.Members))
 	}
 
 	starts, err := listed(adm.ListStartOffsets(ctx, topic))
@@ -154,9 +168,9 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 	default:
 		target = ends
 	}
-	before, err := adm.FetchOffsetsForTopics(ctx, cfg.Group, topic)
+	before, err := adm.FetchOffsetsForTopics(ctx, cfg.Group.Name, topic)
 	if err != nil {
-		return fmt.Errorf("committed offsets of %s: %w", cfg.Group, err)
+		return fmt.Errorf("committed offsets of %s: %w", cfg.Group.Name, err)
 	}
 	to := kadm.Offsets{}
 	var notes []string
@@ -178,20 +192,20 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 	if len(to) == 0 {
 		return &exitError{code: 2, err: fmt.Errorf("topic %s has no partition %d", topic, *partition)}
 	}
-	resp, err := adm.CommitOffsets(ctx, cfg.Group, to)
+	resp, err := adm.CommitOffsets(ctx, cfg.Group.Name, to)
 	if err == nil {
 		err = resp.Error()
 	}
 	if err != nil {
 		if errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.RebalanceInProgress) {
-			return fmt.Errorf("the broker refused the reset: group %s is not empty (%w); stop its members, or wait for crashed ones to expire (session timeout)", cfg.Group, err)
+			return fmt.Errorf("the broker refused the reset: group %s is not empty (%w); stop its members, or wait for crashed ones to expire (session timeout)", cfg.Group.Name, err)
 		}
 		return fmt.Errorf("commit: %w", err)
 	}
 	for _, n := range notes {
 		fmt.Fprintln(e.stderr, n)
 	}
-	fmt.Fprintf(e.stdout, "group %s: %s reset\n", cfg.Group, topic)
+	fmt.Fprintf(e.stdout, "group %s: %s reset\n", cfg.Group.Name, topic)
 	for _, o := range to.Sorted() {
 		was := "-"
 		if c, ok := before.Lookup(topic, o.Partition); ok && c.Err == nil && c.At >= 0 {
@@ -200,7 +214,7 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 		fmt.Fprintf(e.stdout, "  partition %d: %s -> %d\n", o.Partition, was, o.At)
 	}
 	fmt.Fprintln(e.stdout)
-	return showOffsets(ctx, e.stdout, adm, cfg.Group, []string{topic})
+	return showOffsets(ctx, e.stdout, adm, cfg.Group.Name, []string{topic})
 }
 
 // listed passes on a listing's first partition error as its error.

@@ -63,13 +63,16 @@ status is 1 if any line failed.`)
 	}
 	in := cd.EventTypes(*topic)
 	if in == nil {
-		return &exitError{code: 2, err: fmt.Errorf("--topic %s is not an input topic (%s)", *topic, strings.Join(cf.topics.Inputs(), ", "))}
+		return &exitError{code: 2, err: fmt.Errorf("--topic %s is not an input topic (%s)", *topic, strings.Join(cf.topics.Build().Inputs(), ", "))}
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(commaList(cf.brokers)...),
+	kopts, err := cf.kafkaOpts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append(kopts,
 		kgo.DefaultProduceTopic(*topic),
 		kgo.RecordDeliveryTimeout(30*time.Second),
-	)
+	)...)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/replay"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
 )
@@ -73,7 +72,7 @@ type replayFlags struct {
 func runReplay(ctx context.Context, e env, args []string) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	cfg, b := config.Define(fs)
+	cfg, b := config.DefineWith(fs, config.Defaults{MaxInFlight: replay.DefaultMaxInFlight})
 	var f replayFlags
 	fs.StringVar(&f.topic, "topic", "", "input topic to replay")
 	fs.IntVar(&f.partition, "partition", -1, "partition (default with --since: every partition)")
@@ -92,22 +91,14 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		fmt.Fprint(e.stderr, replayUsage)
 		fs.PrintDefaults()
 	}
-	// A replay is gentler than the live bridge by default. Set on the
-	// value, not with fs.Set, so that the environment and file still apply.
-	mif := fs.Lookup("max-in-flight")
-	_ = mif.Value.Set(strconv.Itoa(replay.DefaultMaxInFlight))
-	mif.DefValue = strconv.Itoa(replay.DefaultMaxInFlight)
 	if err := b.ParseWithFile(args, e.lookup, "config"); err != nil {
 		return &exitError{code: 2, err: err}
 	}
 	now := time.Now()
 	since, until, perSecond, err := f.parse(now)
-	err = errors.Join(err, f.check(cfg.Topics().Inputs()))
-	if f.dryRun {
-		err = errors.Join(err, cfg.ValidateKafka())
-		if _, merr := ordering.ParseMode(cfg.Ordering); merr != nil {
-			err = errors.Join(err, fmt.Errorf("--ordering: %w", merr))
-		}
+	err = errors.Join(err, f.check(cfg.Topics.Build().Inputs()))
+	if f.dryRun { // calls nothing: the partner API settings do not matter
+		err = errors.Join(err, cfg.Kafka.Validate(), cfg.Registry.Validate(), cfg.Topics.Validate(), cfg.Processing.Validate())
 	} else {
 		err = errors.Join(err, cfg.Validate())
 	}
@@ -117,17 +108,17 @@ func runReplay(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	mode, _ := ordering.ParseMode(cfg.Ordering)
 
-	deps, err := service.Connect(ctx, cfg, service.Options{NoAPI: f.dryRun})
+	deps, err := service.Connect(ctx, cfg, service.Options{NoAPI: f.dryRun, Warnings: b.Warnings()})
 	if err != nil {
 		return err
 	}
 	defer deps.Close()
 	prog := newProgress(e.stderr, "records replayed", time.Now())
 	opts := replay.Options{Kafka: deps.KafkaOpts, Codec: deps.Codec, DryRun: f.dryRun, Out: e.stdout, Rate: perSecond,
-		MaxInFlight: cfg.MaxInFlight, Mode: mode, MaxBuffered: cfg.MaxBuffered, DrainTimeout: cfg.DrainTimeout,
-		Logger: deps.Log.Named("replay")}
+		MaxInFlight: cfg.Processing.MaxInFlight, Mode: cfg.Processing.Ordering, MaxBuffered: cfg.Processing.MaxBuffered,
+		DrainTimeout: cfg.Processing.DrainTimeout,
+		Logger:       deps.Log.Named("replay")}
 	if !f.dryRun { // a dry run's lines are its progress
 		opts.Progress = prog.show
 		br, err := deps.Bridge(true)

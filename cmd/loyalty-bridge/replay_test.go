@@ -95,7 +95,7 @@ func (s *replayStack) live(t *testing.T, mod func(*config.Config)) (stop func())
 	if err := b.Parse(nil, s.lookup); err != nil {
 		t.Fatal(err)
 	}
-	cfg.RecordBackoff = time.Millisecond
+	cfg.Processing.RecordBackoff = time.Millisecond
 	if mod != nil {
 		mod(cfg)
 	}
@@ -212,7 +212,7 @@ func ids(prefix string, n int) []string {
 func (s *replayStack) outage(t *testing.T, mod func(*config.Config), applied, lost []string) {
 	t.Helper()
 	stop := s.live(t, func(c *config.Config) {
-		c.RecordAttempts, c.APIMaxAttempts, c.BreakerFailures, c.BreakerRatio = 1, 1, 1000, 0
+		c.Processing.RecordAttempts, c.API.MaxAttempts, c.Processing.BreakerFailures, c.Processing.BreakerRatio = 1, 1, 1000, 0
 		if mod != nil {
 			mod(c)
 		}
@@ -281,7 +281,7 @@ func TestReplayFromErrorsAfterOutage(t *testing.T) {
 func TestReplayFromErrorsWithoutOriginals(t *testing.T) {
 	s := newReplayStack(t)
 	lost := ids("strict", 6)
-	s.outage(t, func(c *config.Config) { c.IncludeOriginal = false }, nil, lost)
+	s.outage(t, func(c *config.Config) { c.Processing.IncludeOriginal = false }, nil, lost)
 	ends, err := s.adm.ListEndOffsets(context.Background(), codec.DefaultPurchaseTopic)
 	if err != nil {
 		t.Fatal(err)

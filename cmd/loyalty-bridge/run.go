@@ -68,7 +68,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	if verr != nil {
 		return &exitError{code: 2, err: verr}
 	}
-	svc, err := service.New(ctx, cfg, service.Options{})
+	svc, err := service.New(ctx, cfg, service.Options{Warnings: b.Warnings()})
 	if err != nil {
 		return err
 	}

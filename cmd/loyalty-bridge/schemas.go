@@ -8,70 +8,83 @@ import (
 	"strings"
 
 	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 )
 
-// contractFlags are the settings shared by schemas, produce and tail: where
-// the registry (and the brokers) are and what the topics are called.
+// contractFlags are the settings shared by schemas, produce and tail: the
+// registry (and Kafka) connection with its security settings, and the
+// topic names, from the same config sections and variables as run.
 type contractFlags struct {
-	registryURL string
-	brokers     string
-	topics      codec.Topics
+	kafka     config.Kafka
+	registry  config.Registry
+	topics    config.Topics
+	withKafka bool
+	b         *flagenv.Binder
 }
 
-func (c *contractFlags) define(fs *flag.FlagSet, withBrokers bool) {
-	fs.StringVar(&c.registryURL, "schema-registry-url", "http://127.0.0.1:8081", "Schema Registry URL (comma-separated for several)")
-	if withBrokers {
-		fs.StringVar(&c.brokers, "brokers", "127.0.0.1:9092", "Kafka seed brokers, comma-separated")
+// define defines the sections' flags, bound to LOYALTY_BRIDGE_*. Flags the
+// command defines afterwards (--topic, --key, --max …) come from the command
+// line only: an exported LOYALTY_BRIDGE_KEY should not silently re-key
+// records.
+func (c *contractFlags) define(fs *flag.FlagSet, withKafka bool) {
+	c.b, c.withKafka = flagenv.New(fs, config.EnvPrefix), withKafka
+	c.registry.Define(c.b)
+	if withKafka {
+		c.kafka.Define(c.b)
 	}
-	fs.StringVar(&c.topics.Purchase, "purchase-topic", codec.DefaultPurchaseTopic, "purchase input topic")
-	fs.StringVar(&c.topics.RefundRedemption, "refund-redemption-topic", codec.DefaultRefundRedemptionTopic, "refund/redemption input topic")
-	fs.StringVar(&c.topics.MemberOnboarding, "member-onboarding-topic", codec.DefaultMemberOnboardingTopic, "member onboarding input topic")
+	c.topics.Define(c.b)
+	c.b.All()
 }
 
-func (c *contractFlags) registry() (*sr.Client, error) {
-	return sr.NewClient(sr.URLs(commaList(c.registryURL)...))
+func (c *contractFlags) registryClient() (*sr.Client, error) {
+	cl, err := c.registry.Build()
+	if err != nil {
+		return nil, &exitError{code: 2, err: err}
+	}
+	return cl, nil
+}
+
+// kafkaOpts are the connection options of the command's Kafka client.
+func (c *contractFlags) kafkaOpts() ([]kgo.Opt, error) {
+	opts, err := c.kafka.Build()
+	if err != nil {
+		return nil, &exitError{code: 2, err: err}
+	}
+	return opts, nil
 }
 
 // codec looks the bridge's schemas up in the registry (they must have been
 // registered) and returns a codec for the configured topics.
 func (c *contractFlags) codec(ctx context.Context) (*codec.Codec, error) {
-	reg, err := c.registry()
+	reg, err := c.registryClient()
 	if err != nil {
-		return nil, &exitError{code: 2, err: err}
+		return nil, err
 	}
-	return codec.New(ctx, codec.Options{Registry: reg, Topics: c.topics})
+	return codec.New(ctx, codec.Options{Registry: reg, Topics: c.topics.Build()})
 }
 
-func commaList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// parse parses args, reading the shared settings that the command line does
-// not give from LOYALTY_BRIDGE_* (--brokers → LOYALTY_BRIDGE_BROKERS). The
-// per-invocation flags (--topic, --key, --max …) come from the command line
-// only: an exported LOYALTY_BRIDGE_KEY should not silently re-key records.
-// A usage problem becomes exit code 2.
+// parse parses args, then the environment, and checks the sections; a
+// usage problem becomes exit code 2.
 func (c *contractFlags) parse(fs *flag.FlagSet, e env, args []string) error {
-	b := flagenv.New(fs, "LOYALTY_BRIDGE_")
-	for _, name := range []string{"schema-registry-url", "brokers", "purchase-topic", "refund-redemption-topic", "member-onboarding-topic"} {
-		if fs.Lookup(name) != nil {
-			b.Env(name, "")
-		}
-	}
-	if err := b.Parse(args, e.lookup); err != nil {
+	if err := c.b.Parse(args, e.lookup); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
+		return &exitError{code: 2, err: err}
+	}
+	errs := []error{c.registry.Validate(), c.topics.Validate()}
+	if c.withKafka {
+		errs = append(errs, c.kafka.Validate())
+	}
+	for _, w := range c.b.Warnings() {
+		fmt.Fprintln(e.stderr, "warning:", w)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return &exitError{code: 2, err: err}
 	}
 	return nil
@@ -112,11 +125,11 @@ func runSchemas(ctx context.Context, e env, args []string) error {
 	if fs.NArg() > 0 {
 		return &exitError{code: 2, err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
-	cl, err := cf.registry()
+	cl, err := cf.registryClient()
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	subjects := codec.SubjectsOf(cf.topics)
+	subjects := codec.SubjectsOf(cf.topics.Build())
 	if sub == "register" {
 		for _, s := range subjects {
 			ss, err := cl.CreateSchema(ctx, s.Subject, sr.Schema{Schema: s.Schema, Type: sr.TypeAvro})

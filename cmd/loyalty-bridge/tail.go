@@ -74,14 +74,17 @@ without a consumer group: nothing is committed.`)
 	if *fromBeginning {
 		start = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(commaList(cf.brokers)...),
+	kopts, err := cf.kafkaOpts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append(kopts,
 		kgo.ConsumeTopics(*topic),
 		kgo.ConsumeResetOffset(start),
 		// A bridge in exactly-once mode writes in transactions: show what
 		// committed, as downstream readers should see it.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-	)
+	)...)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
@@ -108,7 +109,7 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 	defer st.Close()
 	cfg := chaosConfig(t, st)
 	if exactlyOnce {
-		cfg.Delivery = "exactly-once"
+		cfg.Delivery.Mode = pipeline.ExactlyOnce
 	}
 	var background sync.WaitGroup // fault schedules and reaped members
 	defer waitBounded(t, &background, "fault schedules and killed members", 2*time.Minute)
@@ -165,7 +166,7 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 	ids := []string{"bridge-a", "bridge-b", "bridge-c"}
 	start := func(id string) *replica {
 		c := *cfg
-		c.TransactionalID = id // a restarted member keeps its id and fences its dead self
+		c.Delivery.TransactionalID = id // a restarted member keeps its id and fences its dead self
 		sw := &netSwitch{}
 		// A 2 s session, so that a killed member leaves the group in
 		// seconds. kfake does not refresh the session of a member whose
@@ -192,10 +193,10 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 			if err != nil {
 				t.Errorf("replica %s: %v", r.id, err)
 			}
-		case <-time.After(cfg.ShutdownTimeout + 30*time.Second):
-			diagnose(ctx, t, st.Brokers, cfg.Group, nil, nil)
+		case <-time.After(cfg.Processing.ShutdownTimeout + 30*time.Second):
+			diagnose(ctx, t, st.Brokers, cfg.Group.Name, nil, nil)
 			t.Fatalf("replica %s still running %v after its stop; --shutdown-timeout is %v", r.id,
-				cfg.ShutdownTimeout+30*time.Second, cfg.ShutdownTimeout)
+				cfg.Processing.ShutdownTimeout+30*time.Second, cfg.Processing.ShutdownTimeout)
 		}
 		r.svc.Close()
 	}
@@ -292,7 +293,7 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 	select {
 	case <-producedDone:
 	case <-time.After(2 * time.Minute):
-		diagnose(ctx, t, st.Brokers, cfg.Group, nil, nil)
+		diagnose(ctx, t, st.Brokers, cfg.Group.Name, nil, nil)
 		t.Fatal("the input events were not all produced within 2 minutes")
 	}
 
@@ -307,7 +308,7 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 			kf.off()
 		}
 		if time.Now().After(deadline.Add(2 * time.Minute)) {
-			diagnose(ctx, t, st.Brokers, cfg.Group, out, all)
+			diagnose(ctx, t, st.Brokers, cfg.Group.Name, out, all)
 			t.Fatalf("%d of %d transactions without output", missing(out, all), len(all))
 		}
 		time.Sleep(50 * time.Millisecond) // polling the outputs
@@ -326,12 +327,12 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 	// commits what they finished.
 	lagDeadline := time.Now().Add(2 * time.Minute)
 	for {
-		lag := groupLag(ctx, t, st.Brokers, cfg.Group)
+		lag := groupLag(ctx, t, st.Brokers, cfg.Group.Name)
 		if lag == 0 {
 			break
 		}
 		if time.Now().After(lagDeadline) {
-			diagnose(ctx, t, st.Brokers, cfg.Group, out, all)
+			diagnose(ctx, t, st.Brokers, cfg.Group.Name, out, all)
 			t.Fatalf("with the faults off, the group's commits stayed %d short of the end offsets for 2 minutes", lag)
 		}
 		time.Sleep(100 * time.Millisecond) // polling the commits
@@ -407,7 +408,7 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 			linkWrong++
 		}
 	}
-	lag := groupLag(ctx, t, st.Brokers, cfg.Group)
+	lag := groupLag(ctx, t, st.Brokers, cfg.Group.Name)
 	resent := st.Sim.Calls(sim.EndpointAccrual, 400) + st.Sim.Calls(sim.EndpointRedemption, 400)
 
 	table := fmt.Sprintf(`
@@ -424,7 +425,7 @@ chaos (%s): %d events in %s
   transactions ending in an error event                  %5d   -
   writes re-sent for an applied transaction (400)        %5d   -
   reply records written in aborted transactions          %5d   -
-`, cfg.Delivery, len(all), time.Since(began).Round(time.Second),
+`, cfg.Delivery.Mode, len(all), time.Since(began).Round(time.Second),
 		kills, kills/2, kf.drops.Load(), kf.produceErrs.Hits(), kf.fetchErrs.Hits(), kf.moves.Load(), kf.rehashes.Load(),
 		st.Sim.Calls(sim.EndpointAccrual, 500)+st.Sim.Calls(sim.EndpointRedemption, 500),
 		st.Sim.Calls(sim.EndpointAccrual, 503)+st.Sim.Calls(sim.EndpointRedemption, 503),
@@ -541,18 +542,18 @@ func chaosConfig(t *testing.T, st *devstack.Stack) *config.Config {
 	if err := b.Parse(nil, func(string) (string, bool) { return "", false }); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Brokers, cfg.RegistryURL, cfg.RegisterSchemas = strings.Join(st.Brokers, ","), st.RegistryURL, true
-	cfg.APIBaseURL, cfg.ClientID, cfg.ClientSecret = st.SimURL, sim.DefaultClientID, sim.DefaultClientSecret
-	cfg.Username, cfg.Password = sim.DefaultUsername, sim.DefaultPassword
-	cfg.PartnerKey, cfg.PartnerKeyID = st.PartnerKeyPath, st.PartnerKeyID
-	cfg.MetricsAddr = ""
-	cfg.MaxInFlight = 64
-	cfg.RecordAttempts, cfg.RecordBackoff = 20, 20*time.Millisecond
-	cfg.APITimeout, cfg.APIMaxAttempts = time.Second, 3
-	cfg.BreakerOpen = 300 * time.Millisecond
-	cfg.DrainTimeout = 500 * time.Millisecond
-	cfg.ShutdownTimeout = 5 * time.Second
-	cfg.CommitInterval = 200 * time.Millisecond
+	cfg.Kafka.Brokers, cfg.Registry.URL, cfg.RegisterSchemas = strings.Join(st.Brokers, ","), st.RegistryURL, true
+	cfg.API.BaseURL, cfg.API.ClientID, cfg.API.ClientSecret = st.SimURL, sim.DefaultClientID, sim.DefaultClientSecret
+	cfg.API.Username, cfg.API.Password = sim.DefaultUsername, sim.DefaultPassword
+	cfg.API.PartnerKey, cfg.API.PartnerKeyID = st.PartnerKeyPath, st.PartnerKeyID
+	cfg.Ops.MetricsAddr = ""
+	cfg.Processing.MaxInFlight = 64
+	cfg.Processing.RecordAttempts, cfg.Processing.RecordBackoff = 20, 20*time.Millisecond
+	cfg.API.Timeout, cfg.API.MaxAttempts = time.Second, 3
+	cfg.Processing.BreakerOpen = 300 * time.Millisecond
+	cfg.Processing.DrainTimeout = 500 * time.Millisecond
+	cfg.Processing.ShutdownTimeout = 5 * time.Second
+	cfg.Processing.CommitInterval = 200 * time.Millisecond
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

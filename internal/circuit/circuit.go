@@ -64,13 +64,19 @@ type Breaker struct {
 	openedAt time.Time
 }
 
+// Defaults of Options.
+const (
+	DefaultConsecutiveFailures = 5
+	DefaultOpenTimeout         = 5 * time.Second
+)
+
 // New returns a closed Breaker.
 func New(opts Options) (*Breaker, error) {
 	if opts.FailureRatio < 0 || opts.FailureRatio > 1 {
 		return nil, fmt.Errorf("circuit: failure ratio %v outside [0,1]", opts.FailureRatio)
 	}
 	if opts.ConsecutiveFailures == 0 {
-		opts.ConsecutiveFailures = 5
+		opts.ConsecutiveFailures = DefaultConsecutiveFailures
 	}
 	if opts.MinRequests == 0 {
 		opts.MinRequests = 20
@@ -79,7 +85,7 @@ func New(opts Options) (*Breaker, error) {
 		opts.Window = 30 * time.Second
 	}
 	if opts.OpenTimeout <= 0 {
-		opts.OpenTimeout = 5 * time.Second
+		opts.OpenTimeout = DefaultOpenTimeout
 	}
 	if opts.HalfOpenProbes == 0 {
 		opts.HalfOpenProbes = 1

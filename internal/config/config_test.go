@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 )
 
 func parse(t *testing.T, args []string, env map[string]string) (*Config, error) {
@@ -32,10 +34,11 @@ func TestDefaultsWithCredentialsAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.AuthURL != c.APIBaseURL || c.Group != "loyalty-bridge" || c.Ordering != "key" || c.IncludeOriginal {
+	if c.API.AuthURL != c.API.BaseURL || c.Group.Name != "loyalty-bridge" || c.Processing.Ordering != ordering.Key ||
+		c.Processing.IncludeOriginal || c.Kafka.Compression != CompressNone {
 		t.Fatalf("defaults: %+v", c)
 	}
-	if got := c.Topics().Inputs(); got[0] != "loyalty.purchase" {
+	if got := c.Topics.Build().Inputs(); got[0] != "loyalty.purchase" {
 		t.Fatalf("topics %v", got)
 	}
 }
@@ -79,8 +82,8 @@ func TestSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ClientSecret != "from-file" || c.Group != "from-yaml" || c.MaxInFlight != 32 || c.Ordering != "unordered" ||
-		c.APIBaseURL != "https://loyalty.example" || c.AuthURL != "https://loyalty.example" {
+	if c.API.ClientSecret != "from-file" || c.Group.Name != "from-yaml" || c.Processing.MaxInFlight != 32 ||
+		c.Processing.Ordering != ordering.Unordered || c.API.BaseURL != "https://loyalty.example" || c.API.AuthURL != "https://loyalty.example" {
 		t.Fatalf("precedence flag > env > file > default broken: %+v", c)
 	}
 }
@@ -106,16 +109,16 @@ func TestKafkaOpts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.KafkaOpts(); err == nil || !strings.Contains(err.Error(), "--kafka-tls-ca-file") {
+	if _, err := c.Kafka.Build(); err == nil || !strings.Contains(err.Error(), "--kafka-tls-ca-file") {
 		t.Fatalf("missing CA file: %v", err)
 	}
-	c.KafkaTLSCAFile = ""
-	opts, err := c.KafkaOpts()
-	if err != nil || len(opts) != 3 { // seeds, client id, SASL; no TLS asked for
+	c.Kafka.TLSCAFile = ""
+	opts, err := c.Kafka.Build()
+	if err != nil || len(opts) != 4 { // seeds, client id, compression, SASL; no TLS asked for
 		t.Fatalf("opts %d err %v", len(opts), err)
 	}
-	c.KafkaTLS = true
-	if opts, err = c.KafkaOpts(); err != nil || len(opts) != 4 {
+	c.Kafka.TLS = true
+	if opts, err = c.Kafka.Build(); err != nil || len(opts) != 5 {
 		t.Fatalf("with TLS: opts %d err %v", len(opts), err)
 	}
 }

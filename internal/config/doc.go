@@ -1,12 +1,23 @@
-// Package config is the configuration of `loyalty-bridge run`: every
-// setting, its flag, its LOYALTY_BRIDGE_* variable (secrets also *_FILE),
-// its YAML key (the flag name), its default, and the checks that run before
-// anything connects.
+// Package config is the configuration of loyalty-bridge's commands, in
+// sections: Kafka (brokers, TLS, SASL, compression), Registry, Topics,
+// Group, API (the partner connection, credentials, retry, date format),
+// Processing, Delivery and Ops.
 //
-// The partner API connection reads the same LOYALTY_BRIDGE_API_* variables
-// as the `api` command, so one environment configures both. Validate
-// reports every problem at once, each naming its flag; KafkaOpts turns the
-// Kafka settings (TLS, SASL) into franz-go options and fails, naming the
-// flag, on unreadable files. Deployment files are checked in tests against
-// Vars, so a manifest cannot set a variable that nothing reads.
+// Each section defines its flags on a flagenv.Binder (so each setting is
+// also a LOYALTY_BRIDGE_* variable, a secret also a *_FILE, and a key of
+// the --config YAML file), checks them in Validate (every problem at once,
+// each naming its flag, never a secret's value) and builds the options of
+// the package it configures. Enumerations are parsed once, into typed
+// values; a bad one is reported by Validate with the rest. Defaults come
+// from the packages that own them.
+//
+// A command composes only the sections it uses: `offsets` takes Kafka,
+// Topics and Group; `api` takes API; `run`, `replay` and `dev` take all
+// (Config). The API section reads the same LOYALTY_BRIDGE_API_* variable
+// for a setting in every command. Every section that can carry a secret
+// in the clear refuses to off loopback unless --allow-insecure is given.
+//
+// Deployment files are checked in tests against Vars, so a manifest cannot
+// set a variable that nothing reads; a test also fails when a defined
+// setting is read nowhere.
 package config

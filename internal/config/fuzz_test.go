@@ -66,7 +66,7 @@ func FuzzSources(f *testing.F) {
 			err = c.Validate()
 		}
 		if err == nil {
-			if _, kerr := c.KafkaOpts(); kerr != nil && !strings.Contains(kerr.Error(), "--") {
+			if _, kerr := c.Kafka.Build(); kerr != nil && !strings.Contains(kerr.Error(), "--") {
 				t.Fatalf("Kafka options refused without naming a flag: %v", kerr)
 			}
 			return

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/secretfile"
 )
 
 // Binder remembers which environment variable feeds which flag of one
@@ -18,6 +20,9 @@ type Binder struct {
 	prefix string
 	env    map[string]string // flag name → variable name
 	secret map[string]bool   // flag name → also read <variable>_FILE
+
+	warnings []string
+	shared   map[string]bool // file keys of other commands' settings
 }
 
 // New returns a Binder for fs. Variable names are prefix + the flag name in
@@ -26,6 +31,9 @@ type Binder struct {
 func New(fs *flag.FlagSet, prefix string) *Binder {
 	return &Binder{fs: fs, prefix: prefix, env: map[string]string{}, secret: map[string]bool{}}
 }
+
+// FlagSet is the flag set b binds.
+func (b *Binder) FlagSet() *flag.FlagSet { return b.fs }
 
 // VarName is the default variable name for a flag under prefix.
 func VarName(prefix, flagName string) string {
@@ -123,6 +131,9 @@ func (b *Binder) applyFile(path string, given map[string]bool) error {
 	var errs []error
 	for _, key := range keys {
 		if b.fs.Lookup(key) == nil {
+			if b.shared[key] {
+				continue
+			}
 			errs = append(errs, fmt.Errorf("config file %s: unknown setting %q", path, key))
 			continue
 		}
@@ -181,10 +192,13 @@ func (b *Binder) applyEnv(given map[string]bool, lookup func(string) (string, bo
 		if !ok && b.secret[name] {
 			path, fok := lookup(variable + "_FILE")
 			if fok && path != "" {
-				data, err := os.ReadFile(path)
+				data, warning, err := secretfile.Read(path)
 				if err != nil {
 					errs = append(errs, fmt.Errorf("%s_FILE: %w", variable, err))
 					continue
+				}
+				if warning != "" {
+					b.warnings = append(b.warnings, variable+"_FILE: "+warning)
 				}
 				value, ok = strings.TrimSpace(string(data)), true
 			}
@@ -200,6 +214,23 @@ func (b *Binder) applyEnv(given map[string]bool, lookup func(string) (string, bo
 	}
 	return errors.Join(errs...)
 }
+
+// ShareFile names settings that a configuration file may hold for other
+// commands: such keys are skipped rather than refused, so one file serves
+// a command that takes only some of the settings (offsets reads the run
+// command's file for its Kafka settings).
+func (b *Binder) ShareFile(names ...string) {
+	if b.shared == nil {
+		b.shared = map[string]bool{}
+	}
+	for _, n := range names {
+		b.shared[n] = true
+	}
+}
+
+// Warnings are the problems found while parsing that do not stop it: a
+// secret file that others may read. Callers log them.
+func (b *Binder) Warnings() []string { return b.warnings }
 
 // Vars returns the bound variables by flag name, and whether each is a
 // secret (which also reads <variable>_FILE). Deployment files are checked

@@ -140,3 +140,66 @@ func TestParseWithFile(t *testing.T) {
 		})
 	}
 }
+
+// A *_FILE secret goes through the secret-file checks: a world-readable
+// file is a warning, a huge one an error naming the variable, and neither
+// carries the content.
+func TestSecretFileChecks(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open")
+	if err := os.WriteFile(open, []byte("s3cret-canary\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge")
+	if err := os.WriteFile(huge, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	parse := func(file string) (*Binder, *string, error) {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		pw := fs.String("password", "", "")
+		b := New(fs, "X_")
+		b.Secret("password", "")
+		err := b.Parse(nil, func(k string) (string, bool) {
+			if k == "X_PASSWORD_FILE" {
+				return file, true
+			}
+			return "", false
+		})
+		return b, pw, err
+	}
+	b, pw, err := parse(open)
+	if err != nil || *pw != "s3cret-canary" {
+		t.Fatalf("read %q, err %v", *pw, err)
+	}
+	if w := b.Warnings(); len(w) != 1 || !strings.Contains(w[0], "X_PASSWORD_FILE") || strings.Contains(w[0], "canary") {
+		t.Fatalf("warnings %q", w)
+	}
+	if _, _, err := parse(huge); err == nil || !strings.Contains(err.Error(), "X_PASSWORD_FILE") {
+		t.Fatalf("a 1 MiB secret file: %v", err)
+	}
+}
+
+// A file shared with other commands may hold their settings; other unknown
+// keys are still refused.
+func TestShareFile(t *testing.T) {
+	yml := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(yml, []byte("brokers: k:9092\nmax-in-flight: 8\nmisspelt: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	brokers := fs.String("brokers", "", "")
+	fs.String("config", "", "")
+	b := New(fs, "X_")
+	b.ShareFile("max-in-flight")
+	b.All()
+	err := b.ParseWithFile([]string{"--config", yml}, func(string) (string, bool) { return "", false }, "config")
+	if err == nil || !strings.Contains(err.Error(), `"misspelt"`) || strings.Contains(err.Error(), "max-in-flight") {
+		t.Fatalf("got %v", err)
+	}
+	if *brokers != "k:9092" {
+		t.Fatalf("brokers %q", *brokers)
+	}
+}

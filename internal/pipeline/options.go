@@ -177,6 +177,19 @@ type Options struct {
 	Logger *zap.Logger
 }
 
+// Defaults of Options, exported so that the command-line settings show
+// the same values the pipeline would choose.
+const (
+	DefaultMaxInFlight        = 256
+	DefaultCommitInterval     = time.Second
+	DefaultDrainTimeout       = 10 * time.Second
+	DefaultTransactionTimeout = 10 * time.Second
+	DefaultLinger             = 2 * time.Millisecond
+	// DefaultShutdownMargin is what ShutdownTimeout adds to DrainTimeout by
+	// default: time for the final produce, commit and leaving the group.
+	DefaultShutdownMargin = 20 * time.Second
+)
+
 // withDefaults validates o and returns it with defaults filled in, reporting
 // every problem at once.
 func (o Options) withDefaults() (Options, error) {
@@ -232,7 +245,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 
 	if o.MaxInFlight == 0 {
-		o.MaxInFlight = 256
+		o.MaxInFlight = DefaultMaxInFlight
 	}
 	if o.MaxInFlightPerPartition == 0 {
 		o.MaxInFlightPerPartition = o.MaxInFlight
@@ -259,22 +272,22 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	if o.TransactionTimeout == 0 {
-		o.TransactionTimeout = 10 * time.Second
+		o.TransactionTimeout = DefaultTransactionTimeout
 	}
 	switch {
 	case o.Linger == 0:
-		o.Linger = 2 * time.Millisecond
+		o.Linger = DefaultLinger
 	case o.Linger < 0:
 		o.Linger = 0
 	}
 	if o.CommitInterval == 0 {
-		o.CommitInterval = time.Second
+		o.CommitInterval = DefaultCommitInterval
 	}
 	if o.DrainTimeout == 0 {
-		o.DrainTimeout = 10 * time.Second
+		o.DrainTimeout = DefaultDrainTimeout
 	}
 	if o.ShutdownTimeout == 0 {
-		o.ShutdownTimeout = o.DrainTimeout + 20*time.Second
+		o.ShutdownTimeout = o.DrainTimeout + DefaultShutdownMargin
 	}
 	if o.ShutdownTimeout <= o.DrainTimeout {
 		bad("ShutdownTimeout %v must exceed DrainTimeout %v: the drain is part of the shutdown", o.ShutdownTimeout, o.DrainTimeout)

@@ -153,10 +153,10 @@ func TestSecretAndPIIAudit(t *testing.T) {
 	defer st.Close()
 	tap, apiURL := newTokenTap(t, st.SimURL)
 	cfg := stackConfig(t, st, func(c *config.Config) {
-		c.APIBaseURL = apiURL
-		c.ClientSecret, c.Password = canarySecret, canaryPassword
-		c.PartnerKey, c.PartnerKeyID = st.PartnerKeyPath, st.PartnerKeyID
-		c.LogLevel = "debug"
+		c.API.BaseURL = apiURL
+		c.API.ClientSecret, c.API.Password = canarySecret, canaryPassword
+		c.API.PartnerKey, c.API.PartnerKeyID = st.PartnerKeyPath, st.PartnerKeyID
+		c.Ops.LogLevel = "debug"
 	})
 	logs := &syncBuffer{}
 	log, err := telemetry.NewLogger(telemetry.LogOptions{Format: "json", Level: "debug", Output: logs})

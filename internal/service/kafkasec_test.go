@@ -89,11 +89,12 @@ func newPKI(t *testing.T, dnsNames ...string) *pki {
 
 func kafkaConfig(t *testing.T, brokers []string, mod func(*config.Config)) *config.Config {
 	t.Helper()
-	cfg := &config.Config{Brokers: strings.Join(brokers, ","), KafkaClientID: "loyalty-bridge",
-		PurchaseTopic: codec.DefaultPurchaseTopic, RefundTopic: codec.DefaultRefundRedemptionTopic, MemberTopic: codec.DefaultMemberOnboardingTopic,
-		StartupTimeout: 10 * time.Second, RegistryURL: "http://127.0.0.1:1", LogFormat: "json", LogLevel: "info"}
+	cfg := &config.Config{Kafka: config.Kafka{Brokers: strings.Join(brokers, ","), ClientID: "loyalty-bridge", Compression: config.CompressNone},
+		Topics: config.Topics{Purchase: codec.DefaultPurchaseTopic, RefundRedemption: codec.DefaultRefundRedemptionTopic,
+			MemberOnboarding: codec.DefaultMemberOnboardingTopic},
+		Ops: config.Ops{StartupTimeout: 10 * time.Second, LogFormat: "json", LogLevel: "info"}, Registry: config.Registry{URL: "http://127.0.0.1:1"}}
 	mod(cfg)
-	if err := cfg.ValidateKafka(); err != nil {
+	if err := cfg.Kafka.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	return cfg
@@ -104,7 +105,7 @@ func kafkaConfig(t *testing.T, brokers []string, mod func(*config.Config)) *conf
 // with them.
 func roundTrip(t *testing.T, cfg *config.Config) {
 	t.Helper()
-	opts, err := cfg.KafkaOpts()
+	opts, err := cfg.Kafka.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func roundTrip(t *testing.T, cfg *config.Config) {
 
 	reg := srfake.New()
 	defer reg.Close()
-	cfg.RegistryURL, cfg.RegisterSchemas = reg.URL(), true
+	cfg.Registry.URL, cfg.RegisterSchemas = reg.URL(), true
 	d, err := Connect(ctx, cfg, Options{Logger: zap.NewNop(), NoAPI: true})
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
@@ -190,10 +191,12 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 	t.Cleanup(serverOnly.Close)
 
 	tlsOn := func(cfg *config.Config) {
-		cfg.KafkaTLSCAFile, cfg.KafkaTLSCertFile, cfg.KafkaTLSKeyFile = p.caFile, p.clientCert, p.clientKey
+		cfg.Kafka.TLSCAFile, cfg.Kafka.TLSCertFile, cfg.Kafka.TLSKeyFile = p.caFile, p.clientCert, p.clientKey
 	}
 	sasl := func(mech, user, pass string) func(*config.Config) {
-		return func(cfg *config.Config) { cfg.SASLMechanism, cfg.SASLUsername, cfg.SASLPassword = mech, user, pass }
+		return func(cfg *config.Config) {
+			cfg.Kafka.SASLMechanism, cfg.Kafka.SASLUsername, cfg.Kafka.SASLPassword = config.SASLMechanism(mech), user, pass
+		}
 	}
 	both := func(mods ...func(*config.Config)) func(*config.Config) {
 		return func(cfg *config.Config) {
@@ -214,7 +217,7 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 	}
 	t.Run("private CA and server name", func(t *testing.T) {
 		roundTrip(t, kafkaConfig(t, serverOnly.ListenAddrs(), func(cfg *config.Config) {
-			cfg.KafkaTLSCAFile, cfg.KafkaTLSServer = named.caFile, "kafka.internal"
+			cfg.Kafka.TLSCAFile, cfg.Kafka.TLSServerName = named.caFile, "kafka.internal"
 		}))
 	})
 
@@ -238,18 +241,18 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 		{"SASL missing", mutual.ListenAddrs(), tlsOn,
 			[]string{"SASL is required but not provided"}},
 		{"client certificate missing", mutual.ListenAddrs(), both(sasl("PLAIN", "plain-user", "plain-pass"),
-			func(cfg *config.Config) { cfg.KafkaTLSCAFile = p.caFile }),
+			func(cfg *config.Config) { cfg.Kafka.TLSCAFile = p.caFile }),
 			[]string{"certificate required"}},
 		{"another private CA", mutual.ListenAddrs(), both(tlsOn, sasl("PLAIN", "plain-user", "plain-pass"),
-			func(cfg *config.Config) { cfg.KafkaTLSCAFile = other.caFile }),
+			func(cfg *config.Config) { cfg.Kafka.TLSCAFile = other.caFile }),
 			[]string{"certificate signed by unknown authority"}},
 		{"system roots for a private CA", mutual.ListenAddrs(), both(tlsOn, sasl("PLAIN", "plain-user", "plain-pass"),
-			func(cfg *config.Config) { cfg.KafkaTLSCAFile, cfg.KafkaTLS = "", true }),
+			func(cfg *config.Config) { cfg.Kafka.TLSCAFile, cfg.Kafka.TLS = "", true }),
 			[]string{"certificate signed by unknown authority"}},
-		{"server name missing", serverOnly.ListenAddrs(), func(cfg *config.Config) { cfg.KafkaTLSCAFile = named.caFile },
+		{"server name missing", serverOnly.ListenAddrs(), func(cfg *config.Config) { cfg.Kafka.TLSCAFile = named.caFile },
 			[]string{"cannot validate certificate for 127.0.0.1"}},
 		{"wrong server name", serverOnly.ListenAddrs(), func(cfg *config.Config) {
-			cfg.KafkaTLSCAFile, cfg.KafkaTLSServer = named.caFile, "kafka.example"
+			cfg.Kafka.TLSCAFile, cfg.Kafka.TLSServerName = named.caFile, "kafka.example"
 		}, []string{"certificate is valid for kafka.internal, not kafka.example"}},
 		{"TLS missing", mutual.ListenAddrs(), sasl("PLAIN", "plain-user", "plain-pass"),
 			[]string{"is TLS missing?"}},
@@ -269,8 +272,8 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
-			if errors.Is(err, context.DeadlineExceeded) || took >= cfg.StartupTimeout {
-				t.Errorf("took %v (startup timeout %v): %v", took, cfg.StartupTimeout, err)
+			if errors.Is(err, context.DeadlineExceeded) || took >= cfg.Ops.StartupTimeout {
+				t.Errorf("took %v (startup timeout %v): %v", took, cfg.Ops.StartupTimeout, err)
 			}
 			for _, secret := range []string{"wrong-pass", "plain-pass", "scram256-pass"} {
 				if strings.Contains(err.Error(), secret) {

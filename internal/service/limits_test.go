@@ -56,7 +56,7 @@ type hostile struct {
 
 func hostileSize(t *testing.T, tc hostile) {
 	s := newStack(t)
-	cfg := stackConfig(t, s, func(c *config.Config) { c.IncludeOriginal = tc.original })
+	cfg := stackConfig(t, s, func(c *config.Config) { c.Processing.IncludeOriginal = tc.original })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	pt := codec.DefaultPurchaseTopic

@@ -108,15 +108,16 @@ func (os observers) Assigned(t string, ps []int32, assigned, lost bool) {
 }
 
 // kafkaLogger writes franz-go's log lines through zap. franz-go logs no
-// record contents; SASL secrets are never in its key-values.
+// record contents; SASL secrets are never in its key-values. Its info lines
+// (connections, metadata, group joins: about twenty at start-up) are
+// written at debug: the pipeline logs what an operator needs of them, and
+// they pushed dev's banner and replay's progress off the screen.
 type kafkaLogger struct{ l *zap.Logger }
 
 func (k kafkaLogger) Level() kgo.LogLevel {
 	switch {
 	case k.l.Core().Enabled(zap.DebugLevel):
 		return kgo.LogLevelDebug
-	case k.l.Core().Enabled(zap.InfoLevel):
-		return kgo.LogLevelInfo
 	case k.l.Core().Enabled(zap.WarnLevel):
 		return kgo.LogLevelWarn
 	}
@@ -134,8 +135,6 @@ func (k kafkaLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 		k.l.Error(msg, fields...)
 	case kgo.LogLevelWarn:
 		k.l.Warn(msg, fields...)
-	case kgo.LogLevelInfo:
-		k.l.Info(msg, fields...)
 	default:
 		k.l.Debug(msg, fields...)
 	}

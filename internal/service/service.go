@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +23,6 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
@@ -48,6 +46,9 @@ type Options struct {
 	// NoAPI connects Kafka and the registry only: no partner API client,
 	// token or breaker (a dry run calls nothing). Deps.Bridge then fails.
 	NoAPI bool
+	// Warnings found while reading the configuration (flagenv's), logged
+	// once the logger exists.
+	Warnings []string
 }
 
 // Deps are the connected parts every bridge-running command shares: the
@@ -67,7 +68,7 @@ type Deps struct {
 	Signer    *signing.Signer // nil without --partner-key
 
 	admin *kgo.Client
-	hc    *http.Client
+	api   *config.APIClient
 }
 
 // Service is a configured, connected bridge. New checks every dependency;
@@ -97,16 +98,19 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 		}
 	}()
 	if d.Log == nil {
-		if d.Log, err = telemetry.NewLogger(telemetry.LogOptions{Format: cfg.LogFormat, Level: cfg.LogLevel}); err != nil {
+		if d.Log, err = cfg.Ops.Build(); err != nil {
 			return nil, err
 		}
 	}
+	for _, w := range o.Warnings {
+		d.Log.Warn(w)
+	}
 	d.Metrics = telemetry.NewMetrics()
 	d.Health = telemetry.NewHealth()
-	ctx, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cfg.Ops.StartupTimeout)
 	defer cancel()
 
-	if d.KafkaOpts, err = cfg.KafkaOpts(); err != nil {
+	if d.KafkaOpts, err = cfg.Kafka.Build(); err != nil {
 		return nil, err
 	}
 	d.KafkaOpts = append(d.KafkaOpts, kgo.WithLogger(kafkaLogger{d.Log.Named("kafka")}))
@@ -115,15 +119,11 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 		return nil, err
 	}
 
-	regOpts := []sr.ClientOpt{sr.URLs(cfg.RegistryURL)}
-	if cfg.RegistryUsername != "" {
-		regOpts = append(regOpts, sr.BasicAuth(cfg.RegistryUsername, cfg.RegistryPassword))
+	if d.Registry, err = cfg.Registry.Build(); err != nil {
+		return nil, err
 	}
-	if d.Registry, err = sr.NewClient(regOpts...); err != nil {
-		return nil, fmt.Errorf("--schema-registry-url: %w", err)
-	}
-	if d.Codec, err = codec.New(ctx, codec.Options{Registry: d.Registry, Topics: cfg.Topics(), Register: cfg.RegisterSchemas}); err != nil {
-		return nil, fmt.Errorf("schema registry %s: %w", cfg.RegistryURL, err)
+	if d.Codec, err = codec.New(ctx, codec.Options{Registry: d.Registry, Topics: cfg.Topics.Build(), Register: cfg.RegisterSchemas}); err != nil {
+		return nil, fmt.Errorf("schema registry %s: %w", cfg.Registry.URL, err)
 	}
 	if o.NoAPI {
 		return d, nil
@@ -131,11 +131,10 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 	if err := d.buildClient(ctx); err != nil {
 		return nil, err
 	}
-	if d.Breaker, err = circuit.New(circuit.Options{
-		ConsecutiveFailures: uint32(cfg.BreakerFailures), FailureRatio: cfg.BreakerRatio, OpenTimeout: cfg.BreakerOpen,
-		IsFailure: apiUnhealthy, Logger: d.Log.Named("circuit"),
-		OnStateChange: func(_, to circuit.State) { d.Metrics.CircuitState.Set(float64(to)) },
-	}); err != nil {
+	bo := cfg.Processing.BuildBreaker()
+	bo.IsFailure, bo.Logger = apiUnhealthy, d.Log.Named("circuit")
+	bo.OnStateChange = func(_, to circuit.State) { d.Metrics.CircuitState.Set(float64(to)) }
+	if d.Breaker, err = circuit.New(bo); err != nil {
 		return nil, fmt.Errorf("circuit breaker: %w", err)
 	}
 	return d, nil
@@ -148,12 +147,13 @@ func (d *Deps) Bridge(replay bool) (*bridge.Bridge, error) {
 		return nil, errors.New("service: connected without the partner API")
 	}
 	cfg := d.Config
-	if cfg.IncludeOriginal {
+	if cfg.Processing.IncludeOriginal {
 		d.Log.Warn("--include-original: error events carry their original records, personal data included, readable by every reader of the error topics")
 	}
-	return bridge.New(bridge.Options{Client: d.Client, Codec: d.Codec, Topics: cfg.Topics(), Breaker: d.Breaker,
-		Signer: d.Signer, RecordAttempts: cfg.RecordAttempts, RetryBackoff: cfg.RecordBackoff, Enrich: cfg.Enrich,
-		IncludeOriginal: cfg.IncludeOriginal, Replay: replay, Metrics: d.Metrics, Logger: d.Log.Named("bridge")})
+	o := cfg.Processing.BuildBridge()
+	o.Client, o.Codec, o.Topics, o.Breaker, o.Signer = d.Client, d.Codec, cfg.Topics.Build(), d.Breaker, d.Signer
+	o.Replay, o.Metrics, o.Logger = replay, d.Metrics, d.Log.Named("bridge")
+	return bridge.New(o)
 }
 
 // New connects (see Connect) and builds the live bridge: the consumer
@@ -172,21 +172,17 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 	if s.bridge, err = d.Bridge(false); err != nil {
 		return nil, err
 	}
-	mode, _ := ordering.ParseMode(cfg.Ordering)
-	delivery, _ := pipeline.ParseDelivery(cfg.Delivery)
 	kp := kprom.NewMetrics("loyalty_bridge_kafka", kprom.Registerer(d.Metrics.Registry), kprom.Gatherer(d.Metrics.Registry))
 	s.owner = &metricsObserver{m: d.Metrics, joined: &s.joined}
 	obs := observers{s.owner}
 	if o.Observer != nil {
 		obs = append(obs, o.Observer)
 	}
-	s.pipe, err = pipeline.New(pipeline.Options{Brokers: cfg.BrokerList(), Group: cfg.Group, Topics: cfg.Topics().Inputs(),
-		// Records of upstream transactions that aborted are not events.
-		ClientOpts: append(append([]kgo.Opt(nil), d.KafkaOpts...), kgo.WithHooks(kp), kgo.FetchIsolationLevel(kgo.ReadCommitted())),
-		Mode:       mode, MaxInFlight: cfg.MaxInFlight, MaxInFlightPerPartition: cfg.MaxInFlightPerP, MaxBuffered: cfg.MaxBuffered,
-		Linger: cfg.Linger, CommitInterval: cfg.CommitInterval, DrainTimeout: cfg.DrainTimeout, ShutdownTimeout: cfg.ShutdownTimeout, FreshWindow: cfg.FreshWindow,
-		Delivery: delivery, TransactionalID: cfg.TransactionalID, TransactionTimeout: cfg.TransactionTTL,
-		Handler: s.bridge.Handle, Fallback: s.bridge.Fallback, Gate: d.Breaker, Observer: obs, Logger: d.Log.Named("pipeline")})
+	po := cfg.Pipeline()
+	// Records of upstream transactions that aborted are not events.
+	po.ClientOpts = append(append([]kgo.Opt(nil), d.KafkaOpts...), kgo.WithHooks(kp), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	po.Handler, po.Fallback, po.Gate, po.Observer, po.Logger = s.bridge.Handle, s.bridge.Fallback, d.Breaker, obs, d.Log.Named("pipeline")
+	s.pipe, err = pipeline.New(po)
 	if err != nil {
 		return nil, err
 	}
@@ -203,63 +199,33 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 		_, err := d.Registry.Subjects(ctx)
 		return err
 	})
-	if s.ln == nil && cfg.MetricsAddr != "" {
-		if s.ln, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+	if s.ln == nil && cfg.Ops.MetricsAddr != "" {
+		if s.ln, err = net.Listen("tcp", cfg.Ops.MetricsAddr); err != nil {
 			return nil, fmt.Errorf("--metrics-addr: %w", err)
 		}
 	}
 	return s, nil
 }
 
-// buildClient builds the partner API client, its token cache and the
-// partner-key signer (nil without --partner-key), and fetches a first token.
+// buildClient builds the partner API client stack (see config.API.Build)
+// and fetches a first token.
 func (d *Deps) buildClient(ctx context.Context) error {
 	cfg := d.Config
-	maxConns := cfg.APIMaxConns
-	if maxConns == 0 {
-		maxConns = cfg.MaxInFlight
-	}
-	hc, err := loyalty.NewHTTPClient(loyalty.TransportOptions{MaxConns: maxConns,
-		TLS:  loyalty.TLSOptions{CAFile: cfg.APICAFile, CertFile: cfg.APICertFile, KeyFile: cfg.APIKeyFile},
-		Wrap: d.Metrics.InstrumentTransport})
-	if err != nil {
-		return fmt.Errorf("partner API transport: %w", err)
-	}
-	d.hc = hc
-	if cfg.PartnerKey != "" {
-		if d.Signer, err = signing.LoadFile(cfg.PartnerKey, signing.Options{Issuer: cfg.ClientID, KID: cfg.PartnerKeyID}); err != nil {
-			return fmt.Errorf("--partner-key: %w", err)
-		}
-	}
-	var grant tokensource.Source
-	if cfg.Grant == "exchange" {
-		grant, err = tokensource.NewExchange(tokensource.ExchangeOptions{BaseURL: cfg.APIBaseURL, Signer: d.Signer, HTTPClient: hc})
-	} else {
-		grant, err = tokensource.NewPassword(tokensource.PasswordOptions{AuthURL: cfg.AuthURL, Realm: cfg.Realm,
-			ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret, Username: cfg.Username, Password: cfg.Password,
-			HTTPClient: hc, Logger: d.Log.Named("token")})
-	}
-	if err != nil {
-		return fmt.Errorf("partner API token grant: %w", err)
-	}
-	d.Tokens = tokensource.NewCache(grant, tokensource.CacheOptions{FetchTimeout: cfg.APITimeout, Logger: d.Log.Named("token"),
+	api, err := cfg.API.Build(config.BuildOptions{Logger: d.Log, MaxConns: cfg.Processing.MaxInFlight,
+		WrapTransport: d.Metrics.InstrumentTransport,
 		OnGrant: func(err error) {
 			result := "ok"
 			if err != nil {
 				result = "error"
 			}
 			d.Metrics.TokenRefreshes.WithLabelValues(result).Inc()
-		}})
-	opts := loyalty.Options{BaseURL: cfg.APIBaseURL, HTTPClient: hc, Tokens: d.Tokens, Timeout: cfg.APITimeout,
-		Retry:             loyalty.RetryPolicy{MaxAttempts: cfg.APIMaxAttempts, MaxElapsed: cfg.APIMaxElapsed},
-		AccrualDateFormat: loyalty.DateFormat(cfg.TransactionFormat), Logger: d.Log.Named("api"),
-		OnRetry: func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() }}
-	if d.Signer != nil {
-		opts.Signer = d.Signer
+		},
+		OnRetry: func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() }})
+	if err != nil {
+		return err
 	}
-	if d.Client, err = loyalty.New(opts); err != nil {
-		return fmt.Errorf("partner API client: %w", err)
-	}
+	d.api = api
+	d.Client, d.Tokens, d.Signer = api.Client, api.Tokens, api.Signer
 	// The first token: refused credentials are a configuration error to
 	// report now; an unreachable identity provider is an outage the
 	// circuit rides out.
@@ -283,17 +249,17 @@ func (d *Deps) checkKafka(ctx context.Context) error {
 	}
 	d.admin = cl
 	adm := kadm.NewClient(cl)
-	topics, err := adm.ListTopics(ctx, d.Config.Topics().Inputs()...)
+	topics, err := adm.ListTopics(ctx, d.Config.Topics.Build().Inputs()...)
 	if err != nil {
-		if d.Config.SASLMechanism != "" && (errors.Is(err, io.EOF) || errors.Is(err, kerr.SaslAuthenticationFailed)) {
+		if d.Config.Kafka.SASLMechanism != config.SASLNone && (errors.Is(err, io.EOF) || errors.Is(err, kerr.SaslAuthenticationFailed)) {
 			// A broker that refuses SASL credentials may just hang up.
 			return fmt.Errorf("kafka brokers %s: %w (SASL authentication refused or cut off: check --kafka-sasl-mechanism, --kafka-sasl-username and --kafka-sasl-password)",
-				d.Config.Brokers, err)
+				d.Config.Kafka.Brokers, err)
 		}
-		return fmt.Errorf("kafka brokers %s: %w", d.Config.Brokers, err)
+		return fmt.Errorf("kafka brokers %s: %w", d.Config.Kafka.Brokers, err)
 	}
 	var missing []string
-	for _, t := range d.Config.Topics().Inputs() {
+	for _, t := range d.Config.Topics.Build().Inputs() {
 		if d, ok := topics[t]; !ok || d.Err != nil {
 			missing = append(missing, t)
 		}
@@ -361,8 +327,8 @@ func (s *Service) Run(ctx context.Context) error {
 		s.measureLag(pipeCtx)
 		return nil
 	})
-	s.log.Info("bridge running", zap.String("group", s.cfg.Group), zap.Strings("topics", s.cfg.Topics().Inputs()),
-		zap.String("ordering", s.cfg.Ordering), zap.Int("max_in_flight", s.cfg.MaxInFlight))
+	s.log.Info("bridge running", zap.String("group", s.cfg.Group.Name), zap.Strings("topics", s.cfg.Topics.Build().Inputs()),
+		zap.Stringer("ordering", s.cfg.Processing.Ordering), zap.Int("max_in_flight", s.cfg.Processing.MaxInFlight))
 	err := g.Wait()
 	s.log.Info("bridge stopped", zap.Error(err))
 	return err
@@ -372,7 +338,7 @@ func (s *Service) Run(ctx context.Context) error {
 // every --lag-interval.
 func (s *Service) measureLag(ctx context.Context) {
 	adm := kadm.NewClient(s.admin)
-	t := time.NewTicker(s.cfg.LagInterval)
+	t := time.NewTicker(s.cfg.Ops.LagInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -380,8 +346,8 @@ func (s *Service) measureLag(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		lctx, cancel := context.WithTimeout(ctx, s.cfg.LagInterval)
-		lags, err := adm.Lag(lctx, s.cfg.Group)
+		lctx, cancel := context.WithTimeout(ctx, s.cfg.Ops.LagInterval)
+		lags, err := adm.Lag(lctx, s.cfg.Group.Name)
 		cancel()
 		if err != nil {
 			s.log.Debug("measuring lag", zap.Error(err))
@@ -405,11 +371,8 @@ func (s *Service) measureLag(ctx context.Context) {
 
 // Close releases what Connect opened.
 func (d *Deps) Close() {
-	if d.Client != nil {
-		d.Client.Close()
-	}
-	if d.hc != nil {
-		d.hc.CloseIdleConnections()
+	if d.api != nil {
+		d.api.Close()
 	}
 	if d.admin != nil {
 		d.admin.Close()

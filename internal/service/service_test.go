@@ -243,14 +243,14 @@ func TestConnectErrors(t *testing.T) {
 		mod  func(*config.Config)
 		want string
 	}{
-		"wrong password": {func(c *config.Config) { c.Password = "wrong" }, "credentials"},
-		"missing topic":  {func(c *config.Config) { c.PurchaseTopic = "no.such.topic" }, "no.such.topic"},
-		"no registry":    {func(c *config.Config) { c.RegistryURL = "http://127.0.0.1:1" }, "schema registry"},
-		"unreadable key": {func(c *config.Config) { c.PartnerKey = "/nonexistent/key.pem" }, "--partner-key"},
+		"wrong password": {func(c *config.Config) { c.API.Password = "wrong" }, "credentials"},
+		"missing topic":  {func(c *config.Config) { c.Topics.Purchase = "no.such.topic" }, "no.such.topic"},
+		"no registry":    {func(c *config.Config) { c.Registry.URL = "http://127.0.0.1:1" }, "schema registry"},
+		"unreadable key": {func(c *config.Config) { c.API.PartnerKey = "/nonexistent/key.pem" }, "--partner-key"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := stackConfig(t, s, tc.mod)
-			cfg.StartupTimeout = 5 * time.Second
+			cfg.Ops.StartupTimeout = 5 * time.Second
 			d, err := Connect(ctx, cfg, Options{Logger: zap.NewNop()})
 			if err == nil {
 				d.Close()

@@ -1,0 +1,270 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/secretfile"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
+)
+
+// Grant is how access tokens are obtained.
+type Grant string
+
+// Grants.
+const (
+	GrantPassword Grant = "password"
+	GrantExchange Grant = "exchange"
+)
+
+// ParseGrant accepts password or exchange.
+func ParseGrant(s string) (Grant, error) {
+	switch g := Grant(s); g {
+	case GrantPassword, GrantExchange:
+		return g, nil
+	}
+	return "", errors.New("want password or exchange")
+}
+
+// API is the connection to the partner Loyalty Points API: where it is,
+// the credentials, the signing key, the retry policy and the wire date
+// format. `run`, `replay`, `dev` and `api` compose it, and all of them
+// read the same LOYALTY_BRIDGE_API_* variable for each setting.
+type API struct {
+	BaseURL      string
+	AuthURL      string // "" until Validate: then BaseURL
+	Realm        string
+	ClientID     string
+	ClientSecret string
+	Username     string
+	Password     string
+	PartnerKey   string // path of a PEM private key
+	PartnerKeyID string
+	Grant        Grant
+	Timeout      time.Duration
+	MaxAttempts  int
+	MaxElapsed   time.Duration
+	MaxConns     int // 0: the caller's default (BuildOptions.MaxConns)
+	CAFile       string
+	CertFile     string
+	KeyFile      string
+	DateFormat   loyalty.DateFormat
+	// AllowInsecure is --allow-insecure, shared with the other sections.
+	AllowInsecure *bool
+
+	prefix     string
+	grant      *choice[Grant]
+	dateFormat *choice[loyalty.DateFormat]
+}
+
+// APIEnvPrefix is the prefix of the partner API section's variables:
+// --client-id is LOYALTY_BRIDGE_API_CLIENT_ID and --api-base-url (the `api`
+// command's --base-url) is LOYALTY_BRIDGE_API_BASE_URL.
+const APIEnvPrefix = EnvPrefix + "API_"
+
+// Define defines the section's flags on b's flag set and binds each to
+// LOYALTY_BRIDGE_API_<name>. prefix goes before the connection settings'
+// flag names (base-url, timeout, max-attempts, max-elapsed, max-conns and
+// the TLS files): `run` uses "api-" beside its other settings, `api` none.
+// The credentials' flags have no prefix in either.
+func (a *API) Define(b *flagenv.Binder, prefix string) {
+	a.prefix = prefix
+	fs := b.FlagSet()
+	conn := func(name string) string { return prefix + name }
+	bind := func(flagName, name string) { b.Env(flagName, flagenv.VarName(APIEnvPrefix, name)) }
+	fs.StringVar(&a.BaseURL, conn("base-url"), "http://127.0.0.1:8088", "partner API base URL ({base_url})")
+	fs.StringVar(&a.AuthURL, "auth-url", "", "identity provider URL ({auth_url}; default the base URL)")
+	fs.StringVar(&a.Realm, "realm", tokensource.DefaultRealm, "identity provider realm")
+	fs.StringVar(&a.ClientID, "client-id", "", "partner client_id")
+	fs.StringVar(&a.ClientSecret, "client-secret", "", "partner client_secret")
+	fs.StringVar(&a.Username, "username", "", "partner user of the password grant")
+	fs.StringVar(&a.Password, "password", "", "password of --username")
+	fs.StringVar(&a.PartnerKey, "partner-key", "", "PEM private key file (RS256/ES256) that signs redemptions and partner tokens")
+	fs.StringVar(&a.PartnerKeyID, "partner-key-id", "", "kid header of partner JWTs")
+	a.grant = defineChoice(fs, &a.Grant, "grant", GrantPassword, ParseGrant, "how tokens are obtained: password or exchange")
+	fs.DurationVar(&a.Timeout, conn("timeout"), loyalty.DefaultTimeout, "time limit of one API attempt")
+	fs.IntVar(&a.MaxAttempts, conn("max-attempts"), loyalty.DefaultMaxAttempts, "attempts of one API call at retryable failures, the first included")
+	fs.DurationVar(&a.MaxElapsed, conn("max-elapsed"), loyalty.DefaultMaxElapsed, "time limit of one API call with its retries")
+	fs.IntVar(&a.MaxConns, conn("max-conns"), 0, "connections to the partner API (0: --max-in-flight for run and replay, 4 for api)")
+	fs.StringVar(&a.CAFile, conn("ca-file"), "", "PEM CA bundle to trust for the partner API besides the system roots")
+	fs.StringVar(&a.CertFile, conn("cert-file"), "", "client certificate (PEM) for mutual TLS with the partner API")
+	fs.StringVar(&a.KeyFile, conn("key-file"), "", "client certificate key (PEM)")
+	a.dateFormat = defineChoice(fs, &a.DateFormat, "transaction-date-format", loyalty.DateEpochMillis, loyalty.ParseDateFormat,
+		"accrual transactionDate on the wire: epoch-millis or iso8601")
+	a.AllowInsecure = allowInsecure(b)
+	for _, name := range []string{"base-url", "timeout", "max-attempts", "max-elapsed", "max-conns", "ca-file", "cert-file", "key-file"} {
+		bind(conn(name), name)
+	}
+	for _, name := range []string{"auth-url", "realm", "client-id", "username", "partner-key", "partner-key-id", "grant",
+		"transaction-date-format"} {
+		bind(name, name)
+	}
+	b.Secret("client-secret", flagenv.VarName(APIEnvPrefix, "client-secret"))
+	b.Secret("password", flagenv.VarName(APIEnvPrefix, "password"))
+}
+
+func (a *API) flag(name string) string { return "--" + a.prefix + name }
+
+// Validate reports every problem of the section, each naming its flag and
+// variable, and fills AuthURL from BaseURL when it is not given.
+func (a *API) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if a.BaseURL == "" {
+		bad("%s: required", a.flag("base-url"))
+	} else if err := checkURL(a.BaseURL); err != nil {
+		bad("%s %q: %v", a.flag("base-url"), a.BaseURL, err)
+	}
+	if a.AuthURL == "" {
+		a.AuthURL = a.BaseURL
+	} else if err := checkURL(a.AuthURL); err != nil {
+		bad("--auth-url %q: %v", a.AuthURL, err)
+	}
+	if a.AllowInsecure == nil || !*a.AllowInsecure {
+		if a.BaseURL != "" && plaintextURL(a.BaseURL) {
+			bad("%s %s: http to a host other than this machine sends tokens, signs and members' personal data in the clear; use https, or pass --%s on a test network",
+				a.flag("base-url"), a.BaseURL, InsecureFlag)
+		}
+		if a.AuthURL != a.BaseURL && plaintextURL(a.AuthURL) {
+			bad("--auth-url %s: http to a host other than this machine sends the client secret and password in the clear; use https, or pass --%s on a test network",
+				a.AuthURL, InsecureFlag)
+		}
+	}
+	if a.ClientID == "" {
+		bad("--client-id (LOYALTY_BRIDGE_API_CLIENT_ID): required")
+	}
+	if err := a.grant.check("grant"); err != nil {
+		errs = append(errs, err)
+	} else {
+		switch a.Grant {
+		case GrantPassword:
+			if a.ClientSecret == "" || a.Username == "" || a.Password == "" {
+				bad("--grant password needs --client-secret, --username and --password (LOYALTY_BRIDGE_API_CLIENT_SECRET, _USERNAME, _PASSWORD)")
+			}
+		case GrantExchange:
+			if a.PartnerKey == "" {
+				bad("--grant exchange needs --partner-key")
+			}
+		}
+	}
+	errs = append(errs, a.dateFormat.check("transaction-date-format"))
+	if a.Timeout <= 0 {
+		bad("%s %s: must be positive", a.flag("timeout"), a.Timeout)
+	}
+	if a.MaxElapsed <= 0 {
+		bad("%s %s: must be positive", a.flag("max-elapsed"), a.MaxElapsed)
+	}
+	if a.MaxAttempts < 1 {
+		bad("%s %d: must be at least 1", a.flag("max-attempts"), a.MaxAttempts)
+	}
+	if a.MaxConns < 0 {
+		bad("%s %d: must not be negative", a.flag("max-conns"), a.MaxConns)
+	}
+	if (a.CertFile == "") != (a.KeyFile == "") {
+		bad("%s and %s go together", a.flag("cert-file"), a.flag("key-file"))
+	}
+	return errors.Join(errs...)
+}
+
+// BuildOptions are what a command adds to the section when it builds the
+// client stack.
+type BuildOptions struct {
+	Logger *zap.Logger // default no-op
+	// MaxConns is the connection bound when the section's is 0.
+	MaxConns int
+	// WrapTransport instruments the HTTP transport (metrics).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
+	// OnGrant and OnRetry are passed to the token cache and the client.
+	OnGrant func(error)
+	OnRetry func(endpoint string)
+}
+
+// APIClient is the partner API client stack: one HTTP client shared by the
+// token grant and the calls, the partner-key signer (nil without
+// --partner-key), the token cache and the client.
+type APIClient struct {
+	HTTP   *http.Client
+	Signer *signing.Signer
+	Tokens *tokensource.Cache
+	Client *loyalty.Client
+}
+
+// Close releases the stack's connections.
+func (c *APIClient) Close() {
+	if c.Client != nil {
+		c.Client.Close()
+	}
+	if c.HTTP != nil {
+		c.HTTP.CloseIdleConnections()
+	}
+}
+
+// Build builds the client stack from a validated section. It fetches no
+// token: callers decide whether a first token is a start-up check.
+func (a *API) Build(o BuildOptions) (*APIClient, error) {
+	log := o.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	maxConns := a.MaxConns
+	if maxConns == 0 {
+		maxConns = o.MaxConns
+	}
+	hc, err := loyalty.NewHTTPClient(loyalty.TransportOptions{MaxConns: maxConns,
+		TLS:  loyalty.TLSOptions{CAFile: a.CAFile, CertFile: a.CertFile, KeyFile: a.KeyFile},
+		Wrap: o.WrapTransport})
+	if err != nil {
+		return nil, fmt.Errorf("partner API transport (%s, %s, %s): %w", a.flag("ca-file"), a.flag("cert-file"), a.flag("key-file"), err)
+	}
+	c := &APIClient{HTTP: hc}
+	if a.PartnerKey != "" {
+		pem, warning, err := secretfile.Read(a.PartnerKey)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("--partner-key: %w", err)
+		}
+		if warning != "" {
+			log.Warn("--partner-key: " + warning)
+		}
+		key, err := signing.ParsePrivateKeyPEM(pem)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("--partner-key %s: %w", a.PartnerKey, err)
+		}
+		if c.Signer, err = signing.New(key, signing.Options{Issuer: a.ClientID, KID: a.PartnerKeyID}); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("--partner-key %s: %w", a.PartnerKey, err)
+		}
+	}
+	var grant tokensource.Source
+	if a.Grant == GrantExchange {
+		grant, err = tokensource.NewExchange(tokensource.ExchangeOptions{BaseURL: a.BaseURL, Signer: c.Signer, HTTPClient: hc})
+	} else {
+		grant, err = tokensource.NewPassword(tokensource.PasswordOptions{AuthURL: a.AuthURL, Realm: a.Realm,
+			ClientID: a.ClientID, ClientSecret: a.ClientSecret, Username: a.Username, Password: a.Password,
+			HTTPClient: hc, Logger: log.Named("token")})
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("partner API token grant: %w", err)
+	}
+	c.Tokens = tokensource.NewCache(grant, tokensource.CacheOptions{FetchTimeout: a.Timeout, Logger: log.Named("token"), OnGrant: o.OnGrant})
+	opts := loyalty.Options{BaseURL: a.BaseURL, HTTPClient: hc, Tokens: c.Tokens, Timeout: a.Timeout,
+		Retry:             loyalty.RetryPolicy{MaxAttempts: a.MaxAttempts, MaxElapsed: a.MaxElapsed},
+		AccrualDateFormat: a.DateFormat, Logger: log.Named("api"), OnRetry: o.OnRetry}
+	if c.Signer != nil {
+		opts.Signer = c.Signer
+	}
+	if c.Client, err = loyalty.New(opts); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("partner API client: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,223 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
+)
+
+// DefaultBreakerRatio is the bridge's failure ratio that opens the circuit
+// (the breaker's own default is off): with 20 or more attempts in 30 s, a
+// partner failing half of them is in trouble even when a success now and
+// then resets the consecutive count.
+const DefaultBreakerRatio = 0.5
+
+// Processing is how records are worked: ordering, concurrency, buffering,
+// commits, per-record attempts, the circuit and what outputs carry.
+type Processing struct {
+	Ordering                ordering.Mode
+	MaxInFlight             int
+	MaxInFlightPerPartition int
+	MaxBuffered             int
+	CommitInterval          time.Duration
+	FreshWindow             int
+	DrainTimeout            time.Duration
+	ShutdownTimeout         time.Duration
+	Linger                  time.Duration
+	RecordAttempts          int
+	RecordBackoff           time.Duration
+	BreakerFailures         int
+	BreakerRatio            float64
+	BreakerOpen             time.Duration
+	Enrich                  bool
+	IncludeOriginal         bool
+
+	ordering           *choice[ordering.Mode]
+	defaultMaxInFlight int // 0: pipeline.DefaultMaxInFlight
+}
+
+// Define defines the section's flags on b's flag set and binds them.
+func (p *Processing) Define(b *flagenv.Binder) {
+	fs := b.FlagSet()
+	p.ordering = defineChoice(fs, &p.Ordering, "ordering", ordering.Key, ordering.ParseMode, "order within a partition: key, partition or unordered")
+	maxInFlight := pipeline.DefaultMaxInFlight
+	if p.defaultMaxInFlight > 0 {
+		maxInFlight = p.defaultMaxInFlight
+	}
+	fs.IntVar(&p.MaxInFlight, "max-in-flight", maxInFlight, "records in flight across all partitions")
+	fs.IntVar(&p.MaxInFlightPerPartition, "max-in-flight-per-partition", 0, "records in flight per partition (0: no bound of its own)")
+	fs.IntVar(&p.MaxBuffered, "max-buffered", 0, "records taken from Kafka and not yet committed (0: 4 × --max-in-flight)")
+	fs.DurationVar(&p.CommitInterval, "commit-interval", pipeline.DefaultCommitInterval, "how often completed offsets are committed")
+	fs.IntVar(&p.FreshWindow, "fresh-window", 0, "records per newly assigned partition that are guarded by a lookup (0: what a previous owner may have had in flight, --max-buffered/2; raise it to cover rate × --commit-interval when the partner API applies duplicate transaction ids twice)")
+	fs.DurationVar(&p.DrainTimeout, "drain-timeout", pipeline.DefaultDrainTimeout, "how long a revoke or shutdown waits for in-flight records")
+	fs.DurationVar(&p.ShutdownTimeout, "shutdown-timeout", pipeline.DefaultDrainTimeout+pipeline.DefaultShutdownMargin,
+		"bound on a graceful shutdown, from the signal to exit: drain, produce, commit, leave the group (must exceed --drain-timeout)")
+	fs.DurationVar(&p.Linger, "linger", pipeline.DefaultLinger, "producer linger")
+	fs.IntVar(&p.RecordAttempts, "record-attempts", bridge.DefaultRecordAttempts, "attempts per record at transient API failures while the circuit allows them, then TRANSIENT_EXHAUSTED")
+	fs.DurationVar(&p.RecordBackoff, "record-backoff", bridge.DefaultRetryBackoff, "base back-off between a record's attempts (full jitter)")
+	fs.IntVar(&p.BreakerFailures, "breaker-failures", circuit.DefaultConsecutiveFailures, "consecutive failed API attempts that open the circuit")
+	fs.Float64Var(&p.BreakerRatio, "breaker-failure-ratio", DefaultBreakerRatio, "share of failed attempts (of 20 or more in 30 s) that opens the circuit; 0 turns it off")
+	fs.DurationVar(&p.BreakerOpen, "breaker-open-timeout", circuit.DefaultOpenTimeout, "how long the circuit stays open before a probe")
+	fs.BoolVar(&p.Enrich, "enrich", false, "add non-PII profile fields (tierClass, status, eKycStatus) to member results")
+	fs.BoolVar(&p.IncludeOriginal, "include-original", false, "carry the original record key and value in error events; they may hold personal data, which every reader of the error topics would see (off: replay reads originals from their source position)")
+}
+
+// Validate reports every problem of the section, each naming its flag.
+func (p *Processing) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	errs = append(errs, p.ordering.check("ordering"))
+	if p.MaxInFlight < 1 {
+		bad("--max-in-flight %d: must be at least 1", p.MaxInFlight)
+	}
+	if p.MaxInFlightPerPartition < 0 {
+		bad("--max-in-flight-per-partition %d: must not be negative", p.MaxInFlightPerPartition)
+	}
+	if p.FreshWindow < 0 {
+		bad("--fresh-window %d: must not be negative", p.FreshWindow)
+	}
+	if p.MaxBuffered != 0 && p.MaxBuffered < p.MaxInFlight {
+		bad("--max-buffered %d: must be at least --max-in-flight (%d)", p.MaxBuffered, p.MaxInFlight)
+	}
+	if p.RecordAttempts < 1 {
+		bad("--record-attempts %d: must be at least 1", p.RecordAttempts)
+	}
+	if p.BreakerFailures < 1 {
+		bad("--breaker-failures %d: must be at least 1", p.BreakerFailures)
+	}
+	if p.BreakerRatio < 0 || p.BreakerRatio > 1 {
+		bad("--breaker-failure-ratio %v: want 0 to 1", p.BreakerRatio)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"commit-interval", p.CommitInterval}, {"drain-timeout", p.DrainTimeout}, {"shutdown-timeout", p.ShutdownTimeout},
+		{"breaker-open-timeout", p.BreakerOpen}} {
+		if d.v <= 0 {
+			bad("--%s %s: must be positive", d.name, d.v)
+		}
+	}
+	if p.DrainTimeout > 0 && p.ShutdownTimeout > 0 && p.ShutdownTimeout <= p.DrainTimeout {
+		bad("--shutdown-timeout %s: must exceed --drain-timeout (%s), which is part of the shutdown", p.ShutdownTimeout, p.DrainTimeout)
+	}
+	if p.Linger < 0 || p.RecordBackoff < 0 {
+		bad("--linger and --record-backoff must not be negative")
+	}
+	return errors.Join(errs...)
+}
+
+// Build returns the pipeline options the section sets.
+func (p *Processing) Build() pipeline.Options {
+	return pipeline.Options{Mode: p.Ordering, MaxInFlight: p.MaxInFlight, MaxInFlightPerPartition: p.MaxInFlightPerPartition,
+		MaxBuffered: p.MaxBuffered, CommitInterval: p.CommitInterval, FreshWindow: p.FreshWindow, DrainTimeout: p.DrainTimeout,
+		ShutdownTimeout: p.ShutdownTimeout, Linger: p.Linger}
+}
+
+// BuildBreaker returns the circuit options the section sets.
+func (p *Processing) BuildBreaker() circuit.Options {
+	return circuit.Options{ConsecutiveFailures: uint32(p.BreakerFailures), FailureRatio: p.BreakerRatio, OpenTimeout: p.BreakerOpen}
+}
+
+// BuildBridge returns the bridge options the section sets.
+func (p *Processing) BuildBridge() bridge.Options {
+	return bridge.Options{RecordAttempts: p.RecordAttempts, RetryBackoff: p.RecordBackoff, Enrich: p.Enrich, IncludeOriginal: p.IncludeOriginal}
+}
+
+// Delivery is the output guarantee: at-least-once, or exactly-once with
+// Kafka transactions.
+type Delivery struct {
+	Mode               pipeline.Delivery
+	TransactionalID    string // "" until Validate with exactly-once: then loyalty-bridge-<hostname>
+	TransactionTimeout time.Duration
+
+	mode *choice[pipeline.Delivery]
+}
+
+// Define defines the section's flags on b's flag set and binds them.
+func (d *Delivery) Define(b *flagenv.Binder) {
+	fs := b.FlagSet()
+	d.mode = defineChoice(fs, &d.Mode, "delivery", pipeline.AtLeastOnce, pipeline.ParseDelivery,
+		"at-least-once, or exactly-once: outputs and input offsets commit in one Kafka transaction (readers of the reply topics then use isolation.level=read_committed)")
+	fs.StringVar(&d.TransactionalID, "transactional-id", "", "exactly-once: this member's transactional id, unique per live member and kept across its restarts (default loyalty-bridge-<hostname>, the pod name in Kubernetes)")
+	fs.DurationVar(&d.TransactionTimeout, "transaction-timeout", pipeline.DefaultTransactionTimeout, "exactly-once: bound on one transaction")
+}
+
+// Validate reports every problem of the section and fills the default
+// transactional id.
+func (d *Delivery) Validate() error {
+	var errs []error
+	if err := d.mode.check("delivery"); err != nil {
+		errs = append(errs, err)
+	} else if d.Mode == pipeline.ExactlyOnce && d.TransactionalID == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			errs = append(errs, errors.New("--transactional-id: required with --delivery exactly-once (the hostname is unknown)"))
+		} else {
+			d.TransactionalID = "loyalty-bridge-" + host
+		}
+	}
+	if d.TransactionTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("--transaction-timeout %s: must be at least 1s", d.TransactionTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Apply sets the section's pipeline options on o.
+func (d *Delivery) Apply(o *pipeline.Options) {
+	o.Delivery, o.TransactionalID, o.TransactionTimeout = d.Mode, d.TransactionalID, d.TransactionTimeout
+}
+
+// Ops is how the process is observed: metrics address, logs, and the
+// bounds of start-up and lag measurement.
+type Ops struct {
+	MetricsAddr    string
+	LogFormat      string
+	LogLevel       string
+	StartupTimeout time.Duration
+	LagInterval    time.Duration
+}
+
+// Define defines the section's flags on b's flag set and binds them.
+func (o *Ops) Define(b *flagenv.Binder) {
+	fs := b.FlagSet()
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9464", "address of /metrics, /healthz and /readyz (empty: off)")
+	fs.StringVar(&o.LogFormat, "log-format", "json", "json or console")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.DurationVar(&o.StartupTimeout, "startup-timeout", 30*time.Second, "bound on start-up checks (brokers, registry, first token)")
+	fs.DurationVar(&o.LagInterval, "lag-interval", 15*time.Second, "how often consumer lag is measured for metrics")
+}
+
+// Validate reports every problem of the section, each naming its flag.
+func (o *Ops) Validate() error {
+	var errs []error
+	if o.LogFormat != "json" && o.LogFormat != "console" {
+		errs = append(errs, fmt.Errorf("--log-format %q: want json or console", o.LogFormat))
+	}
+	switch o.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.LogLevel))
+	}
+	if o.StartupTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--startup-timeout %s: must be positive", o.StartupTimeout))
+	}
+	if o.LagInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--lag-interval %s: must be positive", o.LagInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// Build returns the logger the section describes, writing to stderr.
+func (o *Ops) Build() (*zap.Logger, error) {
+	return telemetry.NewLogger(telemetry.LogOptions{Format: o.LogFormat, Level: o.LogLevel})
+}

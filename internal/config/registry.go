@@ -1,0 +1,97 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/noredirect"
+)
+
+// Registry is the connection to the Schema Registry: its URLs, basic auth
+// and TLS.
+type Registry struct {
+	URL      string
+	Username string
+	Password string
+	CAFile   string
+	CertFile string
+	KeyFile  string
+	// AllowInsecure is --allow-insecure, shared with the other sections.
+	AllowInsecure *bool
+}
+
+// Define defines the section's flags on b's flag set and binds them.
+func (r *Registry) Define(b *flagenv.Binder) {
+	fs := b.FlagSet()
+	fs.StringVar(&r.URL, "schema-registry-url", "http://127.0.0.1:8081", "Schema Registry URL (comma-separated for several)")
+	fs.StringVar(&r.Username, "schema-registry-username", "", "Schema Registry basic-auth user")
+	fs.StringVar(&r.Password, "schema-registry-password", "", "Schema Registry basic-auth password")
+	fs.StringVar(&r.CAFile, "schema-registry-ca-file", "", "PEM CA bundle for the registry's certificate (default: system roots)")
+	fs.StringVar(&r.CertFile, "schema-registry-cert-file", "", "client certificate (PEM) for mutual TLS with the registry")
+	fs.StringVar(&r.KeyFile, "schema-registry-key-file", "", "client certificate key (PEM)")
+	r.AllowInsecure = allowInsecure(b)
+	b.Secret("schema-registry-password", "")
+}
+
+// URLs is --schema-registry-url split.
+func (r *Registry) URLs() []string {
+	var out []string
+	for _, u := range strings.Split(r.URL, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// Validate reports every problem of the section, each naming its flag.
+func (r *Registry) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	urls := r.URLs()
+	if len(urls) == 0 {
+		bad("--schema-registry-url: required")
+	}
+	for _, u := range urls {
+		if err := checkURL(u); err != nil {
+			bad("--schema-registry-url %q: %v", u, err)
+		} else if r.Username != "" && plaintextURL(u) && !(r.AllowInsecure != nil && *r.AllowInsecure) {
+			bad("--schema-registry-url %s: basic auth over http sends the password in the clear; use https, or pass --%s on a test network",
+				u, InsecureFlag)
+		}
+	}
+	if (r.Username == "") != (r.Password == "") {
+		bad("--schema-registry-username and --schema-registry-password go together")
+	}
+	if (r.CertFile == "") != (r.KeyFile == "") {
+		bad("--schema-registry-cert-file and --schema-registry-key-file go together")
+	}
+	return errors.Join(errs...)
+}
+
+// Build returns a registry client. It does not follow redirects, so basic
+// auth is never sent to another host.
+func (r *Registry) Build() (*sr.Client, error) {
+	cfg, err := tlsConfig("schema-registry", r.CAFile, r.CertFile, r.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg
+	hc := noredirect.Client(&http.Client{Transport: tr, Timeout: 30 * time.Second})
+	opts := []sr.ClientOpt{sr.URLs(r.URLs()...), sr.HTTPClient(hc)}
+	if r.Username != "" {
+		opts = append(opts, sr.BasicAuth(r.Username, r.Password))
+	}
+	cl, err := sr.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("--schema-registry-url: %w", err)
+	}
+	return cl, nil
+}
