@@ -1,3 +1,5 @@
+//go:build !production
+
 package main
 
 import (
@@ -6,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,10 +15,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
-	"golang.org/x/term"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/progress"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/demo"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
@@ -27,6 +28,11 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
 )
+
+// addDev adds the dev command. A production build (-tags production, as the
+// container image is built) leaves it out, and with it the embedded Kafka,
+// Schema Registry and partner simulator.
+func addDev(m map[string]command) { m["dev"] = devCommand() }
 
 func devCommand() command {
 	return command{summary: "run everything on this machine: Kafka, Schema Registry, partner API simulator and the bridge", run: runDev}
@@ -261,7 +267,7 @@ func runDemo(ctx context.Context, e env, s *devstack.Stack, cd *codec.Codec, f d
 	plan, refunds := demo.Plan(demo.Options{N: f.demoN, Members: sim.MemberID, Count: f.members, Topics: topics, Run: run,
 		Seed: uint64(time.Now().UnixNano()), Now: time.Now()})
 	start := time.Now()
-	prog := newProgress(e.stdout, "events answered", start)
+	prog := progress.New(e.stdout, "events answered", start)
 	if err := produceItems(ctx, cl, cd, tally, plan); err != nil {
 		return err
 	}
@@ -271,7 +277,7 @@ func runDemo(ctx context.Context, e env, s *devstack.Stack, cd *codec.Codec, f d
 		defer t.Stop()
 		for !phaseDone() {
 			done, planned := tally.Progress()
-			prog.show(done, planned)
+			prog.Show(done, planned)
 			select {
 			case <-ctx.Done():
 				return false
@@ -290,7 +296,7 @@ func runDemo(ctx context.Context, e env, s *devstack.Stack, cd *codec.Codec, f d
 		complete = produceItems(ctx, cl, cd, tally, refunds()) == nil && waitFor(all)
 	}
 	done, planned := tally.Progress()
-	prog.finish(done, planned)
+	prog.Finish(done, planned)
 	fmt.Fprintf(e.stdout, "\n%s\n", tally.Table())
 	if !complete {
 		return fmt.Errorf("demo: %d of %d events got their output", done, planned)
@@ -349,66 +355,4 @@ func tallyReply(ctx context.Context, cd *codec.Codec, tally *demo.Tally, in stri
 	case *events.LoyaltyError:
 		tally.Error(in, x)
 	}
-}
-
-// progress draws a bar on a terminal and a plain line every few seconds
-// otherwise (logs, CI).
-type progress struct {
-	w     io.Writer
-	noun  string // "events answered"
-	tty   bool
-	start time.Time
-	last  time.Time
-}
-
-func newProgress(w io.Writer, noun string, start time.Time) *progress {
-	f, ok := w.(*os.File)
-	return &progress{w: w, noun: noun, tty: ok && term.IsTerminal(int(f.Fd())), start: start}
-}
-
-func (p *progress) line(done, planned int) string {
-	elapsed := time.Since(p.start).Seconds()
-	rate := float64(done) / max(elapsed, 1e-3)
-	eta := "?"
-	if rate > 0 && planned > done {
-		eta = (time.Duration(float64(planned-done)/rate) * time.Second).Round(time.Second).String()
-	} else if planned <= done {
-		eta = "0s"
-	}
-	pct := 100.0
-	if planned > 0 {
-		pct = 100 * float64(done) / float64(planned)
-	}
-	return fmt.Sprintf("%d/%d %s (%.0f%%)  %.0f/s  ETA %s", done, planned, p.noun, pct, rate, eta)
-}
-
-func (p *progress) show(done, planned int) {
-	now := time.Now()
-	if p.tty {
-		if now.Sub(p.last) < 100*time.Millisecond && done < planned {
-			return
-		}
-		p.last = now
-		const width = 30
-		filled := width
-		if planned > 0 {
-			filled = width * done / planned
-		}
-		fmt.Fprintf(p.w, "\r[%s%s] %s   ", strings.Repeat("#", filled), strings.Repeat("-", width-filled), p.line(done, planned))
-		return
-	}
-	if now.Sub(p.last) >= 2*time.Second {
-		p.last = now
-		fmt.Fprintln(p.w, p.line(done, planned))
-	}
-}
-
-func (p *progress) finish(done, planned int) {
-	if p.tty {
-		p.last = time.Time{}
-		p.show(done, planned)
-		fmt.Fprintln(p.w)
-		return
-	}
-	fmt.Fprintln(p.w, p.line(done, planned))
 }

@@ -31,9 +31,8 @@ type command struct {
 
 // commands is built per call so that no package-level state is mutable.
 func commands() map[string]command {
-	return map[string]command{
+	m := map[string]command{
 		"run":     runCommand(),
-		"dev":     devCommand(),
 		"replay":  replayCommand(),
 		"offsets": offsetsCommand(),
 		"schemas": schemasCommand(),
@@ -41,6 +40,8 @@ func commands() map[string]command {
 		"tail":    tailCommand(),
 		"api":     {summary: "call a partner API endpoint by hand (token, profile, accrue, lookup, ...)", run: runAPI},
 	}
+	addDev(m)
+	return m
 }
 
 // exitError carries a specific exit code (e.g. 2 for usage errors).

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/progress"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/replay"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
@@ -114,13 +115,13 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer deps.Close()
-	prog := newProgress(e.stderr, "records replayed", time.Now())
+	prog := progress.New(e.stderr, "records replayed", time.Now())
 	opts := replay.Options{Kafka: deps.KafkaOpts, Codec: deps.Codec, DryRun: f.dryRun, Out: e.stdout, Rate: perSecond,
 		MaxInFlight: cfg.Processing.MaxInFlight, Mode: cfg.Processing.Ordering, MaxBuffered: cfg.Processing.MaxBuffered,
 		DrainTimeout: cfg.Processing.DrainTimeout,
 		Logger:       deps.Log.Named("replay")}
 	if !f.dryRun { // a dry run's lines are its progress
-		opts.Progress = prog.show
+		opts.Progress = prog.Show
 		br, err := deps.Bridge(true)
 		if err != nil {
 			return err
@@ -170,7 +171,7 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		if f.dryRun {
 			fmt.Fprintln(e.stdout)
 		} else if sum.Planned > 0 {
-			prog.finish(sum.Records, sum.Planned)
+			prog.Finish(sum.Records, sum.Planned)
 		}
 		fmt.Fprint(e.stdout, sum.Table())
 	}

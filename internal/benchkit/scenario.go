@@ -10,6 +10,7 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
 
@@ -51,7 +52,7 @@ type Scenario struct {
 // call, 8 partitions, 10,000 keys, 256 in flight.
 func DefaultScenario() Scenario {
 	return Scenario{Events: 10_000, Partitions: 8, Keys: 10_000, Latency: 20 * time.Millisecond,
-		MaxInFlight: 256, BaselineEvents: 4_000, Seed: 1}
+		MaxInFlight: pipeline.DefaultMaxInFlight, BaselineEvents: 4_000, Seed: 1}
 }
 
 // Validate reports every problem together.
