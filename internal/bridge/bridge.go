@@ -73,7 +73,7 @@ type Options struct {
 	Signer *signing.Signer
 	// Breaker, when set, gates every attempt: the API calls of one record
 	// attempt run between Acquire and its done. The bridge reports only
-	// failures that say the API is unwell (IsAPIFailure); an answered
+	// failures that say the API is unwell (loyalty.IsAPIFailure); an answered
 	// business error or a refused credential is reported as success, so
 	// the breaker's default IsFailure is correct.
 	Breaker *circuit.Breaker
@@ -173,20 +173,6 @@ func New(o Options) (*Bridge, error) {
 // Inputs returns the input topics the bridge answers (defaults applied):
 // what the pipeline should consume.
 func (b *Bridge) Inputs() []string { return b.topics.Inputs() }
-
-// IsAPIFailure reports whether an attempt's error says the partner API is
-// unwell (a transient failure: network, timeout, 408, 429, 5xx, an
-// unreadable answer). Business errors, refused credentials, validation and
-// context cancellation are not. Use it as circuit.Options.IsFailure when the
-// breaker is shared with callers other than the bridge.
-func IsAPIFailure(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
-	}
-	var te *loyalty.TransientError
-	var me *loyalty.MalformedResponseError
-	return errors.As(err, &te) || errors.As(err, &me)
-}
 
 // job is one record on its way through Handle.
 type job struct {
@@ -335,7 +321,7 @@ func (b *Bridge) retry(ctx context.Context, j *job, attempt func(context.Context
 // count; an answer of any kind (business error, refused credentials) is a
 // healthy API.
 func healthOf(err error) error {
-	if IsAPIFailure(err) {
+	if loyalty.IsAPIFailure(err) {
 		return err
 	}
 	return nil

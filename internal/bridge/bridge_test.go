@@ -460,11 +460,11 @@ func TestCircuitHearsOnlyAPIFailures(t *testing.T) {
 		t.Fatalf("circuit %s after API failures", st)
 	}
 	for _, err := range []error{nil, context.Canceled, &loyalty.BusinessError{}, &loyalty.AuthError{}} {
-		if bridge.IsAPIFailure(err) {
+		if loyalty.IsAPIFailure(err) {
 			t.Errorf("IsAPIFailure(%T) = true", err)
 		}
 	}
-	if !bridge.IsAPIFailure(fmt.Errorf("x: %w", &loyalty.TransientError{})) {
+	if !loyalty.IsAPIFailure(fmt.Errorf("x: %w", &loyalty.TransientError{})) {
 		t.Error("IsAPIFailure(transient) = false")
 	}
 }

@@ -51,7 +51,7 @@
 // circuit breaker first, which blocks while the API is known to be down: an
 // outage holds records instead of spending their budget, and they become
 // TRANSIENT_EXHAUSTED only when attempts the circuit allowed kept failing.
-// The breaker hears only API failures (IsAPIFailure): a business error or a
+// The breaker hears only API failures (loyalty.IsAPIFailure): a business error or a
 // refused credential is an answer from a healthy API and reported as a
 // success, so a stream of bad events cannot open the circuit.
 // A half-open probe that fails does not count against its record: it

@@ -188,6 +188,21 @@ func prefix(op, ref string) string {
 	return s + ": "
 }
 
+// IsAPIFailure reports whether a call's error says the partner API is
+// unwell: a transient failure (network, timeout, 408, 429, 5xx) or an
+// unreadable answer. Business errors, refused credentials, validation and
+// context cancellation are answers or decisions, not failures of the API.
+// It is the one classifier the circuit breaker, the bridge and the service
+// use.
+func IsAPIFailure(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var te *TransientError
+	var me *MalformedResponseError
+	return errors.As(err, &te) || errors.As(err, &me)
+}
+
 // IsAmbiguous reports whether err says the request may have been applied.
 // The bridge then looks the transaction up before trying again.
 func IsAmbiguous(err error) bool {

@@ -132,7 +132,7 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 		return nil, err
 	}
 	bo := cfg.Processing.BuildBreaker()
-	bo.IsFailure, bo.Logger = apiUnhealthy, d.Log.Named("circuit")
+	bo.IsFailure, bo.Logger = loyalty.IsAPIFailure, d.Log.Named("circuit")
 	bo.OnStateChange = func(_, to circuit.State) { d.Metrics.CircuitState.Set(float64(to)) }
 	if d.Breaker, err = circuit.New(bo); err != nil {
 		return nil, fmt.Errorf("circuit breaker: %w", err)
@@ -268,18 +268,6 @@ func (d *Deps) checkKafka(ctx context.Context) error {
 		return fmt.Errorf("kafka: input topics %v do not exist (create them, with their .result and .error topics)", missing)
 	}
 	return nil
-}
-
-// apiUnhealthy tells the circuit which failed attempts say the partner API
-// is unwell: transient failures only. A business error or a refused token
-// is an answer from a healthy service.
-func apiUnhealthy(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
-	}
-	var te *loyalty.TransientError
-	var me *loyalty.MalformedResponseError
-	return errors.As(err, &te) || errors.As(err, &me)
 }
 
 // MetricsAddr is the address /metrics is served on, or "".
