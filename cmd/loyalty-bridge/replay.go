@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/progress"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/progress"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/replay"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
 )
