@@ -3,11 +3,15 @@ package events
 import (
 	"fmt"
 	"log/slog"
+	"reflect"
 
 	"go.uber.org/zap/zapcore"
 )
 
-// Redacted is what MemberOnboardRequested prints in place of personal data.
+// Redacted is the one marker printed in place of a withheld value: personal
+// data in MemberOnboardRequested's print forms, in Redact's copies and in
+// the bridge's error events, and every value the logger redacts
+// (internal/telemetry), secrets included.
 const Redacted = "[redacted]"
 
 // String is the redacted form: identifiers and non-personal fields only.
@@ -44,20 +48,18 @@ func (e MemberOnboardRequested) LogValue() slog.Value {
 	)
 }
 
-// Redact returns a copy of e with every personal datum (phone, names,
-// birthday, e-mail, ID and passport numbers, place of birth, address)
-// replaced by Redacted; absent optional fields stay absent. Tools that
-// display onboarding events (tail) show this form unless told otherwise.
+// Redact returns a copy of e with every personal datum (PersonalFields)
+// replaced by Redacted; absent optional fields stay absent, and e's own
+// pointers are not written through. Tools that display onboarding events
+// (tail) show this form unless told otherwise.
 func (e MemberOnboardRequested) Redact() MemberOnboardRequested {
-	r := func(p *string) *string {
-		if p == nil {
-			return nil
+	eachPersonal(&e, func(_ string, f reflect.Value) {
+		if f.Kind() == reflect.Pointer {
+			s := Redacted
+			f.Set(reflect.ValueOf(&s))
+			return
 		}
-		s := Redacted
-		return &s
-	}
-	e.Phone, e.FullName, e.Birthday, e.PlaceOfBirth, e.Address = Redacted, Redacted, Redacted, Redacted, Redacted
-	e.FirstName, e.LastName, e.Email = r(e.FirstName), r(e.LastName), r(e.Email)
-	e.IDNumber, e.PassportNumber = r(e.IDNumber), r(e.PassportNumber)
+		f.SetString(Redacted)
+	})
 	return e
 }
