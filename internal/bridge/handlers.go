@@ -1,11 +1,13 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -293,20 +295,24 @@ func deref(s *string) string {
 	return *s
 }
 
-// piiScrubber removes the event's personal values from API texts copied
-// into error events (a partner may echo a phone or an ID number back).
+// piiScrubber removes the event's personal data (events.PersonalFields)
+// from API texts copied into error events (a partner may echo a phone or an
+// ID number back), putting events.Redacted in its place. Values shorter
+// than 3 bytes are left alone: replacing them would mangle the text and
+// they identify no one. Longer values go first, so that a last name inside
+// the full name cannot leave the rest of the full name behind.
 func piiScrubber(ev events.Event) func(string) string {
 	o, ok := ev.(*events.MemberOnboardRequested)
 	if !ok {
 		return func(s string) string { return s }
 	}
 	var values []string
-	for _, v := range []string{o.Phone, o.FullName, o.Birthday, o.Address, deref(o.FirstName), deref(o.LastName),
-		deref(o.Email), deref(o.IDNumber), deref(o.PassportNumber)} {
+	for _, v := range o.PersonalData() {
 		if len(v) >= 3 {
 			values = append(values, v)
 		}
 	}
+	slices.SortFunc(values, func(a, b string) int { return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b)) })
 	return func(s string) string {
 		for _, v := range values {
 			s = strings.ReplaceAll(s, v, events.Redacted)

@@ -5,10 +5,12 @@
 //
 // Redaction lives in the logger itself rather than at call sites: a field
 // whose key names a secret or a personal datum, or a string value that looks
-// like a bearer token or JWT, is replaced before any encoder sees it. Call
-// sites still must not log record values; redaction is the net under that
-// rule, not a licence to break it.
+// like a bearer token or JWT, is replaced by events.Redacted before any
+// encoder sees it. The personal-data keys are events.PersonalFields (the one
+// list); this package adds only the secrets. Call sites still must not log
+// record values; redaction is the net under that rule, not a licence to
+// break it.
 //
-// telemetry depends on no other bridge package; the bridge feeds it through
-// the small methods of Metrics.
+// telemetry depends on no other bridge package but internal/events, for that
+// list and marker; the bridge feeds it through the small methods of Metrics.
 package telemetry

@@ -9,10 +9,9 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-)
 
-// Redacted replaces every value the logger refuses to print.
-const Redacted = "[REDACTED]"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+)
 
 // LogOptions configures NewLogger. The zero value is JSON at info level on
 // stderr.
@@ -52,47 +51,77 @@ func NewLogger(opts LogOptions) (*zap.Logger, error) {
 	return zap.New(RedactingCore(core)), nil
 }
 
-// sensitiveKeys are field keys (lower-cased, without '_' and '-') whose
-// values never reach an encoder.
-var sensitiveKeys = map[string]bool{
-	"password": true, "clientsecret": true, "secret": true, "token": true, "accesstoken": true,
-	"refreshtoken": true, "authorization": true, "sign": true, "privatekey": true, "partnerkey": true,
-	"phone": true, "email": true, "fullname": true, "firstname": true, "lastname": true,
-	"idnumber": true, "nationalid": true, "passportnumber": true, "address": true, "birthday": true,
-	"dateofbirth": true, "placeofbirth": true, "placeofissue": true, "value": true, "body": true,
+// isSecretKey reports whether a normalised key (see normaliseKey) names a
+// secret, or a whole payload that may hold anything (a record value, an
+// HTTP body). Personal-data keys are events.PersonalFieldNames, not kept
+// here.
+func isSecretKey(k string) bool {
+	switch k {
+	case "password", "clientsecret", "secret", "token", "accesstoken", "refreshtoken", "authorization", "sign",
+		"privatekey", "partnerkey", "value", "body":
+		return true
+	}
+	return strings.Contains(k, "secret") || strings.Contains(k, "password") || strings.HasSuffix(k, "token")
+}
+
+// normaliseKey lower-cases key and drops '_', '-' and '.', so that
+// place_of_birth, Place-Of-Birth and placeOfBirth are one key.
+func normaliseKey(key string) string {
+	var b strings.Builder
+	b.Grow(len(key))
+	for _, r := range strings.ToLower(key) {
+		if r != '_' && r != '-' && r != '.' {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// sensitiveKeys matches field keys whose values never reach an encoder:
+// secrets, and the personal-data fields of events.PersonalFields. Built
+// once per RedactingCore; read-only afterwards.
+type sensitiveKeys map[string]bool
+
+func newSensitiveKeys() sensitiveKeys {
+	k := sensitiveKeys{}
+	for _, name := range events.PersonalFieldNames() {
+		k[normaliseKey(name)] = true
+	}
+	return k
+}
+
+func (s sensitiveKeys) match(key string) bool {
+	k := normaliseKey(key)
+	return s[k] || isSecretKey(k)
 }
 
 // jwtLike matches compact JWS (three base64url parts, the first a JSON
 // object) and bearer credentials wherever they appear in a string.
 var jwtLike = regexp.MustCompile(`eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*|(?i)bearer\s+[A-Za-z0-9._~+/=-]+`)
 
-// IsSensitiveKey reports whether a field or JSON key names a secret or a
-// personal datum.
-func IsSensitiveKey(key string) bool {
-	k := strings.ToLower(strings.NewReplacer("_", "", "-", "", ".", "").Replace(key))
-	if sensitiveKeys[k] {
-		return true
-	}
-	return strings.Contains(k, "secret") || strings.Contains(k, "password") || strings.HasSuffix(k, "token")
-}
-
 // ScrubString removes token-shaped substrings from s.
 func ScrubString(s string) string {
 	if !strings.Contains(s, "eyJ") && !strings.Contains(strings.ToLower(s), "bearer") {
 		return s
 	}
-	return jwtLike.ReplaceAllString(s, Redacted)
+	return jwtLike.ReplaceAllString(s, events.Redacted)
 }
 
-// RedactingCore wraps core so that fields with sensitive keys are replaced
-// by Redacted and token-shaped strings are scrubbed from string and error
-// fields and from the message.
-func RedactingCore(core zapcore.Core) zapcore.Core { return redactingCore{core} }
+// RedactingCore wraps core so that fields whose keys name a secret or a
+// personal datum (events.PersonalFields) are replaced by events.Redacted,
+// and token-shaped strings are scrubbed from string and error fields and
+// from the message.
+func RedactingCore(core zapcore.Core) zapcore.Core {
+	return redactingCore{Core: core, keys: newSensitiveKeys()}
+}
 
-type redactingCore struct{ zapcore.Core }
+type redactingCore struct {
+	zapcore.Core
+	keys sensitiveKeys
+}
 
 func (c redactingCore) With(fields []zapcore.Field) zapcore.Core {
-	return redactingCore{c.Core.With(redactFields(fields))}
+	return redactingCore{Core: c.Core.With(c.keys.redact(fields)), keys: c.keys}
 }
 
 func (c redactingCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
@@ -104,10 +133,10 @@ func (c redactingCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore
 
 func (c redactingCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	e.Message = ScrubString(e.Message)
-	return c.Core.Write(e, redactFields(fields))
+	return c.Core.Write(e, c.keys.redact(fields))
 }
 
-func redactFields(fields []zapcore.Field) []zapcore.Field {
+func (s sensitiveKeys) redact(fields []zapcore.Field) []zapcore.Field {
 	out := fields
 	copied := false
 	set := func(i int, f zapcore.Field) {
@@ -118,8 +147,8 @@ func redactFields(fields []zapcore.Field) []zapcore.Field {
 		out[i] = f
 	}
 	for i, f := range fields {
-		if IsSensitiveKey(f.Key) {
-			set(i, zap.String(f.Key, Redacted))
+		if s.match(f.Key) {
+			set(i, zap.String(f.Key, events.Redacted))
 			continue
 		}
 		switch f.Type {

@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -47,7 +49,7 @@ func TestLoggerRedacts(t *testing.T) {
 					t.Errorf("log line contains %q: %s", c, out)
 				}
 			}
-			if !strings.Contains(out, "loyalty.purchase") || !strings.Contains(out, Redacted) {
+			if !strings.Contains(out, "loyalty.purchase") || !strings.Contains(out, events.Redacted) {
 				t.Errorf("log lost ordinary fields or markers: %s", out)
 			}
 		})
