@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/schemas"
 )
 
@@ -103,6 +104,32 @@ func TestPersonalFieldsCoverSchemas(t *testing.T) {
 	for _, f := range events.PersonalFields() {
 		if !inSchemas[f.Name] {
 			t.Errorf("events.PersonalFields names %q, which no schema has", f.Name)
+		}
+	}
+}
+
+// The partner API's bodies (internal/loyalty's mirror of the spec) too:
+// every field that looks like personal data is listed, as a name or as an
+// alias, so that the logger redacts it under the partner's name.
+func TestPersonalFieldsCoverPartnerAPI(t *testing.T) {
+	listed := map[string]bool{}
+	for _, n := range events.PersonalFieldNames() {
+		listed[n] = true
+	}
+	for _, v := range []any{loyalty.MemberProfile{}, loyalty.ExtendedProfile{}, loyalty.OnboardRequest{}, loyalty.OnboardedMember{},
+		loyalty.LinkRequest{}, loyalty.LinkResult{}, loyalty.AccrualRequest{}, loyalty.AccrualResult{}, loyalty.RedemptionRequest{},
+		loyalty.RedemptionResult{}, loyalty.LookupRequest{}, loyalty.Transaction{}} {
+		typ := reflect.TypeOf(v)
+		for i := range typ.NumField() {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if listed[name] {
+				continue
+			}
+			for _, part := range personalLooking {
+				if strings.Contains(strings.ToLower(name), part) {
+					t.Errorf("loyalty.%s.%s (%q) looks like personal data (%q) and is not in events.PersonalFields", typ.Name(), typ.Field(i).Name, name, part)
+				}
+			}
 		}
 	}
 }
