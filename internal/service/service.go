@@ -213,14 +213,8 @@ func (d *Deps) buildClient(ctx context.Context) error {
 	cfg := d.Config
 	api, err := cfg.API.Build(config.BuildOptions{Logger: d.Log, MaxConns: cfg.Processing.MaxInFlight,
 		WrapTransport: d.Metrics.InstrumentTransport,
-		OnGrant: func(err error) {
-			result := "ok"
-			if err != nil {
-				result = "error"
-			}
-			d.Metrics.TokenRefreshes.WithLabelValues(result).Inc()
-		},
-		OnRetry: func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() }})
+		OnGrant:       d.Metrics.TokenGrant,
+		OnRetry:       func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() }})
 	if err != nil {
 		return err
 	}

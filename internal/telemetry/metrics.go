@@ -103,6 +103,20 @@ func (m *Metrics) ForgetPartition(topic string, partition int32) {
 	m.Lag.DeleteLabelValues(topic, p)
 }
 
+// TokenGrant counts one access-token grant call by its result ("ok" when
+// err is nil, "error" otherwise). It is what tokensource.CacheOptions.OnGrant
+// should be: the cache calls it once per grant, however many HTTP requests
+// the grant made (a refused refresh followed by a login is one grant) and
+// also for a grant that failed before any request (a partner key that
+// cannot sign).
+func (m *Metrics) TokenGrant(err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.TokenRefreshes.WithLabelValues(result).Inc()
+}
+
 // endpointOf names a partner API path by the spec's endpoint, keeping label
 // cardinality fixed (path parameters such as loyaltyId never become labels).
 func endpointOf(path string) string {
