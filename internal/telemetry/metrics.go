@@ -26,7 +26,7 @@ type Metrics struct {
 	APIRetries       *prometheus.CounterVec   // endpoint
 	GuardLookups     *prometheus.CounterVec   // result: found, not_found, error
 	AlreadyApplied   *prometheus.CounterVec   // topic
-	TokenRefreshes   *prometheus.CounterVec   // result: ok, error
+	TokenRefreshes   *prometheus.CounterVec   // result: ok, error; one per grant call (see TokenGrant)
 	CircuitState     prometheus.Gauge         // 0 closed, 1 half-open, 2 open
 	InFlight         prometheus.Gauge
 	Held             prometheus.Gauge     // records held back while the circuit is open
@@ -146,8 +146,10 @@ func endpointOf(path string) string {
 }
 
 // InstrumentTransport wraps rt so every partner API attempt is counted by
-// endpoint and status and timed. Token-endpoint answers also feed
-// TokenRefreshes. nil rt means http.DefaultTransport.
+// endpoint and status and timed. It does not count token grants: a grant
+// may make two requests (a refused refresh, then a login) or none, so
+// TokenGrant, called by the token cache, counts them. nil rt means
+// http.DefaultTransport.
 func (m *Metrics) InstrumentTransport(rt http.RoundTripper) http.RoundTripper {
 	if rt == nil {
 		rt = http.DefaultTransport
@@ -162,13 +164,6 @@ func (m *Metrics) InstrumentTransport(rt http.RoundTripper) http.RoundTripper {
 			status = strconv.Itoa(resp.StatusCode)
 		}
 		m.APICalls.WithLabelValues(ep, status).Inc()
-		if ep == "token" || ep == "exchange-token" {
-			result := "ok"
-			if err != nil || resp.StatusCode != http.StatusOK {
-				result = "error"
-			}
-			m.TokenRefreshes.WithLabelValues(result).Inc()
-		}
 		return resp, err
 	})
 }

@@ -102,6 +102,7 @@ func TestEndpoints(t *testing.T) {
 		resp.Body.Close()
 	}
 	m.SetOffsets("loyalty.purchase", 3, 90, 100)
+	m.TokenGrant(nil)
 
 	h := NewHealth()
 	var joined atomic.Bool
