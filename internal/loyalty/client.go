@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/apiendpoint"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/noredirect"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
@@ -197,7 +198,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // endpoint describes one business call.
 type endpoint struct {
-	name   string // as in metrics and the simulator's counters
+	name   string // told to the transport (apiendpoint) and OnRetry; as in the simulator's counters
 	method string
 	path   string
 	write  bool // may change state: never re-sent after an ambiguous failure
@@ -431,7 +432,7 @@ func businessError(ep endpoint, ref string, status int, body []byte) error {
 // attempt makes one HTTP request, bounded by the per-attempt timeout, and
 // reads the whole answer.
 func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payload []byte, tok tokensource.Token) attemptResult {
-	actx, cancel := context.WithTimeout(ctx, c.timeout)
+	actx, cancel := context.WithTimeout(apiendpoint.With(ctx, ep.name), c.timeout)
 	defer cancel()
 	var wrote atomic.Bool
 	if ep.write {

@@ -53,7 +53,10 @@
 //
 // One http.Client for the process (NewHTTPClient: pool sized for the
 // configured concurrency, optional CA and client certificate). Each attempt
-// is bounded by Options.Timeout through its context.
+// is bounded by Options.Timeout through its context, which also names the
+// endpoint (internal/apiendpoint: "user-profile", "point-accrual", …) for
+// whatever wraps the transport, so that metrics never guess it from the
+// path.
 //
 // The package must not know about Kafka, events or outcomes: it reports
 // what the API said and whether it might have applied the call.

@@ -64,7 +64,8 @@ type TransportOptions struct {
 	MaxConns int
 	TLS      TLSOptions
 	// Wrap, when set, wraps the transport (e.g. telemetry's
-	// InstrumentTransport).
+	// InstrumentTransport). Every request the client and the token grants
+	// make names its endpoint in its context: apiendpoint.From.
 	Wrap func(http.RoundTripper) http.RoundTripper
 }
 

@@ -11,6 +11,11 @@
 // record values; redaction is the net under that rule, not a licence to
 // break it.
 //
-// telemetry depends on no other bridge package but internal/events, for that
-// list and marker; the bridge feeds it through the small methods of Metrics.
+// API calls are labelled by the endpoint the caller names in the request's
+// context (internal/apiendpoint), never by parsing the URL; token grants are
+// counted by the token cache (Metrics.TokenGrant), not by the transport.
+//
+// telemetry depends on no other bridge package but internal/events (that
+// list and marker) and internal/apiendpoint; the bridge feeds it through the
+// small methods of Metrics.
 package telemetry

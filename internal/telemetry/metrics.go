@@ -3,11 +3,12 @@ package telemetry
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/apiendpoint"
 )
 
 // Namespace prefixes every metric the bridge registers.
@@ -117,36 +118,15 @@ func (m *Metrics) TokenGrant(err error) {
 	m.TokenRefreshes.WithLabelValues(result).Inc()
 }
 
-// endpointOf names a partner API path by the spec's endpoint, keeping label
-// cardinality fixed (path parameters such as loyaltyId never become labels).
-func endpointOf(path string) string {
-	switch {
-	case strings.HasSuffix(path, "/openid-connect/token"):
-		return "token"
-	case strings.HasSuffix(path, "/exchange-token"):
-		return "exchange-token"
-	case strings.Contains(path, "/user-profile-ext/"):
-		return "user-profile-ext"
-	case strings.Contains(path, "/user-profile/"):
-		return "user-profile"
-	case strings.HasSuffix(path, "/user/onboard"):
-		return "onboard"
-	case strings.HasSuffix(path, "/user/link-member"):
-		return "link-member"
-	case strings.HasSuffix(path, "/user/unlink-member"):
-		return "unlink-member"
-	case strings.HasSuffix(path, "/point-redemption-with-token"):
-		return "point-redemption"
-	case strings.HasSuffix(path, "/point-accrual"):
-		return "point-accrual"
-	case strings.HasSuffix(path, "/lookup-transaction-id"):
-		return "lookup-transaction"
-	}
-	return "other"
-}
+// OtherEndpoint labels a request that does not name its endpoint (see
+// internal/apiendpoint): a request no partner API client made.
+const OtherEndpoint = "other"
 
 // InstrumentTransport wraps rt so every partner API attempt is counted by
-// endpoint and status and timed. It does not count token grants: a grant
+// endpoint and status and timed. The endpoint is the name the request's
+// context carries (apiendpoint.From: the loyalty client and the token
+// grants set it), OtherEndpoint when none; it is never guessed from the
+// URL, so path parameters such as loyaltyId cannot become labels. It does not count token grants: a grant
 // may make two requests (a refused refresh, then a login) or none, so
 // TokenGrant, called by the token cache, counts them. nil rt means
 // http.DefaultTransport.
@@ -155,7 +135,10 @@ func (m *Metrics) InstrumentTransport(rt http.RoundTripper) http.RoundTripper {
 		rt = http.DefaultTransport
 	}
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		ep := endpointOf(req.URL.Path)
+		ep, ok := apiendpoint.From(req.Context())
+		if !ok {
+			ep = OtherEndpoint
+		}
 		start := time.Now()
 		resp, err := rt.RoundTrip(req)
 		m.APILatency.WithLabelValues(ep).Observe(time.Since(start).Seconds())

@@ -27,5 +27,8 @@
 // Secrets: client secret, password, access and refresh tokens never appear
 // in an error string or a log line. Token's String and Format print only the
 // type and expiry. The package owns token acquisition only; it knows nothing
-// of business endpoints (internal/loyalty calls Invalidate on a 401).
+// of business endpoints (internal/loyalty calls Invalidate on a 401). Its
+// requests name their own endpoint (EndpointToken, EndpointExchange) in
+// their context (internal/apiendpoint) for the transport's metrics; grants
+// are counted by the Cache's OnGrant, once per grant.
 package tokensource

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/apiendpoint"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/noredirect"
 )
 
@@ -31,6 +32,13 @@ func TokenURL(authURL, realm string) string {
 	}
 	return strings.TrimRight(authURL, "/") + "/realms/" + url.PathEscape(realm) + "/protocol/openid-connect/token"
 }
+
+// Endpoint names of the grants' requests, told to the transport in their
+// context (internal/apiendpoint) and used as metric labels.
+const (
+	EndpointToken    = "token"          // password and refresh_token grants
+	EndpointExchange = "exchange-token" // the exchange grant
+)
 
 // maxBody bounds how much of a token response is read.
 const maxBody = 1 << 20
@@ -59,13 +67,14 @@ type errorResponse struct {
 }
 
 type poster struct {
-	client *http.Client
-	now    func() time.Time
+	client   *http.Client
+	now      func() time.Time
+	endpoint string // EndpointToken or EndpointExchange
 }
 
 // post sends one grant request and turns the answer into a Token.
 func (p poster) post(ctx context.Context, grant, target, contentType string, body []byte) (Token, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(apiendpoint.With(ctx, p.endpoint), http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return Token{}, &Error{Grant: grant, Err: errors.New("bad token endpoint address")}
 	}
@@ -193,7 +202,7 @@ func NewPassword(opts PasswordOptions) (*Password, error) {
 	}
 	client, now, log := defaults(opts.HTTPClient, opts.Now, opts.Logger)
 	opts.Now = now
-	return &Password{opts: opts, tokenURL: target, p: poster{client: client, now: now}, log: log}, nil
+	return &Password{opts: opts, tokenURL: target, p: poster{client: client, now: now, endpoint: EndpointToken}, log: log}, nil
 }
 
 func defaults(c *http.Client, now func() time.Time, log *zap.Logger) (*http.Client, func() time.Time, *zap.Logger) {
@@ -312,7 +321,7 @@ func NewExchange(opts ExchangeOptions) (*Exchange, error) {
 	}
 	client, now, _ := defaults(opts.HTTPClient, opts.Now, nil)
 	return &Exchange{target: strings.TrimRight(opts.BaseURL, "/") + ExchangePath, signer: opts.Signer,
-		p: poster{client: client, now: now}}, nil
+		p: poster{client: client, now: now, endpoint: EndpointExchange}}, nil
 }
 
 // Token mints a partner token and exchanges it.
