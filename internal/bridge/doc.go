@@ -72,6 +72,23 @@
 // ids, points and API references, and API error texts are stripped of the
 // event's personal values before they are copied.
 //
+// # Structure
+//
+// Handle composes three parts, and data flows one way through them:
+//
+//   - the codec adapter (adapter.go): record → event (decode, waiting out
+//     registry outages), and outcome → output record (result or error
+//     event, headers, size bounds, scrubbing);
+//   - pure per-event handlers (handlers.go): (ctx, event, partner) →
+//     outcome or error; they build requests and map answers, nothing else;
+//   - the attempt policy (policy.go), wrapped around a handler the way
+//     middleware wraps an HTTP handler: retry (budget, back-off), circuit
+//     (admission, health) and guard (lookups before writes that may repeat
+//     an earlier one, duplicate answers), in that order, outermost first.
+//
+// Whether an error says the partner API is unwell is decided in one place,
+// loyalty.IsAPIFailure.
+//
 // The package owns the mapping from events to calls and from outcomes to
 // reply records. It holds no Kafka client: the pipeline consumes, produces
 // what Handle returns and commits.

@@ -1,0 +1,236 @@
+package bridge
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
+)
+
+// The codec adapter: a record becomes an event, an outcome becomes the
+// output record that answers it.
+
+// decode waits out registry outages: only a *codec.DecodeError (permanent),
+// a configuration error (ErrUnknownTopic) or ctx's end comes back.
+func (b *Bridge) decode(ctx context.Context, rec *kgo.Record) (events.Event, error) {
+	for i := 0; ; i++ {
+		ev, err := b.o.Codec.DecodeEvent(ctx, rec.Topic, rec.Value)
+		var de *codec.DecodeError
+		if err == nil || errors.As(err, &de) || errors.Is(err, codec.ErrUnknownTopic) || ctx.Err() != nil {
+			return ev, err
+		}
+		if i == 0 {
+			b.log.Warn("schema registry unavailable; record waits", zap.String("topic", rec.Topic),
+				zap.Int32("partition", rec.Partition), zap.Int64("offset", rec.Offset), zap.Error(err))
+		}
+		if err := sleep(ctx, b.backoff(i)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// success is j's result record.
+func (b *Bridge) success(j *job, r *events.LoyaltyResult) ([]*kgo.Record, error) {
+	r.TransactionID = j.ev.ID()
+	r.EventType = j.ev.Type()
+	r.Attempts = int32(j.st.attempts)
+	r.LatencyMs = b.now().Sub(j.start).Milliseconds()
+	r.ProcessedAt = b.now().UTC()
+	r.Source = events.Source{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset}
+	out := b.topics.ResultTopic(j.rec.Topic)
+	v, err := b.o.Codec.EncodeResult(out, r)
+	if err != nil {
+		// The effect happened; say so on the error topic rather than lose it.
+		return b.failure(j, events.CategoryInternal, "", fmt.Errorf("bridge: %s result of %s does not encode: %w", r.Outcome, r.TransactionID, err))
+	}
+	if m := b.o.Metrics; m != nil {
+		m.RecordsCompleted.WithLabelValues(j.rec.Topic, string(r.Outcome)).Inc()
+		if r.Outcome == events.OutcomeAlreadyApplied {
+			m.AlreadyApplied.WithLabelValues(j.rec.Topic).Inc()
+		}
+	}
+	b.log.Debug("result", zap.String("transactionId", r.TransactionID), zap.String("outcome", string(r.Outcome)),
+		zap.Int("attempts", j.st.attempts))
+	carried, drops := carriedHeaders(j.rec.Headers)
+	return []*kgo.Record{b.output(j.rec, out, r.TransactionID, string(r.EventType), j.st.attempts, v, carried, drops)}, nil
+}
+
+func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error) ([]*kgo.Record, error) {
+	return b.errorEvent(j, cat, reason, cause, false)
+}
+
+// errorEvent builds j's error event. Minimal leaves out the original and
+// the copied headers: for an answer to a record whose outputs could not be
+// produced. Whatever the input, the event fits MaxOutputBytes, or the
+// record could never be answered and the pipeline would stop on it.
+func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause error, minimal bool) ([]*kgo.Record, error) {
+	e := &events.LoyaltyError{Category: cat, Retryable: retryable(cat, cause), Attempts: int32(j.st.attempts),
+		Detail: telemetry.ScrubString(cause.Error()), ProcessedAt: b.now().UTC(),
+		Source: events.ErrorSource{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset, Timestamp: j.rec.Timestamp}}
+	evType := "unknown"
+	if j.ev != nil {
+		e.TransactionID = j.ev.ID()
+		t := j.ev.Type()
+		e.EventType = &t
+		evType = string(t)
+	}
+	if n := len(e.TransactionID); n > events.MaxIDLen {
+		// An invalid id of any size would be the key of the error event.
+		e.Detail += fmt.Sprintf(" (transactionId of %d bytes, over %d: keyed by source position)", n, events.MaxIDLen)
+		e.TransactionID = ""
+	}
+	if e.TransactionID == "" {
+		e.TransactionID = events.SourceID(j.rec.Topic, j.rec.Partition, j.rec.Offset)
+	}
+	if reason != "" {
+		e.Reason = &reason
+	}
+	if s := loyalty.HTTPStatus(cause); s != 0 {
+		e.HTTPStatus = ptr(int32(s))
+	}
+	var be *loyalty.BusinessError
+	if errors.As(cause, &be) {
+		scrub := piiScrubber(j.ev)
+		e.APIStatusCode = ptr(int32(be.StatusCode))
+		e.APIMessage = optional(scrub(be.StatusMessage))
+		e.APIErrorCode = optional(be.Code)
+		e.APIErrorMessage = optional(scrub(be.Message))
+		if be.ErrorCode != "" {
+			e.APIErrorName = optional(be.ErrorCode)
+		} else {
+			e.APIErrorName = optional(be.Name)
+		}
+		e.ResultURL = optional(scrub(be.ResultURL))
+	}
+	var carried []kgo.RecordHeader
+	var drops []dropped
+	if !minimal {
+		carried, drops = carriedHeaders(j.rec.Headers)
+		for i, d := range drops {
+			if i == 0 {
+				e.Detail += "; input headers not copied: "
+			} else {
+				e.Detail += "; "
+			}
+			e.Detail += d.String()
+		}
+	}
+	original := len(j.rec.Key) + len(j.rec.Value)
+	switch {
+	case minimal || !b.o.IncludeOriginal:
+	case original > MaxOriginalBytes:
+		// Replay reads such an original from its source position while
+		// the topic retains it.
+		e.Detail += fmt.Sprintf(" (original of %d bytes not carried: over %d)", original, MaxOriginalBytes)
+	default:
+		e.OriginalKey = j.rec.Key
+		e.OriginalValue = j.rec.Value
+	}
+	out := b.topics.ErrorTopic(j.rec.Topic)
+	v, err := b.o.Codec.EncodeError(out, e)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: error event of %s on %s: %w", e.TransactionID, out, err)
+	}
+	rec := b.output(j.rec, out, e.TransactionID, evType, j.st.attempts, v, carried, drops)
+	if n := recordBytes(rec); n > b.o.MaxOutputBytes && e.OriginalValue != nil {
+		e.OriginalKey, e.OriginalValue = nil, nil
+		e.Detail += fmt.Sprintf(" (original not carried: the event would be %d bytes, over %d)", n, b.o.MaxOutputBytes)
+		if rec.Value, err = b.o.Codec.EncodeError(out, e); err != nil {
+			return nil, fmt.Errorf("bridge: error event of %s on %s: %w", e.TransactionID, out, err)
+		}
+	}
+	if n := recordBytes(rec); n > b.o.MaxOutputBytes {
+		return nil, fmt.Errorf("bridge: error event of %s on %s is %d bytes, over %d", e.TransactionID, out, n, b.o.MaxOutputBytes)
+	}
+	if m := b.o.Metrics; m != nil {
+		m.RecordsCompleted.WithLabelValues(j.rec.Topic, "error").Inc()
+		m.ErrorEvents.WithLabelValues(j.rec.Topic, string(cat)).Inc()
+	}
+	// Per-record lines are debug; INTERNAL and AUTH mean something is
+	// wrong with the bridge or its credentials, not with one event.
+	lvl := zap.DebugLevel
+	if cat == events.CategoryInternal || cat == events.CategoryAuth {
+		lvl = zap.ErrorLevel
+	}
+	b.log.Log(lvl, "error event", zap.String("transactionId", e.TransactionID), zap.String("category", string(cat)),
+		zap.String("topic", j.rec.Topic), zap.Int32("partition", j.rec.Partition), zap.Int64("offset", j.rec.Offset),
+		zap.String("detail", e.Detail))
+	return []*kgo.Record{rec}, nil
+}
+
+// retryable is the error event's retryable flag: may replaying the same
+// record later succeed?
+func retryable(cat events.Category, cause error) bool {
+	switch cat {
+	case events.CategoryTransientExhausted, events.CategoryAuth:
+		return true
+	case events.CategoryInternal:
+		return transient(cause) || errors.Is(cause, pipeline.ErrProduce)
+	}
+	return false
+}
+
+// output is an output record with the bridge's headers, the input headers
+// it carries and the names of those it dropped.
+func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int, value []byte, carried []kgo.RecordHeader, drops []dropped) *kgo.Record {
+	h := make([]kgo.RecordHeader, 0, 9)
+	h = append(h,
+		kgo.RecordHeader{Key: HeaderEventType, Value: []byte(evType)},
+		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(in.Topic)},
+		kgo.RecordHeader{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(in.Partition), 10)},
+		kgo.RecordHeader{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, in.Offset, 10)},
+		kgo.RecordHeader{Key: HeaderAttempts, Value: strconv.AppendInt(nil, int64(attempts), 10)},
+	)
+	h = append(h, carried...)
+	if len(drops) > 0 {
+		names := make([]string, 0, len(drops))
+		for _, d := range drops {
+			if !slices.Contains(names, d.name) {
+				names = append(names, d.name)
+			}
+		}
+		h = append(h, kgo.RecordHeader{Key: HeaderDroppedHeaders, Value: []byte(strings.Join(names, ","))})
+	}
+	if b.o.Replay {
+		h = append(h, kgo.RecordHeader{Key: HeaderReplayed, Value: []byte("true")})
+	}
+	return &kgo.Record{Topic: topic, Key: []byte(key), Value: value, Headers: h}
+}
+
+// piiScrubber removes the event's personal data (events.PersonalFields)
+// from API texts copied into error events (a partner may echo a phone or an
+// ID number back), putting events.Redacted in its place. Values shorter
+// than 3 bytes are left alone: replacing them would mangle the text and
+// they identify no one. Longer values go first, so that a last name inside
+// the full name cannot leave the rest of the full name behind.
+func piiScrubber(ev events.Event) func(string) string {
+	o, ok := ev.(*events.MemberOnboardRequested)
+	if !ok {
+		return func(s string) string { return s }
+	}
+	var values []string
+	for _, v := range o.PersonalData() {
+		if len(v) >= 3 {
+			values = append(values, v)
+		}
+	}
+	slices.SortFunc(values, func(a, b string) int { return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b)) })
+	return func(s string) string {
+		for _, v := range values {
+			s = strings.ReplaceAll(s, v, events.Redacted)
+		}
+		return s
+	}
+}

@@ -1,0 +1,176 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+)
+
+// fakePartner answers from fields and records the calls (a pure unit: the
+// handlers' own tests over the simulator are in bridge_test).
+type fakePartner struct {
+	partner // nil: a call not set up panics the test
+	calls   []string
+	lookup  *loyalty.Transaction
+	lookErr error
+	redeem  error
+	link    error
+	last    loyalty.RedemptionRequest
+}
+
+func (f *fakePartner) LookupTransaction(_ context.Context, r loyalty.LookupRequest) (*loyalty.Transaction, error) {
+	f.calls = append(f.calls, "lookup "+r.TransactionID)
+	return f.lookup, f.lookErr
+}
+
+func (f *fakePartner) Redeem(_ context.Context, r loyalty.RedemptionRequest) (*loyalty.RedemptionResult, error) {
+	f.calls = append(f.calls, "redeem "+r.TransactionID)
+	f.last = r
+	if f.redeem != nil {
+		return nil, f.redeem
+	}
+	return &loyalty.RedemptionResult{UsedPoint: r.UsedPoint, BitReference: "B"}, nil
+}
+
+func (f *fakePartner) Accrue(_ context.Context, r loyalty.AccrualRequest) (*loyalty.AccrualResult, error) {
+	f.calls = append(f.calls, "accrue "+r.TransactionID)
+	return &loyalty.AccrualResult{BitReference: "B", SponsorID: 7}, nil
+}
+
+func (f *fakePartner) Link(context.Context, loyalty.LinkRequest) error {
+	f.calls = append(f.calls, "link")
+	return f.link
+}
+
+func (f *fakePartner) Unlink(context.Context, loyalty.LinkRequest) error {
+	f.calls = append(f.calls, "unlink")
+	return f.link
+}
+
+func TestRefundHandler(t *testing.T) {
+	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1",
+		RefundAmount: 250, RefundDate: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)}
+	for _, tc := range []struct {
+		name     string
+		p        fakePartner
+		outcome  events.Outcome
+		points   int64
+		reason   string
+		nCalls   int
+		transErr bool
+	}{
+		{"proportional clawback", fakePartner{lookup: &loyalty.Transaction{TransactionType: typeAccrual, TransactionPoint: 100, TransactionAmount: 1000}},
+			events.OutcomeApplied, 25, "", 2, false},
+		{"capped at the original's points", fakePartner{lookup: &loyalty.Transaction{TransactionPoint: 10, TransactionAmount: 100}},
+			events.OutcomeApplied, 10, "", 2, false},
+		{"nothing to claw back", fakePartner{lookup: &loyalty.Transaction{TransactionPoint: 0, TransactionAmount: 1000}},
+			events.OutcomeNoOp, 0, "", 1, false},
+		{"original not found", fakePartner{lookErr: loyalty.ErrTransactionNotFound}, "", 0, events.ReasonOriginalNotFound, 1, false},
+		{"original is a redemption", fakePartner{lookup: &loyalty.Transaction{TransactionType: typeRedemption, TransactionPoint: 5}},
+			"", 0, events.ReasonOriginalNotFound, 1, false},
+		{"lookup fails", fakePartner{lookErr: &loyalty.TransientError{Status: 503}}, "", 0, "", 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.p
+			r, err := refund(context.Background(), ev, &p)
+			if len(p.calls) != tc.nCalls {
+				t.Fatalf("calls %v", p.calls)
+			}
+			var rf *recordFailure
+			switch {
+			case tc.reason != "":
+				if !errors.As(err, &rf) || rf.reason != tc.reason {
+					t.Fatalf("err %v, want reason %s", err, tc.reason)
+				}
+			case tc.transErr:
+				if !transient(err) {
+					t.Fatalf("err %v, want transient", err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case r.Outcome != tc.outcome || *r.UsedPoint != tc.points:
+				t.Fatalf("result %s %d, want %s %d", r.Outcome, *r.UsedPoint, tc.outcome, tc.points)
+			case tc.outcome == events.OutcomeApplied && (p.last.TransactionID != "R-1" || p.last.UsedPoint != tc.points):
+				t.Fatalf("redemption %+v", p.last)
+			}
+		})
+	}
+}
+
+func TestLinkHandler(t *testing.T) {
+	linked := &loyalty.BusinessError{Code: string(loyalty.ErrMemberIsLinked)}
+	notLinked := &loyalty.BusinessError{Code: string(loyalty.ErrMemberNotLinked)}
+	for _, tc := range []struct {
+		unlink  bool
+		err     error
+		outcome events.Outcome
+		changed bool
+	}{
+		{false, nil, events.OutcomeLinked, true},
+		{false, linked, events.OutcomeAlreadyLinked, false},
+		{true, nil, events.OutcomeUnlinked, true},
+		{true, notLinked, events.OutcomeNotLinked, false},
+	} {
+		p := &fakePartner{link: tc.err}
+		r, err := link(context.Background(), p, "L-1", "P-1", tc.unlink)
+		if err != nil || r.Outcome != tc.outcome || *r.StateChanged != tc.changed {
+			t.Errorf("unlink=%v err=%v: %+v, %v", tc.unlink, tc.err, r, err)
+		}
+	}
+	// The other state's answer is an error, not a result.
+	if _, err := link(context.Background(), &fakePartner{link: notLinked}, "L-1", "P-1", false); err == nil {
+		t.Error("MEMBER_IS_NOT_LINKED_YET on link is not an error")
+	}
+}
+
+// The policy's order: a guarded write looks up inside the attempt, and a
+// found transaction is the result without a write; an ambiguous failure
+// guards the next attempt, which finds the first one applied.
+func TestPolicyGuardsAfterAmbiguity(t *testing.T) {
+	b := &Bridge{o: Options{RecordAttempts: 3, RetryBackoff: time.Millisecond}}
+	b.log = zap.NewNop()
+	ev := &events.RedemptionRequested{TransactionID: "X-1", LoyaltyID: "L-1", UsedPoint: 5, Sign: ptr("s")}
+	h, err := handlerFor(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &fakePartner{redeem: &loyalty.TransientError{Status: 504, Ambiguous: true}, lookErr: loyalty.ErrTransactionNotFound}
+	st := &recordState{}
+	// First attempt: ambiguous. Second: the guard looks up and finds it.
+	first := true
+	wrapped := &switchingPartner{fakePartner: p, after: func() {
+		if first {
+			first = false
+			p.redeem, p.lookErr = nil, nil
+			p.lookup = &loyalty.Transaction{TransactionType: typeRedemption, TransactionPoint: 5, BitReference: "B-1"}
+		}
+	}}
+	r, err := b.policy(st, h)(context.Background(), wrapped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Outcome != events.OutcomeAlreadyApplied || st.attempts != 2 || !st.guarded {
+		t.Fatalf("outcome %s, attempts %d, guarded %v; calls %v", r.Outcome, st.attempts, st.guarded, p.calls)
+	}
+	if want := []string{"redeem X-1", "lookup X-1"}; len(p.calls) != 2 || p.calls[0] != want[0] || p.calls[1] != want[1] {
+		t.Fatalf("calls %v, want %v", p.calls, want)
+	}
+}
+
+// switchingPartner runs after once the first redemption has failed.
+type switchingPartner struct {
+	*fakePartner
+	after func()
+}
+
+func (s *switchingPartner) Redeem(ctx context.Context, r loyalty.RedemptionRequest) (*loyalty.RedemptionResult, error) {
+	res, err := s.fakePartner.Redeem(ctx, r)
+	s.after()
+	return res, err
+}

@@ -1,0 +1,329 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
+)
+
+// recordState is what the attempts at one record share.
+type recordState struct {
+	id       string // the event's transactionId, for logs
+	attempts int    // record attempts made (reported in the output)
+	guard    bool   // look the transaction up before the next write
+	guarded  bool   // a guard lookup was made
+	probe    bool   // the current attempt is the circuit's half-open probe
+}
+
+// middleware wraps a handler with one concern of the attempt policy.
+type middleware func(handler) handler
+
+// policy wraps h in the attempt policy, outermost first:
+//
+//   - retry spends the record's budget on transient failures, with
+//     back-off, and marks the next write guarded after an ambiguous one;
+//   - the circuit admits each attempt, or holds it while the API is down,
+//     and hears whether the attempt found the API healthy;
+//   - the guard looks a write's transaction up first when it may repeat an
+//     earlier one, and turns a found one (or a duplicate answer that a
+//     lookup confirms) into ALREADY_APPLIED.
+//
+// The order is the contract: the guard's lookups run inside the circuit's
+// admission (they are calls of that attempt), and a failed lookup is an
+// attempt failure that retry sees.
+func (b *Bridge) policy(st *recordState, h handler) handler {
+	return chain(h, b.retry(st), b.circuit(st), b.guard(st))
+}
+
+// chain wraps h in ms; ms[0] ends up outermost.
+func chain(h handler, ms ...middleware) handler {
+	for i := len(ms) - 1; i >= 0; i-- {
+		h = ms[i](h)
+	}
+	return h
+}
+
+// retry runs next under the record's budget: transient failures are
+// retried after a back-off, others end the record.
+func (b *Bridge) retry(st *recordState) middleware {
+	return func(next handler) handler {
+		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) {
+			for tries := 0; ; tries++ {
+				st.attempts++
+				st.probe = false
+				r, err := next(ctx, p)
+				if err == nil || !transient(err) || ctx.Err() != nil {
+					return r, err
+				}
+				if st.probe {
+					// A failed probe says the API is still down, not that
+					// this record is unlucky: it does not spend the
+					// record's budget, or one record per open period would
+					// be exhausted while the circuit holds the rest.
+					st.attempts--
+				}
+				if loyalty.IsAmbiguous(err) {
+					st.guard = true
+				}
+				if st.attempts >= b.o.RecordAttempts {
+					return nil, err
+				}
+				b.log.Debug("attempt failed; retrying", zap.String("transactionId", st.id), zap.Int("attempt", st.attempts), zap.Error(err))
+				if err := sleep(ctx, b.backoff(tries)); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+}
+
+// circuit gates each attempt on the breaker (without one, it is next).
+func (b *Bridge) circuit(st *recordState) middleware {
+	return func(next handler) handler {
+		if b.o.Breaker == nil {
+			return next
+		}
+		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) {
+			done, err := b.o.Breaker.Acquire(ctx)
+			if err != nil {
+				return nil, err
+			}
+			st.probe = b.o.Breaker.State() == circuit.HalfOpen
+			r, err := next(ctx, p)
+			done(healthOf(err))
+			return r, err
+		}
+	}
+}
+
+// guard gives next a partner whose writes are guarded.
+func (b *Bridge) guard(st *recordState) middleware {
+	return func(next handler) handler {
+		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) {
+			r, err := next(ctx, &guardedPartner{partner: p, b: b, st: st})
+			var aa *alreadyApplied
+			if errors.As(err, &aa) {
+				return aa.result, nil
+			}
+			return r, err
+		}
+	}
+}
+
+// alreadyApplied ends a handler whose write was found applied already; the
+// guard middleware turns it into the result.
+type alreadyApplied struct{ result *events.LoyaltyResult }
+
+func (a *alreadyApplied) Error() string { return "bridge: transaction already applied" }
+
+// guardedPartner guards accruals and redemptions: a lookup first when the
+// write may repeat an earlier one, and a lookup after a duplicate answer.
+type guardedPartner struct {
+	partner
+	b  *Bridge
+	st *recordState
+}
+
+func (g *guardedPartner) Accrue(ctx context.Context, r loyalty.AccrualRequest) (*loyalty.AccrualResult, error) {
+	if err := g.check(ctx, r.LoyaltyID, r.TransactionID, typeAccrual); err != nil {
+		return nil, err
+	}
+	res, err := g.partner.Accrue(ctx, r)
+	if err != nil {
+		return nil, g.writeFailed(ctx, r.LoyaltyID, r.TransactionID, typeAccrual, err)
+	}
+	return res, nil
+}
+
+func (g *guardedPartner) Redeem(ctx context.Context, r loyalty.RedemptionRequest) (*loyalty.RedemptionResult, error) {
+	if err := g.check(ctx, r.LoyaltyID, r.TransactionID, typeRedemption); err != nil {
+		return nil, err
+	}
+	res, err := g.partner.Redeem(ctx, r)
+	if err != nil {
+		return nil, g.writeFailed(ctx, r.LoyaltyID, r.TransactionID, typeRedemption, err)
+	}
+	return res, nil
+}
+
+// check runs the guard when the record needs it: an *alreadyApplied when
+// the transaction exists.
+func (g *guardedPartner) check(ctx context.Context, loyaltyID, txID, kind string) error {
+	if !g.st.guard {
+		return nil
+	}
+	g.st.guarded = true
+	if err := g.lookup(ctx, loyaltyID, txID, kind); err != nil {
+		return err
+	}
+	g.st.guard = false
+	return nil
+}
+
+// lookup asks whether txID of kind exists: an *alreadyApplied if so, nil
+// if not, or the lookup's failure.
+func (g *guardedPartner) lookup(ctx context.Context, loyaltyID, txID, kind string) error {
+	t, err := g.partner.LookupTransaction(ctx, loyalty.LookupRequest{LoyaltyID: loyaltyID, TransactionID: txID})
+	result := "found"
+	switch {
+	case errors.Is(err, loyalty.ErrTransactionNotFound):
+		result, err = "not_found", nil
+	case err != nil:
+		result = "error"
+	case t.TransactionType != "" && t.TransactionType != kind:
+		// The same id names a transaction of the other kind.
+		result = "not_found"
+	}
+	if m := g.b.o.Metrics; m != nil {
+		m.GuardLookups.WithLabelValues(result).Inc()
+	}
+	if result != "found" {
+		return err
+	}
+	r := &events.LoyaltyResult{Outcome: events.OutcomeAlreadyApplied, LoyaltyID: &loyaltyID,
+		BitReference: optional(t.BitReference), Points: ptr(t.TransactionPoint), RequestID: optional(t.RequestID),
+		APITimestamp: optional(t.Timestamp)}
+	if kind == typeRedemption {
+		r.UsedPoint = ptr(t.TransactionPoint)
+	}
+	g.b.log.Debug("already applied", zap.String("transactionId", txID), zap.String("kind", kind))
+	return &alreadyApplied{result: r}
+}
+
+// writeFailed handles a failed accrual or redemption: a duplicate is
+// looked up (ALREADY_APPLIED), an ambiguous failure guards the next attempt.
+func (g *guardedPartner) writeFailed(ctx context.Context, loyaltyID, txID, kind string, err error) error {
+	if errors.Is(err, loyalty.ErrDuplicateTransaction) {
+		g.b.log.Debug("write answered duplicate; looking it up", zap.String("transactionId", txID), zap.String("kind", kind),
+			zap.Bool("guarded", g.st.guarded))
+		lerr := g.lookup(ctx, loyaltyID, txID, kind)
+		var aa *alreadyApplied
+		switch {
+		case errors.As(lerr, &aa):
+			return lerr
+		case lerr != nil:
+			g.st.guard = true
+			return lerr
+		}
+		// Duplicate by the partner's account but not found by lookup:
+		// nothing to apply twice, and nothing to report as applied.
+		return err
+	}
+	if loyalty.IsAmbiguous(err) {
+		g.st.guard = true
+	}
+	return err
+}
+
+// clientPartner is the partner over the loyalty client. It signs an
+// unsigned redemption afresh on every call: a sign made before an outage
+// may have expired after it.
+type clientPartner struct {
+	c      *loyalty.Client
+	signer *signing.Signer
+}
+
+func (p clientPartner) Accrue(ctx context.Context, r loyalty.AccrualRequest) (*loyalty.AccrualResult, error) {
+	res, _, err := p.c.Accrue(ctx, r)
+	return res, err
+}
+
+func (p clientPartner) Redeem(ctx context.Context, r loyalty.RedemptionRequest) (*loyalty.RedemptionResult, error) {
+	if r.Sign == "" && p.signer != nil {
+		s, err := p.signer.RedemptionSign(signing.Redemption{LoyaltyID: r.LoyaltyID, TransactionID: r.TransactionID,
+			UsedPoint: r.UsedPoint, TransactionAmount: r.TransactionAmount, TransactionDate: r.TransactionDate})
+		if err != nil {
+			return nil, &recordFailure{cat: events.CategoryInternal, err: fmt.Errorf("bridge: sign redemption %s: %w", r.TransactionID, err)}
+		}
+		r.Sign = s
+	}
+	res, _, err := p.c.Redeem(ctx, r)
+	return res, err
+}
+
+func (p clientPartner) LookupTransaction(ctx context.Context, r loyalty.LookupRequest) (*loyalty.Transaction, error) {
+	t, _, err := p.c.LookupTransaction(ctx, r)
+	return t, err
+}
+
+func (p clientPartner) Onboard(ctx context.Context, r loyalty.OnboardRequest) (*loyalty.OnboardedMember, error) {
+	m, _, err := p.c.Onboard(ctx, r)
+	return m, err
+}
+
+func (p clientPartner) Link(ctx context.Context, r loyalty.LinkRequest) error {
+	_, _, err := p.c.Link(ctx, r)
+	return err
+}
+
+func (p clientPartner) Unlink(ctx context.Context, r loyalty.LinkRequest) error {
+	_, _, err := p.c.Unlink(ctx, r)
+	return err
+}
+
+func (p clientPartner) CustomerInfo(ctx context.Context, loyaltyID string) (*loyalty.MemberProfile, error) {
+	m, _, err := p.c.CustomerInfo(ctx, loyaltyID)
+	return m, err
+}
+
+func (p clientPartner) CustomerProfile(ctx context.Context, loyaltyID string) (*loyalty.ExtendedProfile, error) {
+	m, _, err := p.c.CustomerProfile(ctx, loyaltyID)
+	return m, err
+}
+
+// recordFailure ends a record with a category the bridge decides, rather
+// than the one the client's error type maps to. Never retried.
+type recordFailure struct {
+	cat    events.Category
+	reason string
+	err    error
+}
+
+func (f *recordFailure) Error() string { return f.err.Error() }
+func (f *recordFailure) Unwrap() error { return f.err }
+
+// healthOf is what an attempt's error tells the circuit: only API failures
+// count; an answer of any kind (business error, refused credentials) is a
+// healthy API.
+func healthOf(err error) error {
+	if loyalty.IsAPIFailure(err) {
+		return err
+	}
+	return nil
+}
+
+// transient: may succeed if tried again.
+func transient(err error) bool {
+	var rf *recordFailure
+	if errors.As(err, &rf) {
+		return false
+	}
+	var me *loyalty.MalformedResponseError
+	return loyalty.Category(err) == loyalty.CategoryTransientExhausted || errors.As(err, &me)
+}
+
+// backoff is full jitter over RetryBackoff × 2^n, capped at 32×.
+func (b *Bridge) backoff(n int) time.Duration {
+	ceil := b.o.RetryBackoff << min(max(n, 0), 5)
+	return time.Duration(rand.Int64N(int64(ceil) + 1))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
