@@ -561,16 +561,17 @@ const (
 	canaryAddress  = "77 Canary Street"
 	canaryBirthday = "1987-06-05"
 	canaryBirthPl  = "Canaryville"
+	canaryIssuePl  = "Canary Issuing Office"
 )
 
 var canaries = []string{canaryPhone, canaryName, canaryFirst, canaryLast, canaryEmail, canaryID, canaryPassport,
-	canaryAddress, canaryBirthday, canaryBirthPl, sim.DefaultClientSecret, sim.DefaultPassword}
+	canaryAddress, canaryBirthday, canaryBirthPl, canaryIssuePl, sim.DefaultClientSecret, sim.DefaultPassword}
 
 func onboarding(id, externalID string) *events.MemberOnboardRequested {
 	email, idn, pp, first, last := canaryEmail, canaryID, canaryPassport, canaryFirst, canaryLast
 	return &events.MemberOnboardRequested{TransactionID: id, Phone: canaryPhone, FullName: canaryName, FirstName: &first,
 		LastName: &last, Gender: "female", Birthday: canaryBirthday, Email: &email, IsKYC: true, IDNumber: &idn, PassportNumber: &pp,
-		PlaceOfIssue: "Ha Noi", PlaceOfBirth: canaryBirthPl, IssueDate: "2015-01-02", ExpireDate: "2035-01-02", Nationality: "VNM",
+		PlaceOfIssue: canaryIssuePl, PlaceOfBirth: canaryBirthPl, IssueDate: "2015-01-02", ExpireDate: "2035-01-02", Nationality: "VNM",
 		Address: canaryAddress, ExternalID: externalID}
 }
 
