@@ -127,8 +127,6 @@ func runDev(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer svc.Close()
-	printBanner(e.stdout, stack, f, svc.MetricsAddr())
-
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
@@ -137,6 +135,14 @@ func runDev(ctx context.Context, e env, args []string) error {
 		stop() // a failed bridge ends the demo too
 		done <- err
 	}()
+	// The banner comes after the start-up lines, so that they do not push
+	// it off the screen.
+	select {
+	case <-svc.Covered():
+	case <-runCtx.Done():
+	case <-time.After(30 * time.Second):
+	}
+	printBanner(e.stdout, stack, f, svc.MetricsAddr())
 
 	var demoErr error
 	if f.demoN > 0 {

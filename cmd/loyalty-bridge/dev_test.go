@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,5 +85,52 @@ func TestDevDemoExitsWhenDoneAndResumes(t *testing.T) {
 		if c > 1 {
 			t.Errorf("transaction %s answered %d times", k, c)
 		}
+	}
+}
+
+// lockedBuffer is one screen for stdout and stderr, written from several
+// goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// At the default log level, the Kafka client's chatter stays out and the
+// banner comes after the start-up lines: it is the last thing on screen
+// before the progress.
+func TestDevBannerIsLastBeforeProgress(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var screen lockedBuffer
+	code := run(ctx, env{stdin: strings.NewReader(""), stdout: &screen, stderr: &screen, lookup: func(string) (string, bool) { return "", false }},
+		[]string{"dev", "--data-dir", t.TempDir(), "--kafka-addr", "127.0.0.1:0", "--registry-addr", "127.0.0.1:0",
+			"--sim-addr", "127.0.0.1:0", "--metrics-addr", "", "--partitions", "2", "--members", "20",
+			"--demo", "10", "--exit-when-done"})
+	out := screen.String()
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	banner := strings.Index(out, "loyalty-bridge dev —")
+	progress := strings.Index(out, "events answered")
+	if banner < 0 || progress < banner {
+		t.Fatalf("no banner before the progress:\n%s", out)
+	}
+	if assigned := strings.LastIndex(out[:progress], "partitions assigned"); assigned > banner {
+		t.Errorf("start-up lines after the banner:\n%s", out)
+	}
+	if strings.Contains(out, "\tkafka\t") {
+		t.Errorf("the Kafka client logs at info:\n%s", out)
 	}
 }

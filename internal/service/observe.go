@@ -19,6 +19,10 @@ type metricsObserver struct {
 	pipeline.NopObserver
 	m      *telemetry.Metrics
 	joined *atomic.Bool
+	// covered is closed once partitions of every one of inputs have been
+	// assigned (see Service.Covered).
+	inputs  []string
+	covered chan struct{}
 
 	mu    sync.Mutex
 	owned map[string]map[int32]bool // partitions this member owns
@@ -58,6 +62,7 @@ func (o *metricsObserver) Assigned(topic string, partitions []int32, assigned, _
 	if o.owned[topic] == nil {
 		o.owned[topic] = map[int32]bool{}
 	}
+	defer o.checkCovered()
 	for _, p := range partitions {
 		if assigned {
 			o.owned[topic][p] = true
@@ -138,4 +143,27 @@ func (k kafkaLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	default:
 		k.l.Debug(msg, fields...)
 	}
+}
+
+// checkCovered closes covered once every input topic has an owned
+// partition. o.mu is held.
+func (o *metricsObserver) checkCovered() {
+	if o.covered == nil {
+		return
+	}
+	select {
+	case <-o.covered:
+		return
+	default:
+	}
+	for _, t := range o.inputs {
+		owned := false
+		for _, mine := range o.owned[t] {
+			owned = owned || mine
+		}
+		if !owned {
+			return
+		}
+	}
+	close(o.covered)
 }

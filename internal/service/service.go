@@ -173,7 +173,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 		return nil, err
 	}
 	kp := kprom.NewMetrics("loyalty_bridge_kafka", kprom.Registerer(d.Metrics.Registry), kprom.Gatherer(d.Metrics.Registry))
-	s.owner = &metricsObserver{m: d.Metrics, joined: &s.joined}
+	s.owner = &metricsObserver{m: d.Metrics, joined: &s.joined, inputs: cfg.Topics.Build().Inputs(), covered: make(chan struct{})}
 	obs := observers{s.owner}
 	if o.Observer != nil {
 		obs = append(obs, o.Observer)
@@ -263,6 +263,11 @@ func (d *Deps) checkKafka(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Covered is closed once this member has been assigned partitions of every
+// input topic: start-up is over (dev prints its banner then, so that it is
+// not pushed off the screen by start-up lines).
+func (s *Service) Covered() <-chan struct{} { return s.owner.covered }
 
 // MetricsAddr is the address /metrics is served on, or "".
 func (s *Service) MetricsAddr() string {
