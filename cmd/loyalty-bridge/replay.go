@@ -28,8 +28,8 @@ SOURCE is one of:
   --topic T --partition P --from-offset A [--to-offset B]   offsets [A, B) of one partition
   --topic T [--partition P] --since TIME [--until TIME]      records from the first at or after
                                                              since to the first at or after until
-  --from-errors T.error [--category C]... [--since TIME]     the original records of error events
-                                                             (default: every retryable one)
+  --from-errors T.error [--category C]... [--since TIME]     the records of T named by error events
+    [--trust-error-originals]                                (default: every retryable one)
 Without --to-offset or --until a range ends where the partition ends when
 the replay starts.
 
@@ -41,6 +41,14 @@ reply topics with the header replayed: true. Records of one key are replayed
 in offset order (--ordering). --dry-run decodes and validates, prints what
 would be called, and calls and produces nothing.
 
+--from-errors reads each record at the source position its error event
+names, from T only: an error event naming another topic is refused, and one
+whose carried original (--include-original) differs from the source record
+is reported and neither is replayed. A record the source no longer holds is
+replayed from its error event's original only with --trust-error-originals
+(whoever can write T.error could otherwise have anything accrued by naming a
+deleted offset: give it only when T.error's write ACL is the bridge's alone).
+
 Member onboarding has no idempotency key: an onboarding failure whose
 detail says it may have been applied is retryable like any other; check the
 externalIds it names (or use --dry-run) before replaying the member topic.
@@ -49,10 +57,11 @@ TIME is RFC 3339 (2026-11-23T10:00:00Z) or a duration ago (90m).
 --rate is records started per second (N or N/s) or per minute (N/m).
 
 Progress goes to stderr, the summary by outcome to stdout. Exit status 1
-when something was not replayed: an original that is neither in its error
-event nor retained, a replay that ended in a retryable error again
-(TRANSIENT_EXHAUSTED, AUTH, INTERNAL), an output Kafka did not take, an
-interruption; 2 for usage errors.
+when something was not replayed: an error event refused or whose original
+differs from its source, a source record no longer retained (and not
+replayed from a trusted original), a replay that ended in a retryable error
+again (TRANSIENT_EXHAUSTED, AUTH, INTERNAL), an output Kafka did not take,
+an interruption; 2 for usage errors.
 
 Examples:
   loyalty-bridge replay --from-errors loyalty.purchase.error --category TRANSIENT_EXHAUSTED --rate 50/s
@@ -67,7 +76,7 @@ type replayFlags struct {
 	partition                             int
 	fromOffset, toOffset                  int64
 	categories                            []string
-	dryRun                                bool
+	dryRun, trustOriginals                bool
 }
 
 func runReplay(ctx context.Context, e env, args []string) error {
@@ -86,6 +95,8 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		f.categories = append(f.categories, strings.ToUpper(s))
 		return nil
 	})
+	fs.BoolVar(&f.trustOriginals, "trust-error-originals", false,
+		"with --from-errors: replay the original carried in an error event when its source record is gone (only if nobody but the bridge can write the error topic)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "decode and validate, print what would be called, call nothing")
 	fs.StringVar(&f.rate, "rate", "", "records started per second, N or N/s, or per minute, N/m (default: no bound)")
 	fs.Usage = func() {
@@ -120,6 +131,7 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		MaxInFlight: cfg.Processing.MaxInFlight, Mode: cfg.Processing.Ordering, MaxBuffered: cfg.Processing.MaxBuffered,
 		DrainTimeout: cfg.Processing.DrainTimeout,
 		Logger:       deps.Log.Named("replay")}
+	opts.Inputs, opts.TrustErrorOriginals = cfg.Topics.Build().Inputs(), f.trustOriginals
 	if !f.dryRun { // a dry run's lines are its progress
 		opts.Progress = prog.Show
 		br, err := deps.Bridge(true)
@@ -147,7 +159,10 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		if !since.IsZero() {
 			what += " processed since " + since.Format(time.RFC3339)
 		}
-		fmt.Fprintf(e.stderr, "replaying the originals of the %s on %s\n", what, f.fromErrors)
+		fmt.Fprintf(e.stderr, "replaying the records named by the %s on %s\n", what, f.fromErrors)
+		if f.trustOriginals {
+			fmt.Fprintf(e.stderr, "trusting the originals carried in %s for records their source no longer holds\n", f.fromErrors)
+		}
 		sum, err = r.FromErrors(ctx, f.fromErrors, replay.ErrorFilter{Categories: cats, Since: since})
 	} else {
 		var ranges []replay.Range
@@ -240,6 +255,9 @@ func (f *replayFlags) check(inputs []string) error {
 	}
 	if len(f.categories) > 0 && f.fromErrors == "" {
 		errs = append(errs, errors.New("--category goes with --from-errors"))
+	}
+	if f.trustOriginals && f.fromErrors == "" {
+		errs = append(errs, errors.New("--trust-error-originals goes with --from-errors"))
 	}
 	if f.until != "" && f.since == "" {
 		errs = append(errs, errors.New("--until needs --since"))

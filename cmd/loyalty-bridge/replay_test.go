@@ -9,11 +9,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sr"
 	"go.uber.org/zap"
 
@@ -381,6 +383,7 @@ func TestReplayUsageErrors(t *testing.T) {
 		{[]string{"replay", "--topic", "loyalty.purchase", "--since", "yesterday"}, "--since"},
 		{[]string{"replay", "--topic", "loyalty.purchase", "--since", "1h", "--rate", "fast"}, "--rate"},
 		{[]string{"replay", "--topic", "loyalty.purchase", "--since", "1h", "--category", "AUTH"}, "--category goes with --from-errors"},
+		{[]string{"replay", "--topic", "loyalty.purchase", "--since", "1h", "--trust-error-originals"}, "--trust-error-originals goes with --from-errors"},
 	} {
 		code, _, errs := s.cli(t, tc.args...)
 		if code != 2 || !strings.Contains(errs, tc.want) {
@@ -401,6 +404,233 @@ func TestReplayParseRate(t *testing.T) {
 		got, err := parseRate(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("parseRate(%q) = %v, %v", tc.in, got, err)
+		}
+	}
+}
+
+// purchaseRecord is a purchase of id by member 1 as produced to the
+// purchase topic, for topic and partition (not produced).
+func (s *replayStack) purchaseRecord(t *testing.T, topic string, part int32, id string) *kgo.Record {
+	t.Helper()
+	ev := &events.PurchaseCompleted{TransactionID: id, LoyaltyID: sim.MemberID(1), TransactionDate: time.Now(), Amount: 5000, Currency: "VND"}
+	v, err := s.cd.Encode(codec.DefaultPurchaseTopic, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &kgo.Record{Topic: topic, Partition: part, Key: []byte(ev.LoyaltyID), Value: v}
+}
+
+// write produces recs to their partitions and returns them with their
+// offsets.
+func (s *replayStack) write(t *testing.T, recs ...*kgo.Record) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.st.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// errorEvent writes a retryable error event naming the position of src to
+// the purchase error topic, carrying orig as its original unless orig is
+// nil, and returns the error event's record.
+func (s *replayStack) errorEvent(t *testing.T, src, orig *kgo.Record) *kgo.Record {
+	t.Helper()
+	e := &events.LoyaltyError{TransactionID: "x", Category: events.CategoryTransientExhausted,
+		Retryable: true, Detail: "test", Attempts: 1, ProcessedAt: time.Now(),
+		Source: events.ErrorSource{Topic: src.Topic, Partition: src.Partition, Offset: src.Offset, Timestamp: src.Timestamp}}
+	if orig != nil {
+		e.OriginalKey, e.OriginalValue = orig.Key, orig.Value
+	}
+	topic := codec.DefaultPurchaseTopic + ".error"
+	v, err := s.cd.EncodeError(topic, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.write(t, &kgo.Record{Topic: topic, Partition: 0, Key: []byte("x"), Value: v})[0]
+}
+
+func pos(r *kgo.Record) string { return events.SourceID(r.Topic, r.Partition, r.Offset) }
+
+// An error event whose original differs from the record at its source
+// position (someone wrote the error topic) makes neither be replayed; it is
+// counted, and named by positions only; the rest of the replay goes on.
+func TestReplayFromErrorsOriginalMismatch(t *testing.T) {
+	s := newReplayStack(t)
+	src := s.write(t, s.purchaseRecord(t, codec.DefaultPurchaseTopic, 0, "src-1"), s.purchaseRecord(t, codec.DefaultPurchaseTopic, 1, "src-2"))
+	forged := s.purchaseRecord(t, codec.DefaultPurchaseTopic, 0, "forged-1")
+	bad := s.errorEvent(t, src[0], forged)
+	s.errorEvent(t, src[1], src[1]) // a true copy: replayed from the source
+
+	code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error")
+	if code != 1 || outcome(t, out, "not replayed: original differs from source") != 1 || outcome(t, out, "APPLIED") != 1 ||
+		outcome(t, out, "replayed from their source") != 1 {
+		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
+	}
+	if line := fmt.Sprintf("error event %s: its original differs from the source record %s", pos(bad), pos(src[0])); !strings.Contains(out, line) {
+		t.Errorf("no line %q:\n%s", line, out)
+	}
+	for _, id := range []string{"src-1", "forged-1", sim.MemberID(1)} {
+		if strings.Contains(out+errs, id) {
+			t.Errorf("the output names %s:\n%s\n%s", id, out, errs)
+		}
+	}
+	if s.st.Sim.Effects("src-1") != 0 || s.st.Sim.Effects("forged-1") != 0 || s.st.Sim.Effects("src-2") != 1 ||
+		s.st.Sim.TotalCalls(sim.EndpointAccrual) != 1 {
+		t.Errorf("accruals: src-1 %d, forged-1 %d, src-2 %d, calls %d (want 0, 0, 1, 1)", s.st.Sim.Effects("src-1"),
+			s.st.Sim.Effects("forged-1"), s.st.Sim.Effects("src-2"), s.st.Sim.TotalCalls(sim.EndpointAccrual))
+	}
+}
+
+// An error event without its original (the default) has the record at its
+// source position replayed, with the source record's own headers.
+func TestReplayFromErrorsReadsTheSource(t *testing.T) {
+	s := newReplayStack(t)
+	in := s.purchaseRecord(t, codec.DefaultPurchaseTopic, 1, "src-1")
+	in.Headers = []kgo.RecordHeader{{Key: bridge.HeaderCorrelationID, Value: []byte("corr-source")}}
+	src := s.write(t, in)
+	s.errorEvent(t, src[0], nil)
+
+	code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error")
+	if code != 0 || outcome(t, out, "APPLIED") != 1 || outcome(t, out, "replayed from their source") != 1 {
+		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
+	}
+	if s.st.Sim.Effects("src-1") != 1 || s.st.Sim.TotalCalls(sim.EndpointAccrual) != 1 {
+		t.Errorf("src-1: %d accruals, %d calls (want 1)", s.st.Sim.Effects("src-1"), s.st.Sim.TotalCalls(sim.EndpointAccrual))
+	}
+	res := s.replies(t, codec.DefaultPurchaseTopic+".result", 1)
+	corr := ""
+	for _, h := range res[0].Headers {
+		if h.Key == bridge.HeaderCorrelationID {
+			corr = string(h.Value)
+		}
+	}
+	if string(res[0].Key) != "src-1" || corr != "corr-source" {
+		t.Errorf("result %s with correlation id %q", res[0].Key, corr)
+	}
+}
+
+// A source record that retention deleted is replayed from the original in
+// its error event only with --trust-error-originals.
+func TestReplayFromErrorsSourceTrimmed(t *testing.T) {
+	s := newReplayStack(t)
+	src := s.write(t, s.purchaseRecord(t, codec.DefaultPurchaseTopic, 0, "gone-1"))
+	s.errorEvent(t, src[0], src[0])
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: src[0].Topic, Partition: src[0].Partition, At: src[0].Offset + 1})
+	if _, err := s.adm.DeleteRecords(context.Background(), del); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error")
+	if code != 1 || outcome(t, out, "not replayed: source gone") != 1 || outcome(t, out, "total") != 0 ||
+		!strings.Contains(out, "not replayable: "+pos(src[0])+" (no longer retained") {
+		t.Fatalf("replay without trust: exit %d\n%s\n%s", code, out, errs)
+	}
+	if n := s.st.Sim.TotalCalls(sim.EndpointAccrual); n != 0 {
+		t.Fatalf("%d accrual calls without trusting the original", n)
+	}
+
+	code, out, errs = s.cli(t, "replay", "--from-errors", "loyalty.purchase.error", "--trust-error-originals")
+	if code != 0 || outcome(t, out, "APPLIED") != 1 || outcome(t, out, "replayed from error-event originals") != 1 ||
+		outcome(t, out, "not replayed: source gone") != 0 {
+		t.Fatalf("replay with trust: exit %d\n%s\n%s", code, out, errs)
+	}
+	if s.st.Sim.Effects("gone-1") != 1 {
+		t.Errorf("gone-1: %d accruals with the original trusted, want 1", s.st.Sim.Effects("gone-1"))
+	}
+}
+
+// An error event on loyalty.purchase.error naming a position outside
+// loyalty.purchase (a topic that is no input, or another input) is refused:
+// the topic is never asked about, let alone read, and nothing is called.
+func TestReplayFromErrorsRefusesOtherTopics(t *testing.T) {
+	s := newReplayStack(t)
+	ctx := context.Background()
+	const shadow = "shadow.purchase"
+	if _, err := s.adm.CreateTopic(ctx, 1, 1, nil, shadow); err != nil {
+		t.Fatal(err)
+	}
+	link, err := s.cd.Encode(codec.DefaultMemberOnboardingTopic,
+		&events.MemberLinkRequested{TransactionID: "link-1", LoyaltyID: sim.MemberID(2), PartnerMemberID: "P-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := s.write(t, s.purchaseRecord(t, shadow, 0, "shadow-1"),
+		&kgo.Record{Topic: codec.DefaultMemberOnboardingTopic, Partition: 0, Key: []byte(sim.MemberID(2)), Value: link})
+	evs := []*kgo.Record{s.errorEvent(t, other[0], other[0]), s.errorEvent(t, other[1], nil)}
+
+	ids := map[[16]byte]string{}
+	td, err := s.adm.ListTopics(ctx, shadow, codec.DefaultMemberOnboardingTopic, codec.DefaultPurchaseTopic+".error")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range td {
+		ids[d.ID] = d.Topic
+	}
+	// Requests naming a topic, by kind. Fetch names topics by id in
+	// recent versions; the replay (like run) checks that the input topics
+	// exist, so a metadata request naming the other input is expected.
+	var mu sync.Mutex
+	asked := map[string]int{}
+	for _, key := range []kmsg.Key{kmsg.Metadata, kmsg.ListOffsets, kmsg.Fetch} {
+		s.st.Cluster.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			s.st.Cluster.KeepControl()
+			mu.Lock()
+			defer mu.Unlock()
+			switch r := req.(type) {
+			case *kmsg.MetadataRequest:
+				for _, t := range r.Topics {
+					if t.Topic != nil {
+						asked["metadata "+*t.Topic]++
+					}
+				}
+			case *kmsg.ListOffsetsRequest:
+				for _, t := range r.Topics {
+					asked["offsets "+t.Topic]++
+				}
+			case *kmsg.FetchRequest:
+				for _, t := range r.Topics {
+					asked["fetch "+t.Topic+ids[t.TopicID]]++
+				}
+			}
+			return nil, nil, false
+		})
+	}
+	before := map[string]int{}
+	for _, ep := range sim.AllEndpoints {
+		before[ep] = s.st.Sim.TotalCalls(ep)
+	}
+
+	code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error")
+	if code != 1 || outcome(t, out, "refused: source outside the input topic") != 2 || outcome(t, out, "total") != 0 {
+		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
+	}
+	for i, ev := range evs {
+		if line := fmt.Sprintf("error event %s names %q/%d/%d", pos(ev), other[i].Topic, other[i].Partition, other[i].Offset); !strings.Contains(out, line) {
+			t.Errorf("no line %q:\n%s", line, out)
+		}
+	}
+	mu.Lock()
+	for _, k := range []string{"metadata " + shadow, "offsets " + shadow, "fetch " + shadow,
+		"offsets " + codec.DefaultMemberOnboardingTopic, "fetch " + codec.DefaultMemberOnboardingTopic} {
+		if asked[k] != 0 {
+			t.Errorf("%d requests %s", asked[k], k)
+		}
+	}
+	if asked["fetch "+codec.DefaultPurchaseTopic+".error"] == 0 {
+		t.Errorf("the error topic was not fetched either: the requests are not seen (%v)", asked)
+	}
+	mu.Unlock()
+	for _, ep := range sim.AllEndpoints {
+		if n := s.st.Sim.TotalCalls(ep) - before[ep]; n != 0 && ep != sim.EndpointToken && ep != sim.EndpointExchangeToken {
+			t.Errorf("%s called %d times", ep, n)
 		}
 	}
 }

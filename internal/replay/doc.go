@@ -1,6 +1,6 @@
 // Package replay re-runs input records through the bridge after the fact:
-// a partition's offset range, a time window, or the originals carried by
-// error events ("reprocess what failed").
+// a partition's offset range, a time window, or the records named by error
+// events ("reprocess what failed").
 //
 // # Model
 //
@@ -29,13 +29,51 @@
 // traffic of the partner API. A record counts as done when Kafka has
 // acknowledged its output.
 //
-// From error events, each original record is replayed once however many
-// error events name it, in source offset order. An event without its
-// original (a PII-strict deployment) is replayed from its source position
-// while the source topic still retains it, and reported as not replayable
-// otherwise. By default only retryable error events are chosen
-// (TRANSIENT_EXHAUSTED, AUTH, transient INTERNAL): replaying a DECODE or
-// VALIDATION failure gives the same failure unless the bridge changed.
+// From error events, each source record named is replayed once however
+// many error events name it, in source offset order. By default only
+// retryable error events are chosen (TRANSIENT_EXHAUSTED, AUTH, transient
+// INTERNAL): replaying a DECODE or VALIDATION failure gives the same
+// failure unless the bridge changed.
+//
+// # Error events are claims
+//
+// An error event says "the record at this source position failed"; it may
+// also carry that record (originalKey/originalValue, with the bridge's
+// --include-original). Anyone who can write an error topic can write such
+// a claim, and a replay sends what it replays to the partner: taking the
+// carried record at its word would let a writer of the error topic have
+// any accrual made. So a replay from error events trusts the input topics,
+// which it reads, and not the error events, which only point:
+//
+//   - The record replayed is the one read at the error event's source
+//     position, from the input topic whose error topic is being read
+//     (Options.Inputs). An error event naming any other topic, or a
+//     position that topic does not have (no such partition, an offset
+//     past its end), is refused without reading anything.
+//   - A carried original is compared with the source record (key and value
+//     bytes, by SHA-256 digest). If any error event naming a record carries
+//     an original that differs, neither the source record nor the original
+//     is replayed: the error topic has a writer other than the bridge (or
+//     the input topic was recreated under it), which is for a person to
+//     look at, not for a replay to guess. It is counted, and a line names
+//     the error event's position and the source position, nothing else.
+//   - The carried original is a fallback for a record the source no longer
+//     holds (retention deleted it, compaction removed it), and only with
+//     Options.TrustErrorOriginals (`--trust-error-originals`). The default
+//     is off because the check above cannot protect this case: a forged
+//     error event can name an offset below the log start, where there is
+//     nothing to compare with. Such records are counted as "source gone".
+//     An operator who sets the option asserts what the replay cannot
+//     check, that nobody but the bridge writes the error topic (its ACLs);
+//     even then, error events that disagree about one record are a
+//     mismatch, not a choice.
+//
+// What a forged error event can still do is have a real input record
+// replayed, as `replay --topic` could: the guard answers an applied
+// accrual or redemption ALREADY_APPLIED (onboarding, which has no
+// idempotency key, is the exception the README describes). The guard does
+// not make a carried original harmless: it stops an accrual from being
+// applied twice under one transactionId, not one made up under a new one.
 //
 // A dry run decodes and validates each record and says what would be
 // called, calling nothing and producing nothing.

@@ -3,13 +3,17 @@ package replay
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
@@ -55,19 +59,39 @@ func (c coord) compare(d coord) int {
 	return cmp.Or(cmp.Compare(c.topic, d.topic), cmp.Compare(c.partition, d.partition), cmp.Compare(c.offset, d.offset))
 }
 
-// FromErrors replays the original records of the error events on
-// errorTopic that f chooses, as they were when they failed, each once
-// however many error events name it, in source offset order. The error
-// topic is read up to its end when FromErrors is called, so the error
-// events the replay itself writes are not replayed again. An original not
-// carried in its event (a PII-strict deployment) is read from its source
-// position if the source topic still retains it; otherwise it is listed in
-// Summary.NotReplayable.
+// FromErrors replays the source records named by the error events on
+// errorTopic that f chooses, each once however many error events name it,
+// in source offset order. The error topic is read up to its end when
+// FromErrors is called, so the error events the replay itself writes are
+// not replayed again.
 //
-// The chosen originals are held in memory until they are replayed (they
-// must be sorted by source position): about their total size.
+// An error event is a claim, not a record: anyone who can write the error
+// topic can write one. So each source record is read at the position its
+// error events name, from the input topic whose error topic this is, and
+// that is what is replayed:
+//   - an error event naming a position outside that input topic (another
+//     topic, a partition it does not have, an offset not yet written) is
+//     refused without reading anything (Summary.Refused);
+//   - an original carried in an error event must equal the source record
+//     (key and value bytes); if any differs, neither is replayed
+//     (Summary.Mismatched) and a line names the error event and the source
+//     position;
+//   - a record the source no longer holds (retention, compaction) is
+//     replayed from the original its error events carry only with
+//     Options.TrustErrorOriginals, and only when they all carry the same
+//     one; otherwise it is counted in Summary.SourceGone.
+//
+// What is held in memory until the replay starts is the source records
+// read (about their total size) and, per error event, its position and a
+// digest of its original; the carried originals themselves only with
+// Options.TrustErrorOriginals.
 func (r *Replayer) FromErrors(ctx context.Context, errorTopic string, f ErrorFilter) (*Summary, error) {
 	sum := newSummary()
+	sum.fromErrors = true
+	input, ok := r.inputOf(errorTopic)
+	if !ok {
+		return sum, fmt.Errorf("replay: %s is not the error topic of an input topic (%s)", errorTopic, strings.Join(r.o.Inputs, ", "))
+	}
 	parts, err := r.partitions(ctx, errorTopic, -1)
 	if err != nil {
 		return sum, err
@@ -88,10 +112,9 @@ func (r *Replayer) FromErrors(ctx context.Context, errorTopic string, f ErrorFil
 		ranges = append(ranges, Range{Topic: errorTopic, Partition: p, From: max(b.start, froms[p]), To: b.end})
 	}
 
-	originals := map[coord]*kgo.Record{}
-	var missing []coord
+	claims := map[coord]*claim{}
 	err = r.stream(ctx, ranges, func(rec *kgo.Record) error {
-		at := events.SourceID(rec.Topic, rec.Partition, rec.Offset)
+		at := coord{rec.Topic, rec.Partition, rec.Offset}
 		v, err := r.o.Codec.Decode(ctx, errorTopic, rec.Value)
 		if err != nil {
 			var de *codec.DecodeError
@@ -110,34 +133,36 @@ func (r *Replayer) FromErrors(ctx context.Context, errorTopic string, f ErrorFil
 			return nil
 		}
 		c := coord{e.Source.Topic, e.Source.Partition, e.Source.Offset}
-		if _, seen := originals[c]; seen {
+		if c.topic != input || c.partition < 0 || c.offset < 0 {
+			r.refuse(sum, at, 1, c, input, "not a position of "+input)
 			return nil
 		}
-		if e.OriginalValue == nil {
-			originals[c] = nil
-			missing = append(missing, c)
-			return nil
+		cl := claims[c]
+		if cl == nil {
+			cl = &claim{first: at}
+			claims[c] = cl
 		}
-		originals[c] = &kgo.Record{Topic: c.topic, Partition: c.partition, Offset: c.offset,
-			Key: e.OriginalKey, Value: e.OriginalValue, Timestamp: e.Source.Timestamp, Headers: traceHeaders(rec.Headers)}
+		cl.events++
+		if e.OriginalValue != nil {
+			cl.carried = append(cl.carried, carried{at: at, digest: digestOf(e.OriginalKey, e.OriginalValue)})
+			if cl.fallback == nil && r.o.TrustErrorOriginals {
+				cl.fallback = &kgo.Record{Topic: c.topic, Partition: c.partition, Offset: c.offset,
+					Key: e.OriginalKey, Value: e.OriginalValue, Timestamp: e.Source.Timestamp, Headers: traceHeaders(rec.Headers)}
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		return sum, err
 	}
-	if err := r.fetchOriginals(ctx, missing, originals, sum); err != nil {
+	recs, err := r.resolve(ctx, input, claims, sum)
+	if err != nil {
 		return sum, err
 	}
-	recs := make([]*kgo.Record, 0, len(originals))
-	for _, rec := range originals {
-		if rec != nil {
-			recs = append(recs, rec)
-		}
-	}
+	clear(claims)
 	slices.SortFunc(recs, func(a, b *kgo.Record) int {
 		return coord{a.Topic, a.Partition, a.Offset}.compare(coord{b.Topic, b.Partition, b.Offset})
 	})
-	clear(originals)
 	err = r.run(ctx, len(recs), func(ctx context.Context, emit func(*kgo.Record) error) error {
 		for i, rec := range recs {
 			recs[i] = nil // handed over: the scheduler holds it until it is done
@@ -150,8 +175,50 @@ func (r *Replayer) FromErrors(ctx context.Context, errorTopic string, f ErrorFil
 	return sum, err
 }
 
+// inputOf is the input topic (of Options.Inputs) whose error topic is
+// errorTopic.
+func (r *Replayer) inputOf(errorTopic string) (string, bool) {
+	for _, in := range r.o.Inputs {
+		if (codec.Topics{}).ErrorTopic(in) == errorTopic {
+			return in, true
+		}
+	}
+	return "", false
+}
+
+// claim is what the chosen error events say about one source position.
+type claim struct {
+	first    coord       // the first error event naming it
+	events   int         // error events naming it
+	carried  []carried   // those of them that carry an original
+	fallback *kgo.Record // the first carried original, kept only with TrustErrorOriginals
+}
+
+// carried is an error event's original, as a digest: enough to compare it
+// with the source record and with the other error events' originals
+// without holding every copy.
+type carried struct {
+	at     coord
+	digest [sha256.Size]byte
+}
+
+// digestOf is a digest of a record's key and value (a nil key and an
+// empty one are the same, as a carried original does not tell them apart).
+func digestOf(key, value []byte) [sha256.Size]byte {
+	h := sha256.New()
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(key)))
+	h.Write(n[:])
+	h.Write(key)
+	h.Write(value)
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
+}
+
 // traceHeaders are the input headers the bridge copies to its outputs; an
-// error event's record carries them, so a replayed output carries them too.
+// error event's record carries them, so an output replayed from an error
+// event's original carries them too.
 func traceHeaders(hs []kgo.RecordHeader) []kgo.RecordHeader {
 	var out []kgo.RecordHeader
 	for _, h := range hs {
@@ -162,71 +229,118 @@ func traceHeaders(hs []kgo.RecordHeader) []kgo.RecordHeader {
 	return out
 }
 
-// fetchOriginals reads the originals that error events did not carry from
-// their source positions, one pass per partition over the span they cover.
-// Those no longer retained (or never found) are listed as not replayable.
-func (r *Replayer) fetchOriginals(ctx context.Context, missing []coord, originals map[coord]*kgo.Record, sum *Summary) error {
-	if len(missing) == 0 {
-		return nil
+// maxNamedTopic bounds how much of a topic name taken from an error event
+// (anyone's writing, for a refused one) a line repeats.
+const maxNamedTopic = 100
+
+// refuse counts n error events naming c, the first at at, as refused.
+func (r *Replayer) refuse(sum *Summary, at coord, n int, c coord, input, why string) {
+	sum.Refused += n
+	more := ""
+	if n > 1 {
+		more = fmt.Sprintf(" (and %d more error events)", n-1)
 	}
-	slices.SortFunc(missing, coord.compare)
-	unreplayable := func(c coord, why string) {
-		sum.NotReplayable = append(sum.NotReplayable, fmt.Sprintf("%s (original not in its error event, %s)", c, why))
-		delete(originals, c)
-	}
-	byTopic := map[string][]coord{}
-	for _, c := range missing {
-		byTopic[c.topic] = append(byTopic[c.topic], c)
-	}
-	wanted := map[coord]bool{}
-	var ranges []Range
-	for _, topic := range slices.Sorted(maps.Keys(byTopic)) {
-		bs, err := r.bounds(ctx, topic)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			for _, c := range byTopic[topic] {
-				unreplayable(c, fmt.Sprintf("and its topic cannot be read: %v", err))
-			}
+	src := fmt.Sprintf("%.*q/%d/%d", maxNamedTopic, c.topic, c.partition, c.offset)
+	sum.NotReplayable = append(sum.NotReplayable, fmt.Sprintf("error event %s%s names %s: %s (refused, nothing read)", at, more, src, why))
+	r.log.Warn("replay: refused an error event whose source is outside its input topic",
+		zap.String("error_event", at.String()), zap.Int("more_error_events", n-1), zap.String("source", src),
+		zap.String("input_topic", input), zap.String("why", why))
+}
+
+// mismatch reports the error events of cl whose original's digest is not
+// want (that of the source record, or of the first carried original when
+// the source is gone) and counts the record as mismatched; it reports
+// whether there was any.
+func (r *Replayer) mismatch(sum *Summary, c coord, cl *claim, want [sha256.Size]byte, against string) bool {
+	bad := false
+	for _, x := range cl.carried {
+		if x.digest == want {
 			continue
 		}
-		spans := map[int32]*Range{}
-		for _, c := range byTopic[topic] {
-			b, ok := bs[c.partition]
-			switch {
-			case !ok:
-				unreplayable(c, "and its partition no longer exists")
-			case c.offset < b.start:
-				unreplayable(c, "and no longer retained")
-			case c.offset >= b.end:
-				unreplayable(c, "and beyond the end of its topic")
-			default:
-				wanted[c] = true
-				if s := spans[c.partition]; s != nil {
-					s.To = c.offset + 1 // missing is sorted
-				} else {
-					spans[c.partition] = &Range{Topic: topic, Partition: c.partition, From: c.offset, To: c.offset + 1}
-				}
+		bad = true
+		sum.NotReplayable = append(sum.NotReplayable,
+			fmt.Sprintf("error event %s: its original differs from %s %s (neither replayed)", x.at, against, c))
+		r.log.Warn("replay: an error event's original differs from its source record; neither replayed",
+			zap.String("error_event", x.at.String()), zap.String("source", c.String()), zap.String("compared_with", against))
+	}
+	if bad {
+		sum.Mismatched++
+	}
+	return bad
+}
+
+// resolve decides what to replay for each claimed position of input: the
+// source record when it is there and every carried original equals it;
+// the carried original when the source is gone, it is trusted and the
+// error events agree on it; nothing otherwise, counted in sum. Source
+// records are read in one pass per partition over the span claimed.
+func (r *Replayer) resolve(ctx context.Context, input string, claims map[coord]*claim, sum *Summary) ([]*kgo.Record, error) {
+	if len(claims) == 0 {
+		return nil, nil
+	}
+	bs, err := r.bounds(ctx, input)
+	if err != nil {
+		return nil, err
+	}
+	wanted := map[coord]bool{}
+	gone := map[coord]string{}
+	spans := map[int32]*Range{}
+	for _, c := range slices.SortedFunc(maps.Keys(claims), coord.compare) {
+		cl := claims[c]
+		b, ok := bs[c.partition]
+		switch {
+		case !ok:
+			r.refuse(sum, cl.first, cl.events, c, input, fmt.Sprintf("%s has no partition %d", input, c.partition))
+		case c.offset >= b.end:
+			r.refuse(sum, cl.first, cl.events, c, input, fmt.Sprintf("beyond the end (%d) of its partition", b.end))
+		case c.offset < b.start:
+			gone[c] = fmt.Sprintf("no longer retained: the log starts at %d", b.start)
+		default:
+			wanted[c] = true
+			if s := spans[c.partition]; s != nil {
+				s.To = c.offset + 1 // sorted
+			} else {
+				spans[c.partition] = &Range{Topic: input, Partition: c.partition, From: c.offset, To: c.offset + 1}
 			}
 		}
-		for _, p := range slices.Sorted(maps.Keys(spans)) {
-			ranges = append(ranges, *spans[p])
-		}
 	}
-	err := r.stream(ctx, ranges, func(rec *kgo.Record) error {
+	var ranges []Range
+	for _, p := range slices.Sorted(maps.Keys(spans)) {
+		ranges = append(ranges, *spans[p])
+	}
+	var recs []*kgo.Record
+	err = r.stream(ctx, ranges, func(rec *kgo.Record) error {
 		c := coord{rec.Topic, rec.Partition, rec.Offset}
-		if wanted[c] {
-			originals[c] = rec
-			delete(wanted, c)
+		if !wanted[c] {
+			return nil
+		}
+		delete(wanted, c)
+		if !r.mismatch(sum, c, claims[c], digestOf(rec.Key, rec.Value), "the source record") {
+			recs = append(recs, rec)
+			sum.FromSource++
 		}
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("source records of %s: %w", input, err)
 	}
-	for _, c := range slices.SortedFunc(maps.Keys(wanted), coord.compare) {
-		unreplayable(c, "and not found at its position (compacted or aborted)")
+	for c := range wanted {
+		gone[c] = "not found at its position (compacted, or not a committed record)"
 	}
-	return nil
+	for _, c := range slices.SortedFunc(maps.Keys(gone), coord.compare) {
+		cl := claims[c]
+		switch {
+		case len(cl.carried) == 0:
+			sum.SourceGone++
+			sum.NotReplayable = append(sum.NotReplayable, fmt.Sprintf("%s (%s; its error event %s carries no original)", c, gone[c], cl.first))
+		case !r.o.TrustErrorOriginals:
+			sum.SourceGone++
+			sum.NotReplayable = append(sum.NotReplayable, fmt.Sprintf(
+				"%s (%s; the original in error event %s is not used unless error-event originals are trusted)", c, gone[c], cl.carried[0].at))
+		case !r.mismatch(sum, c, cl, cl.carried[0].digest, "the original of error event "+cl.carried[0].at.String()+" for source"):
+			recs = append(recs, cl.fallback)
+			sum.FromErrorOriginals++
+		}
+	}
+	return recs, nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/replay"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
@@ -27,7 +28,8 @@ func Example() {
 		panic(err)
 	}
 	r, err := replay.New(replay.Options{Kafka: deps.KafkaOpts, Codec: deps.Codec, Handle: br.Handle, Fallback: br.Fallback,
-		Rate: 50, Progress: func(done, total int) { fmt.Fprintf(os.Stderr, "\r%d/%d", done, total) }})
+		Inputs: codec.DefaultTopics().Inputs(), // the configured input topics: error events naming others are refused
+		Rate:   50, Progress: func(done, total int) { fmt.Fprintf(os.Stderr, "\r%d/%d", done, total) }})
 	if err != nil {
 		panic(err)
 	}

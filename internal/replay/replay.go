@@ -32,6 +32,21 @@ type Options struct {
 	// Codec decodes inputs (dry run), error events (FromErrors) and
 	// outputs (the summary's outcomes).
 	Codec *codec.Codec
+	// Inputs are the configured input topics. FromErrors reads only the
+	// error topic of one of them, and reads a source record only from
+	// that input topic: an error event naming any other topic is refused.
+	// Empty: FromErrors refuses to run.
+	Inputs []string
+	// TrustErrorOriginals lets FromErrors replay the original carried in
+	// an error event (originalKey/originalValue, written with
+	// --include-original) when its source no longer holds the record.
+	// Off (the default), such records are counted in Summary.SourceGone:
+	// whoever can write an error topic could otherwise have anything
+	// accrued by naming an offset that retention already deleted. Set it
+	// only when the error topic's write ACL is the bridge's alone. While
+	// the source holds the record, a carried original is never used: it
+	// is checked against the source instead.
+	TrustErrorOriginals bool
 	// Handle and Fallback process a record: the bridge's, in replay mode
 	// (guard always on, outputs marked replayed). Handle must return an
 	// error only when its context ended; any other error goes to Fallback,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.uber.org/goleak"
@@ -34,6 +36,7 @@ var topics = codec.DefaultTopics()
 // result (or what answer says).
 type harness struct {
 	t       *testing.T
+	c       *kfake.Cluster
 	brokers []string
 	cd      *codec.Codec
 	cl      *kgo.Client // manual partitioner, no linger
@@ -67,7 +70,7 @@ func newHarness(t *testing.T, opts ...kfake.Opt) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, brokers: c.ListenAddrs(), cd: cd, busy: map[string]bool{}}
+	h := &harness{t: t, c: c, brokers: c.ListenAddrs(), cd: cd, busy: map[string]bool{}}
 	h.cl, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +163,7 @@ func (h *harness) fallback(rec *kgo.Record, cause error) ([]*kgo.Record, error) 
 func (h *harness) replayer(mod func(*Options)) *Replayer {
 	h.t.Helper()
 	o := Options{Kafka: []kgo.Opt{kgo.SeedBrokers(h.brokers...)}, Codec: h.cd, Handle: h.handle, Fallback: h.fallback,
-		MaxInFlight: 4}
+		MaxInFlight: 4, Inputs: topics.Inputs()}
 	if mod != nil {
 		mod(&o)
 	}
@@ -378,19 +381,31 @@ func TestReplayEndsOnTransactionMarkers(t *testing.T) {
 // produced) onto its error topic.
 func (h *harness) errorEvent(in *kgo.Record, cat events.Category, retryable, withOriginal bool, at time.Time) {
 	h.t.Helper()
-	e := &events.LoyaltyError{TransactionID: "x", Category: cat, Retryable: retryable, Detail: "test", Attempts: 1,
-		Source:      events.ErrorSource{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset, Timestamp: in.Timestamp},
-		ProcessedAt: at}
+	var orig *kgo.Record
 	if withOriginal {
-		e.OriginalKey, e.OriginalValue = in.Key, in.Value
+		orig = in
 	}
-	v, err := h.cd.EncodeError(topics.ErrorTopic(in.Topic), e)
+	h.claim(topics.ErrorTopic(in.Topic), events.ErrorSource{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset, Timestamp: in.Timestamp},
+		orig, cat, retryable, at)
+}
+
+// claim produces an error event onto errorTopic naming src, carrying
+// orig's key and value as its original unless orig is nil, and returns it.
+func (h *harness) claim(errorTopic string, src events.ErrorSource, orig *kgo.Record, cat events.Category, retryable bool, at time.Time) *kgo.Record {
+	h.t.Helper()
+	e := &events.LoyaltyError{TransactionID: "x", Category: cat, Retryable: retryable, Detail: "test", Attempts: 1,
+		Source: src, ProcessedAt: at}
+	key := "?"
+	if orig != nil {
+		e.OriginalKey, e.OriginalValue, key = orig.Key, orig.Value, string(orig.Key)
+	}
+	v, err := h.cd.EncodeError(errorTopic, e)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.produce(&kgo.Record{Topic: topics.ErrorTopic(in.Topic), Partition: int32(len(in.Value) % 2), Key: []byte("x"), Value: v,
-		Headers: []kgo.RecordHeader{{Key: bridge.HeaderCorrelationID, Value: []byte("corr-" + string(in.Key))},
-			{Key: bridge.HeaderSourceTopic, Value: []byte(in.Topic)}}})
+	return h.produce(&kgo.Record{Topic: errorTopic, Partition: int32(len(v) % 2), Key: []byte("x"), Value: v,
+		Headers: []kgo.RecordHeader{{Key: bridge.HeaderCorrelationID, Value: []byte("corr-" + key)},
+			{Key: bridge.HeaderSourceTopic, Value: []byte(src.Topic)}}})[0]
 }
 
 func TestReplayFromErrors(t *testing.T) {
@@ -398,21 +413,24 @@ func TestReplayFromErrors(t *testing.T) {
 	now := time.Now()
 	var in []*kgo.Record
 	for i := range 8 {
-		in = append(in, h.purchase(int32(i%2), fmt.Sprintf("L-%d", i), fmt.Sprintf("T-%d", i), time.Time{}))
+		rec := h.purchase(int32(i%2), fmt.Sprintf("L-%d", i), fmt.Sprintf("T-%d", i), time.Time{})
+		rec.Headers = []kgo.RecordHeader{{Key: bridge.HeaderCorrelationID, Value: fmt.Appendf(nil, "src-L-%d", i)}}
+		in = append(in, rec)
 	}
 	h.produce(in...)
-	// 0, 1: originals carried; 1 failed twice (a replay that failed again).
-	h.errorEvent(in[1], events.CategoryTransientExhausted, true, true, now)
+	// 0, 3: originals carried (checked against the source, replayed from
+	// it); 3 failed twice (a replay that failed again).
+	h.errorEvent(in[3], events.CategoryTransientExhausted, true, true, now)
 	h.errorEvent(in[0], events.CategoryTransientExhausted, true, true, now)
-	h.errorEvent(in[1], events.CategoryTransientExhausted, true, true, now)
-	// 2, 3: PII-strict, read from the source; 3 is gone (log start moved).
+	h.errorEvent(in[3], events.CategoryTransientExhausted, true, true, now)
+	// 2, 1: PII-strict, read from the source; 1 is gone (log start moved).
 	h.errorEvent(in[2], events.CategoryAuth, true, false, now)
-	h.errorEvent(in[3], events.CategoryTransientExhausted, true, false, now)
+	h.errorEvent(in[1], events.CategoryTransientExhausted, true, false, now)
 	// 4: permanent, not chosen by default; 5: before --since.
 	h.errorEvent(in[4], events.CategoryValidation, false, true, now)
 	h.errorEvent(in[5], events.CategoryTransientExhausted, true, true, now.Add(-48*time.Hour))
 	del := kadm.Offsets{}
-	del.Add(kadm.Offset{Topic: topics.Purchase, Partition: in[3].Partition, At: in[3].Offset + 1})
+	del.Add(kadm.Offset{Topic: topics.Purchase, Partition: in[1].Partition, At: in[1].Offset + 1})
 	if _, err := h.adm.DeleteRecords(context.Background(), del); err != nil {
 		t.Fatal(err)
 	}
@@ -424,13 +442,14 @@ func TestReplayFromErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{events.SourceID(topics.Purchase, 0, in[0].Offset), events.SourceID(topics.Purchase, 0, in[2].Offset),
-		events.SourceID(topics.Purchase, 1, in[1].Offset)}
+		events.SourceID(topics.Purchase, 1, in[3].Offset)}
 	got := h.positions()
 	if fmt.Sprint(slices.Sorted(slices.Values(got))) != fmt.Sprint(slices.Sorted(slices.Values(want))) {
 		t.Errorf("replayed %v, want %v", got, want)
 	}
 	if sum.OK() || len(sum.NotReplayable) != 1 || !strings.Contains(sum.NotReplayable[0], "no longer retained") ||
-		!strings.Contains(sum.Table(), "not replayable: "+events.SourceID(topics.Purchase, in[3].Partition, in[3].Offset)) {
+		sum.FromSource != 3 || sum.SourceGone != 1 || sum.FromErrorOriginals+sum.Mismatched+sum.Refused != 0 ||
+		!strings.Contains(sum.Table(), "not replayable: "+events.SourceID(topics.Purchase, in[1].Partition, in[1].Offset)) {
 		t.Errorf("summary:\n%s", sum.Table())
 	}
 	h.mu.Lock()
@@ -440,8 +459,8 @@ func TestReplayFromErrors(t *testing.T) {
 			t.Errorf("%s/%d/%d: not the original record", rec.Topic, rec.Partition, rec.Offset)
 		}
 		if rec.Offset == in[0].Offset && rec.Partition == 0 &&
-			(len(rec.Headers) != 1 || string(rec.Headers[0].Value) != "corr-L-0") {
-			t.Errorf("correlation id not carried over: %v", rec.Headers)
+			(len(rec.Headers) != 1 || string(rec.Headers[0].Value) != "src-L-0") {
+			t.Errorf("not the source record's headers: %v", rec.Headers)
 		}
 	}
 	h.handled = nil
@@ -451,6 +470,241 @@ func TestReplayFromErrors(t *testing.T) {
 	sum, err = r.FromErrors(c, topics.ErrorTopic(topics.Purchase), ErrorFilter{Categories: []events.Category{events.CategoryValidation}})
 	if err != nil || sum.Records != 1 || !sum.OK() {
 		t.Fatalf("%v\n%s", err, sum.Table())
+	}
+}
+
+func sourceOf(r *kgo.Record) events.ErrorSource {
+	return events.ErrorSource{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+}
+
+// An original carried in an error event is checked against the record at
+// its source position: one that differs (key or value) keeps both from
+// being replayed, whatever other error events say; it is counted and named
+// by position only, and the rest goes on.
+func TestReplayFromErrorsChecksOriginals(t *testing.T) {
+	h := newHarness(t)
+	now := time.Now()
+	in := h.produce(h.purchase(0, "L-0", "T-0", time.Time{}), h.purchase(0, "L-1", "T-1", time.Time{}),
+		h.purchase(1, "L-2", "T-2", time.Time{}), h.purchase(1, "L-3", "T-3", time.Time{}), h.purchase(1, "L-4", "T-4", time.Time{}))
+	forged := h.purchase(0, "L-forged", "T-forged", time.Time{})
+	et, cat := topics.ErrorTopic(topics.Purchase), events.CategoryTransientExhausted
+	bad := []*kgo.Record{h.claim(et, sourceOf(in[0]), forged, cat, true, now)}
+	h.claim(et, sourceOf(in[1]), in[1], cat, true, now) // a true copy, then a forged one
+	bad = append(bad, h.claim(et, sourceOf(in[1]), forged, cat, true, now))
+	h.claim(et, sourceOf(in[2]), in[2], cat, true, now)
+	h.claim(et, sourceOf(in[3]), nil, cat, true, now)
+	bad = append(bad, h.claim(et, sourceOf(in[4]), &kgo.Record{Key: []byte("L-other"), Value: in[4].Value}, cat, true, now))
+
+	sum, err := h.replayer(nil).FromErrors(ctxT(t), et, ErrorFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{events.SourceID(topics.Purchase, 1, in[2].Offset), events.SourceID(topics.Purchase, 1, in[3].Offset)}
+	if got := slices.Sorted(slices.Values(h.positions())); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("replayed %v, want %v", got, want)
+	}
+	tab := sum.Table()
+	if sum.OK() || sum.Mismatched != 3 || sum.FromSource != 2 || sum.Records != 2 || len(sum.NotReplayable) != 3 ||
+		!regexp.MustCompile(`(?m)^`+LabelMismatched+` +3$`).MatchString(tab) {
+		t.Errorf("summary:\n%s", tab)
+	}
+	for i, src := range []*kgo.Record{in[0], in[1], in[4]} {
+		line := fmt.Sprintf("error event %s/%d/%d: its original differs from the source record %s/%d/%d (neither replayed)",
+			bad[i].Topic, bad[i].Partition, bad[i].Offset, src.Topic, src.Partition, src.Offset)
+		if !strings.Contains(tab, line) {
+			t.Errorf("no line %q:\n%s", line, tab)
+		}
+	}
+	for _, pii := range []string{"L-forged", "T-forged", "L-other", "L-0", "T-0"} {
+		if strings.Contains(tab, pii) {
+			t.Errorf("the summary names %s:\n%s", pii, tab)
+		}
+	}
+}
+
+// A record the source no longer holds (below the log start, or no record
+// at its offset) is replayed from the original its error events carry only
+// with TrustErrorOriginals, and only if they agree on it.
+func TestReplayFromErrorsSourceGone(t *testing.T) {
+	h := newHarness(t)
+	now := time.Now()
+	in := h.produce(h.purchase(0, "L-0", "T-0", time.Time{}), h.purchase(0, "L-1", "T-1", time.Time{}),
+		h.purchase(0, "L-2", "T-2", time.Time{}))
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: topics.Purchase, Partition: 0, At: in[2].Offset + 1})
+	if _, err := h.adm.DeleteRecords(context.Background(), del); err != nil {
+		t.Fatal(err)
+	}
+	// Partition 1: a committed record at 0, its transaction marker at 1.
+	txn, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID("upstream"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Close()
+	c := ctxT(t)
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(c, h.purchase(1, "L-3", "T-3", time.Time{})).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.EndTransaction(c, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	marker := events.ErrorSource{Topic: topics.Purchase, Partition: 1, Offset: 1}
+
+	et, cat := topics.ErrorTopic(topics.Purchase), events.CategoryTransientExhausted
+	h.claim(et, sourceOf(in[0]), in[0], cat, true, now)
+	h.claim(et, sourceOf(in[1]), nil, cat, true, now)
+	h.claim(et, sourceOf(in[2]), in[2], cat, true, now) // two error events that disagree
+	h.claim(et, sourceOf(in[2]), h.purchase(0, "L-2", "T-forged", time.Time{}), cat, true, now)
+	atMarker := h.purchase(1, "L-m", "T-m", time.Time{})
+	h.claim(et, marker, atMarker, cat, true, now)
+
+	sum, err := h.replayer(nil).FromErrors(c, et, ErrorFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.positions()); n != 0 || sum.OK() || sum.SourceGone != 4 || sum.Mismatched != 0 || sum.FromErrorOriginals != 0 ||
+		!strings.Contains(sum.Table(), "not replayable: "+topics.Purchase+"/1/1 (not found at its position") ||
+		strings.Count(sum.Table(), "not used unless error-event originals are trusted") != 3 {
+		t.Fatalf("%d replayed without trusting error originals\n%s", n, sum.Table())
+	}
+
+	sum, err = h.replayer(func(o *Options) { o.TrustErrorOriginals = true }).FromErrors(c, et, ErrorFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{events.SourceID(topics.Purchase, 0, in[0].Offset), topics.Purchase + "/1/1"}
+	if got := slices.Sorted(slices.Values(h.positions())); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("replayed %v, want %v", got, want)
+	}
+	if sum.OK() || sum.FromErrorOriginals != 2 || sum.SourceGone != 1 || sum.Mismatched != 1 || sum.Records != 2 ||
+		!strings.Contains(sum.Table(), "its original differs from the original of error event") {
+		t.Errorf("summary:\n%s", sum.Table())
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, rec := range h.handled {
+		orig := in[0]
+		if rec.Partition == 1 {
+			orig = atMarker
+		}
+		if !bytes.Equal(rec.Key, orig.Key) || !bytes.Equal(rec.Value, orig.Value) ||
+			len(rec.Headers) != 1 || string(rec.Headers[0].Value) != "corr-"+string(orig.Key) {
+			t.Errorf("%s/%d/%d: not the carried original with its error event's trace headers", rec.Topic, rec.Partition, rec.Offset)
+		}
+	}
+}
+
+// An error event naming a position outside the input topic of its error
+// topic is refused: nothing about another topic is asked or read, and the
+// rest goes on. A replay of a topic that is not an input's error topic
+// does not start.
+func TestReplayFromErrorsRefusesOtherPositions(t *testing.T) {
+	h := newHarness(t)
+	now := time.Now()
+	c := ctxT(t)
+	const shadow = "shadow.purchase"
+	if _, err := h.adm.CreateTopic(c, 1, 1, nil, shadow); err != nil {
+		t.Fatal(err)
+	}
+	sh := h.purchase(0, "L-s", "T-s", time.Time{})
+	sh.Topic = shadow
+	rr := h.purchase(0, "L-r", "T-r", time.Time{})
+	rr.Topic = topics.RefundRedemption
+	in := h.produce(h.purchase(0, "L-0", "T-0", time.Time{}), sh, rr)
+	ids := map[[16]byte]string{}
+	td, err := h.adm.ListTopics(c, shadow, topics.RefundRedemption)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range td {
+		ids[d.ID] = d.Topic
+	}
+
+	et, cat := topics.ErrorTopic(topics.Purchase), events.CategoryTransientExhausted
+	claims := []struct {
+		src  events.ErrorSource
+		orig *kgo.Record
+		why  string
+	}{
+		{sourceOf(in[1]), in[1], "not a position of " + topics.Purchase},
+		{sourceOf(in[2]), nil, "not a position of " + topics.Purchase},
+		{events.ErrorSource{Topic: topics.Purchase, Partition: 7}, in[0], topics.Purchase + " has no partition 7"},
+		{events.ErrorSource{Topic: topics.Purchase, Partition: 0, Offset: 99}, in[0], "beyond the end (1) of its partition"},
+		{events.ErrorSource{Topic: topics.Purchase, Partition: 0, Offset: -1}, in[0], "not a position of " + topics.Purchase},
+	}
+	var evs []*kgo.Record
+	for _, cl := range claims {
+		evs = append(evs, h.claim(et, cl.src, cl.orig, cat, true, now))
+	}
+	h.claim(et, sourceOf(in[0]), nil, cat, true, now)
+
+	var mu sync.Mutex
+	asked := map[string]int{}
+	for _, key := range []kmsg.Key{kmsg.Metadata, kmsg.ListOffsets, kmsg.Fetch} {
+		h.c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			h.c.KeepControl()
+			mu.Lock()
+			defer mu.Unlock()
+			switch r := req.(type) {
+			case *kmsg.MetadataRequest:
+				for _, t := range r.Topics {
+					if t.Topic != nil {
+						asked[*t.Topic]++
+					}
+				}
+			case *kmsg.ListOffsetsRequest:
+				for _, t := range r.Topics {
+					asked[t.Topic]++
+				}
+			case *kmsg.FetchRequest:
+				for _, t := range r.Topics {
+					asked[t.Topic+ids[t.TopicID]]++
+				}
+			}
+			return nil, nil, false
+		})
+	}
+
+	sum, err := h.replayer(nil).FromErrors(c, et, ErrorFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.positions(); fmt.Sprint(got) != fmt.Sprintf("[%s/0/0]", topics.Purchase) {
+		t.Errorf("replayed %v", got)
+	}
+	tab := sum.Table()
+	if sum.OK() || sum.Refused != len(claims) || sum.FromSource != 1 || sum.Records != 1 {
+		t.Errorf("summary:\n%s", tab)
+	}
+	for i, cl := range claims {
+		line := fmt.Sprintf("error event %s/%d/%d names %q/%d/%d: %s (refused, nothing read)", evs[i].Topic, evs[i].Partition, evs[i].Offset,
+			cl.src.Topic, cl.src.Partition, cl.src.Offset, cl.why)
+		if !strings.Contains(tab, line) {
+			t.Errorf("no line %q:\n%s", line, tab)
+		}
+	}
+	mu.Lock()
+	if asked[shadow] != 0 || asked[topics.RefundRedemption] != 0 || asked[topics.Purchase] == 0 {
+		t.Errorf("requests naming topics: %v", asked)
+	}
+	mu.Unlock()
+
+	for _, tc := range []struct {
+		inputs []string
+		topic  string
+	}{
+		{topics.Inputs(), topics.ResultTopic(topics.Purchase)},
+		{topics.Inputs(), shadow + ".error"},
+		{nil, et},
+	} {
+		r := h.replayer(func(o *Options) { o.Inputs = tc.inputs })
+		if _, err := r.FromErrors(c, tc.topic, ErrorFilter{}); err == nil || !strings.Contains(err.Error(), "not the error topic of an input topic") {
+			t.Errorf("FromErrors(%s) with inputs %v: %v", tc.topic, tc.inputs, err)
+		}
 	}
 }
 

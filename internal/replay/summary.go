@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -23,13 +24,39 @@ type Summary struct {
 	// is a retryable error event (TRANSIENT_EXHAUSTED, AUTH, some INTERNAL)
 	// or was not produced.
 	Retry int
-	// NotReplayable lists records that were asked for and could not be
-	// replayed (an error event without its original, whose source record
-	// is no longer retained; an undecodable error event).
+	// NotReplayable lists, one line each and by position only (never a
+	// value), what was asked for and not replayed: an undecodable error
+	// event, and every error event or record counted in Mismatched,
+	// SourceGone or Refused.
 	NotReplayable []string
+
+	// FromSource and FromErrorOriginals say where the records a replay
+	// from error events set out to handle came from: read at their source
+	// position (the default), or taken from the original carried in an
+	// error event because the source no longer holds them (only with
+	// Options.TrustErrorOriginals).
+	FromSource, FromErrorOriginals int
+	// Mismatched counts source records not replayed because an error event
+	// naming them carries an original that differs from them (or, when the
+	// source is gone, from another error event's original): either the
+	// error topic was written by someone other than the bridge, or the
+	// source topic was recreated. Neither version is replayed.
+	Mismatched int
+	// SourceGone counts source records no longer held by their topic
+	// (below its log start, or compacted away) and not replayed: their
+	// error events carry no original, or Options.TrustErrorOriginals is
+	// not set.
+	SourceGone int
+	// Refused counts error events refused without reading any record:
+	// their source is not a position of the input topic whose error topic
+	// was read (another topic, no such partition, an offset not yet
+	// written).
+	Refused int
 	// Interrupted is set when the replay stopped before its end (context
 	// ended, a read failed): Planned - Records records were not replayed.
 	Interrupted bool
+
+	fromErrors bool // a replay from error events: Table shows the rows above
 }
 
 func newSummary() *Summary { return &Summary{Outcomes: map[string]int{}} }
@@ -45,8 +72,19 @@ func (s *Summary) count(res result) {
 // OK reports whether everything asked for was replayed and none of it
 // needs another replay.
 func (s *Summary) OK() bool {
-	return len(s.NotReplayable) == 0 && s.Retry == 0 && !s.Interrupted
+	return len(s.NotReplayable) == 0 && s.Mismatched == 0 && s.SourceGone == 0 && s.Refused == 0 &&
+		s.Retry == 0 && !s.Interrupted
 }
+
+// Labels of the rows of Table that count a replay from error events by
+// provenance and by what kept a record from being replayed.
+const (
+	LabelFromSource         = "replayed from their source"
+	LabelFromErrorOriginals = "replayed from error-event originals"
+	LabelMismatched         = "not replayed: original differs from source"
+	LabelSourceGone         = "not replayed: source gone"
+	LabelRefused            = "refused: source outside the input topic"
+)
 
 // maxListed bounds the not-replayable records the table names.
 const maxListed = 20
@@ -54,18 +92,33 @@ const maxListed = 20
 // Table renders the summary for an operator.
 func (s *Summary) Table() string {
 	var b strings.Builder
-	keys := make([]string, 0, len(s.Outcomes))
+	type row struct {
+		label string
+		n     int
+	}
+	var rows, extra []row
+	for _, k := range slices.Sorted(maps.Keys(s.Outcomes)) {
+		rows = append(rows, row{k, s.Outcomes[k]})
+	}
+	rows = append(rows, row{"total", s.Records})
+	if s.fromErrors {
+		extra = []row{{LabelFromSource, s.FromSource}, {LabelFromErrorOriginals, s.FromErrorOriginals},
+			{LabelMismatched, s.Mismatched}, {LabelSourceGone, s.SourceGone}, {LabelRefused, s.Refused}}
+	}
 	w := len("OUTCOME")
-	for k := range s.Outcomes {
-		keys = append(keys, k)
-		w = max(w, len(k))
+	for _, r := range append(slices.Clone(rows), extra...) {
+		w = max(w, len(r.label))
 	}
-	slices.Sort(keys)
 	fmt.Fprintf(&b, "%-*s  %8s\n", w, "OUTCOME", "RECORDS")
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%-*s  %8d\n", w, k, s.Outcomes[k])
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%-*s  %8d\n", w, r.label, r.n)
 	}
-	fmt.Fprintf(&b, "%-*s  %8d\n", w, "total", s.Records)
+	if len(extra) > 0 {
+		b.WriteString("\n")
+		for _, r := range extra {
+			fmt.Fprintf(&b, "%-*s  %8d\n", w, r.label, r.n)
+		}
+	}
 	if s.Retry > 0 {
 		fmt.Fprintf(&b, "still failing (replay them again later): %d\n", s.Retry)
 	}
