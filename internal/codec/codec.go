@@ -453,6 +453,15 @@ func (c *Codec) writer(ctx context.Context, id int) (avro.Schema, error) {
 	ch := c.fetch.DoChan(strconv.Itoa(id), func() (any, error) {
 		// Detached from the first caller's context so that its cancellation
 		// does not fail the other callers waiting on the same fetch.
+		// A caller that missed the cache just before an earlier fetch of
+		// the same id stored its result, and joined after that fetch
+		// ended, finds it here instead of fetching again.
+		c.mu.RLock()
+		w := c.writers[id]
+		c.mu.RUnlock()
+		if w != nil {
+			return w, nil
+		}
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.fetchTimeout)
 		defer cancel()
 		return c.fetchWriter(fctx, id)
