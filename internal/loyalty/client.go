@@ -379,7 +379,7 @@ func (c *Client) interpret(ctx context.Context, ep endpoint, ref string, info *C
 		}
 		return false, te(false, errors.New(http.StatusText(s)))
 	}
-	return true, nil // other 4xx: decoded as business/auth errors
+	return true, nil // other 4xx: decoded as business, auth or rejected
 }
 
 // decodeData turns a finished attempt into the call's value or typed error.
@@ -390,7 +390,10 @@ func decodeData[T any](ep endpoint, ref string, info *CallInfo, res attemptResul
 		err := json.Unmarshal(res.body, &env)
 		switch {
 		case err == nil && len(env.Errors) > 0 && string(env.Errors) != "null":
-			return nil, *info, businessError(ep, ref, s, res.body)
+			if be := businessError(ep, ref, s, res.body); be != nil {
+				return nil, *info, be
+			}
+			return nil, *info, &MalformedResponseError{Op: ep.name, Ref: ref, HTTPStatus: s, Err: errors.New("body is not the JSON error envelope")}
 		case err != nil:
 			info.Ambiguous = ep.write
 			return nil, *info, &MalformedResponseError{Op: ep.name, Ref: ref, HTTPStatus: s, Ambiguous: ep.write, Err: errors.New("body is not the JSON success envelope")}
@@ -412,13 +415,20 @@ func decodeData[T any](ep endpoint, ref string, info *CallInfo, res attemptResul
 		}
 		return nil, *info, ae
 	}
-	return nil, *info, businessError(ep, ref, s, res.body)
+	if be := businessError(ep, ref, s, res.body); be != nil {
+		return nil, *info, be
+	}
+	// A 4xx without the envelope: refused in front of the API (or by an API
+	// breaking its contract), not applied, and refused again if re-sent.
+	return nil, *info, &RejectedError{Op: ep.name, Ref: ref, HTTPStatus: s}
 }
 
-func businessError(ep endpoint, ref string, status int, body []byte) error {
+// businessError is body's error envelope as a *BusinessError, nil when
+// body is not the envelope.
+func businessError(ep endpoint, ref string, status int, body []byte) *BusinessError {
 	var env errorEnvelope
 	if err := json.Unmarshal(body, &env); err != nil || env.Errors == nil {
-		return &MalformedResponseError{Op: ep.name, Ref: ref, HTTPStatus: status, Err: errors.New("body is not the JSON error envelope")}
+		return nil
 	}
 	be := &BusinessError{Op: ep.name, Ref: ref, HTTPStatus: status, StatusCode: env.StatusCode,
 		StatusMessage: env.Message, Code: env.Errors.Code, Message: env.Errors.Message,

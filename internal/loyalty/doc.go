@@ -43,11 +43,31 @@
 //
 // *BusinessError (the error envelope; errors.Is against the Code
 // sentinels, IsMemberLinked, IsMemberNotLinked), *AuthError, *TransientError,
-// *MalformedResponseError and *ValidationError (refused before any call).
-// Category maps each to the error-event category of DESIGN §3, Retryable to
-// its retryable flag. Error strings name the endpoint and the transaction
-// id (or loyaltyId / externalId), never a secret, token or personal datum;
-// the server's free-text message is kept in a field, not in Error().
+// *RejectedError, *MalformedResponseError and *ValidationError (refused
+// before any call). Category maps each to the error-event category of
+// DESIGN §3, Retryable to its retryable flag.
+//
+// An answer is classified by its status first, then by its body:
+//
+//   - transport error, attempt timeout, 408, 429, 5xx: *TransientError,
+//     retried as above; an API failure (IsAPIFailure), which the circuit
+//     breaker hears;
+//   - 401 (after one renewal) and 403: *AuthError, with or without the
+//     envelope;
+//   - any other 4xx with the error envelope: *BusinessError;
+//   - any other 4xx without it — a gateway's or proxy's 404, 405, 413,
+//     415, HTML or empty: *RejectedError, category INTERNAL, sent once,
+//     not retryable, and not an API failure: the request was not applied
+//     and would be refused again, and a route or size limit in front of
+//     the API says nothing about the API's health;
+//   - a 2xx that is not the success envelope: *MalformedResponseError, an
+//     API failure, Ambiguous for a write; a 3xx (never followed) too, not
+//     Ambiguous.
+//
+// Error strings name the endpoint, the HTTP status when there was one, and
+// the transaction id (or loyaltyId / externalId), never a secret, token or
+// personal datum; the server's free-text message is kept in a field, not in
+// Error(), and a body that is not the envelope is not quoted at all.
 //
 // # Transport
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -155,8 +156,10 @@ func (e *TransientError) Error() string {
 
 func (e *TransientError) Unwrap() error { return e.Err }
 
-// MalformedResponseError: an answer we cannot read (not the spec's JSON
-// envelope). Ambiguous when it answered a write with 2xx.
+// MalformedResponseError: a 2xx answer we cannot read (not the spec's JSON
+// envelope), or a redirect, which is never followed. Ambiguous when it
+// answered a write with 2xx. An API failure. (A 4xx we cannot read is a
+// *RejectedError.)
 type MalformedResponseError struct {
 	Op, Ref    string
 	HTTPStatus int
@@ -169,6 +172,25 @@ func (e *MalformedResponseError) Error() string {
 }
 
 func (e *MalformedResponseError) Unwrap() error { return e.Err }
+
+// RejectedError: a 4xx answer without the API's error envelope (any 4xx
+// but 401 and 403, which are auth, and 408 and 429, which are transient).
+// It comes from something in front of the API — a gateway or proxy with no
+// route (404), a method it does not allow (405), a body over its limit
+// (413), a media type it refuses (415) — or from an API breaking its
+// contract. The request was not applied, and the same request would be
+// refused again: it is never retried, and it is not an API failure (the
+// circuit does not hear it). Category INTERNAL, not retryable: replaying
+// the original helps only after the route, limit or request is fixed.
+type RejectedError struct {
+	Op, Ref    string
+	HTTPStatus int
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("%srejected with HTTP %d %s, without the API's error envelope (not applied)",
+		prefix(e.Op, e.Ref), e.HTTPStatus, http.StatusText(e.HTTPStatus))
+}
 
 // ValidationError: the request was refused before any call.
 type ValidationError struct {
@@ -190,10 +212,12 @@ func prefix(op, ref string) string {
 
 // IsAPIFailure reports whether a call's error says the partner API is
 // unwell: a transient failure (network, timeout, 408, 429, 5xx) or an
-// unreadable answer. Business errors, refused credentials, validation and
-// context cancellation are answers or decisions, not failures of the API.
-// It is the one classifier the circuit breaker, the bridge and the service
-// use.
+// unreadable answer to a request the API accepted (a 2xx or a 3xx).
+// Business errors, refused credentials, 4xx answers without the envelope
+// (*RejectedError), validation and context cancellation are answers or
+// decisions, not failures of the API: a proxy refusing one body, or a
+// misrouted endpoint, must not open the circuit for every record. It is
+// the one classifier the circuit breaker, the bridge and the service use.
 func IsAPIFailure(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
@@ -233,12 +257,18 @@ func Category(err error) ErrorCategory {
 		ae *AuthError
 		te *TransientError
 		ve *ValidationError
+		re *RejectedError
 	)
 	switch {
 	case err == nil:
 		return ""
 	case errors.As(err, &be):
 		return CategoryBusiness
+	case errors.As(err, &re):
+		// Not BUSINESS: the partner did not judge the request (no envelope,
+		// no code), something in front of it refused it. Upstream reads
+		// BUSINESS as the partner's final word on the transaction.
+		return CategoryInternal
 	case errors.As(err, &ae):
 		return CategoryAuth
 	case errors.As(err, &te), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
@@ -251,7 +281,7 @@ func Category(err error) ErrorCategory {
 
 // Retryable reports whether processing the same request later may succeed
 // (the error event's retryable flag): transient and auth failures yes;
-// business, validation and malformed answers no.
+// business, validation, rejected and malformed answers no.
 func Retryable(err error) bool {
 	switch Category(err) {
 	case CategoryTransientExhausted, CategoryAuth:
@@ -267,10 +297,13 @@ func HTTPStatus(err error) int {
 		ae *AuthError
 		te *TransientError
 		me *MalformedResponseError
+		re *RejectedError
 	)
 	switch {
 	case errors.As(err, &be):
 		return be.HTTPStatus
+	case errors.As(err, &re):
+		return re.HTTPStatus
 	case errors.As(err, &ae):
 		return ae.HTTPStatus
 	case errors.As(err, &te):

@@ -21,6 +21,8 @@ func TestIsAPIFailure(t *testing.T) {
 		{&TransientError{}, true},
 		{fmt.Errorf("accrual T-1: %w", &TransientError{Status: 503}), true},
 		{&MalformedResponseError{}, true},
+		{&RejectedError{HTTPStatus: 404}, false},
+		{fmt.Errorf("accrual T-1: %w", &RejectedError{HTTPStatus: 413}), false},
 	} {
 		if got := IsAPIFailure(tc.err); got != tc.want {
 			t.Errorf("IsAPIFailure(%v) = %v, want %v", tc.err, got, tc.want)

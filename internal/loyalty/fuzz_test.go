@@ -48,7 +48,8 @@ func FuzzDecodeAnswer(f *testing.F) {
 			}
 			if Category(err) == CategoryInternal {
 				var me *MalformedResponseError
-				if !errors.As(err, &me) {
+				var re *RejectedError
+				if !errors.As(err, &me) && !errors.As(err, &re) {
 					t.Fatalf("uncategorised error %T: %v", err, err)
 				}
 			}
@@ -214,7 +215,8 @@ func FuzzClientAnswer(f *testing.F) {
 		}
 		if Category(err) == CategoryInternal {
 			var me *MalformedResponseError
-			if !errors.As(err, &me) {
+			var re *RejectedError
+			if !errors.As(err, &me) && !errors.As(err, &re) {
 				t.Fatalf("uncategorised error %T: %v", err, err)
 			}
 		}
