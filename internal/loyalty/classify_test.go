@@ -132,6 +132,9 @@ func TestAnswerClassification(t *testing.T) {
 		{"503 empty write", answer{503, "", ``}, callAccrue, maxAttempts, true, false, loyalty.CategoryTransientExhausted, isTransient},
 		{"500 empty write", answer{500, "", ``}, callAccrue, 1, true, true, loyalty.CategoryTransientExhausted, isTransient},
 		{"200 garbage write", answer{200, "text/html", `<html>OK</html>`}, callAccrue, 1, true, true, loyalty.CategoryInternal, isMalformed},
+		{"200 errors array write", answer{200, "application/json",
+			`{"statusCode":200,"message":"SUCCESS","errors":[],"data":{"transactionId":"tx-1","bitReference":"B"}}`},
+			callAccrue, 1, true, true, loyalty.CategoryInternal, isMalformed},
 		{"200 garbage read", answer{200, "text/html", `<html>OK</html>`}, callLookup, 1, true, false, loyalty.CategoryInternal, isMalformed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -393,7 +393,10 @@ func decodeData[T any](ep endpoint, ref string, info *CallInfo, res attemptResul
 			if be := businessError(ep, ref, s, res.body); be != nil {
 				return nil, *info, be
 			}
-			return nil, *info, &MalformedResponseError{Op: ep.name, Ref: ref, HTTPStatus: s, Err: errors.New("body is not the JSON error envelope")}
+			// "errors" is there but not the envelope's object (e.g. []):
+			// unreadable, and a write may have been applied.
+			info.Ambiguous = ep.write
+			return nil, *info, &MalformedResponseError{Op: ep.name, Ref: ref, HTTPStatus: s, Ambiguous: ep.write, Err: errors.New("errors field is not the error envelope's object")}
 		case err != nil:
 			info.Ambiguous = ep.write
 			return nil, *info, &MalformedResponseError{Op: ep.name, Ref: ref, HTTPStatus: s, Ambiguous: ep.write, Err: errors.New("body is not the JSON success envelope")}
