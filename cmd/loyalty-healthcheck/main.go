@@ -1,10 +1,11 @@
-// Command healthcheck is the container image's health probe: it GETs one
-// URL and exits 0 when the answer is 2xx, 1 otherwise (2 for bad usage).
+// Command loyalty-healthcheck is the container image's health probe: it
+// GETs one URL and exits 0 when the answer is 2xx, 1 otherwise (2 for bad
+// usage).
 //
 // The runtime image is distroless: no shell, no curl. Docker Compose runs a
 // health check inside the container, so the image carries this instead:
 //
-//	healthcheck: {test: ["CMD", "/usr/local/bin/healthcheck", "http://127.0.0.1:9464/readyz"]}
+//	healthcheck: {test: ["CMD", "/usr/local/bin/loyalty-healthcheck", "http://127.0.0.1:9464/readyz"]}
 //
 // Kubernetes probes the same endpoints with httpGet and does not use it.
 package main
@@ -23,11 +24,11 @@ import (
 func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
 
 func run(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	fs := flag.NewFlagSet("loyalty-healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	timeout := fs.Duration("timeout", 3*time.Second, "time limit of the whole check")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: healthcheck [--timeout D] URL")
+		fmt.Fprintln(stderr, "usage: loyalty-healthcheck [--timeout D] URL")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -40,7 +41,7 @@ func run(args []string, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	if err := check(ctx, fs.Arg(0)); err != nil {
-		fmt.Fprintf(stderr, "healthcheck: %v\n", err)
+		fmt.Fprintf(stderr, "loyalty-healthcheck: %v\n", err)
 		return 1
 	}
 	return 0
