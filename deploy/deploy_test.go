@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -83,6 +84,26 @@ func TestComposeFile(t *testing.T) {
 	for _, name := range []string{"kafka", "schema-registry", "keycloak", "loyalty-sim", "bridge"} {
 		if s, _ := p.GetService(name); s.HealthCheck == nil || len(s.HealthCheck.Test) == 0 {
 			t.Errorf("service %s has no health check", name)
+		}
+	}
+	// What the image's services run, entry point and health check, is a
+	// program the image carries.
+	built := readDockerfile(t).binaries()
+	for _, s := range p.Services {
+		if s.Build == nil {
+			continue
+		}
+		var run []string
+		if len(s.Entrypoint) > 0 {
+			run = append(run, s.Entrypoint[0])
+		}
+		if s.HealthCheck != nil && len(s.HealthCheck.Test) > 1 && s.HealthCheck.Test[0] == "CMD" {
+			run = append(run, s.HealthCheck.Test[1])
+		}
+		for _, r := range run {
+			if bin, ok := strings.CutPrefix(r, "/usr/local/bin/"); ok && !slices.Contains(built, bin) {
+				t.Errorf("service %s runs %s, which the image does not carry (it builds %v)", s.Name, r, built)
+			}
 		}
 	}
 	bridge, _ := p.GetService("bridge")
@@ -417,42 +438,120 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 }
 
-func TestDockerfile(t *testing.T) {
-	// No Docker engine here and no Dockerfile parser among the
-	// dependencies: a line-level check of what matters.
+// dockerfile is what the tests read of deploy/Dockerfile. There is no
+// Docker engine here and no Dockerfile parser among the dependencies: a
+// line-level reading of what matters, continuation lines joined.
+type dockerfile struct {
+	text   string
+	args   map[string]string // global ARGs (before the first FROM) and their defaults
+	stages []dockerStage
+	user   string   // the last USER
+	builds []string // the packages `go build` is given, as written (./cmd/x)
+}
+
+type dockerStage struct {
+	from string // as written, e.g. ${RUNTIME_IMAGE}
+	name string // after AS
+}
+
+func readDockerfile(t *testing.T) dockerfile {
+	t.Helper()
 	data, err := os.ReadFile("Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var froms []string
-	user := ""
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+	d := dockerfile{text: string(data), args: map[string]string{}}
+	var instructions []string
+	cont := ""
+	for _, line := range strings.Split(d.text, "\n") {
+		if trimmed := strings.TrimSpace(line); trimmed == "" || strings.HasPrefix(trimmed, "#") {
 			continue
 		}
+		if l, ok := strings.CutSuffix(line, "\\"); ok {
+			cont += l + " "
+			continue
+		}
+		instructions = append(instructions, cont+line)
+		cont = ""
+	}
+	for _, in := range instructions {
+		f := strings.Fields(in)
 		switch strings.ToUpper(f[0]) {
+		case "ARG":
+			if len(d.stages) == 0 {
+				name, def, _ := strings.Cut(f[1], "=")
+				d.args[name] = def
+			}
 		case "FROM":
-			froms = append(froms, f[1])
+			st := dockerStage{from: f[1]}
+			if len(f) == 4 && strings.EqualFold(f[2], "AS") {
+				st.name = f[3]
+			}
+			d.stages = append(d.stages, st)
 		case "USER":
-			user = f[1]
+			d.user = f[1]
+		case "RUN":
+			if i := slices.Index(f, "build"); i > 0 && f[i-1] == "go" {
+				for _, a := range f[i+1:] {
+					if strings.HasPrefix(a, "./") {
+						d.builds = append(d.builds, a)
+					}
+				}
+			}
 		}
 	}
-	if len(froms) < 2 {
-		t.Errorf("not multi-stage: %v", froms)
+	return d
+}
+
+// binaries is the names of the programs the image carries: go build -o
+// dir/ names each after its package's directory.
+func (d dockerfile) binaries() []string {
+	var out []string
+	for _, b := range d.builds {
+		out = append(out, path.Base(b))
 	}
-	if last := froms[len(froms)-1]; !strings.Contains(last, "distroless/static") {
+	return out
+}
+
+// argRef matches a FROM that is a build argument and nothing else.
+var argRef = regexp.MustCompile(`^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$`)
+
+func TestDockerfile(t *testing.T) {
+	d := readDockerfile(t)
+	if len(d.stages) < 2 {
+		t.Fatalf("not multi-stage: %v", d.stages)
+	}
+	// Every base image is a build argument, so that a release build pins
+	// it by digest (--build-arg RUNTIME_IMAGE=...@sha256:...) without
+	// editing the file; a stage may start from an earlier stage.
+	base := make([]string, len(d.stages)) // each stage's image, defaults filled in
+	for i, st := range d.stages {
+		if j := slices.IndexFunc(d.stages[:i], func(e dockerStage) bool { return e.name == st.from }); j >= 0 {
+			base[i] = base[j]
+			continue
+		}
+		m := argRef.FindStringSubmatch(st.from)
+		if m == nil {
+			t.Errorf("FROM %s: base images are build arguments (ARG X_IMAGE=... before the first FROM, FROM ${X_IMAGE})", st.from)
+			base[i] = st.from
+		} else if def := d.args[m[1]]; def == "" {
+			t.Errorf("FROM %s: no global ARG %s with a default", st.from, m[1])
+		} else {
+			base[i] = def
+		}
+	}
+	if last := base[len(base)-1]; !strings.Contains(last, "distroless/static") {
 		t.Errorf("final stage %s is not a static minimal base", last)
 	}
-	if user == "" || strings.HasPrefix(user, "0") || user == "root" {
-		t.Errorf("runs as %q", user)
+	if d.user == "" || strings.HasPrefix(d.user, "0") || d.user == "root" {
+		t.Errorf("runs as %q", d.user)
 	}
-	if !strings.Contains(string(data), "CGO_ENABLED=0") {
+	if !strings.Contains(d.text, "CGO_ENABLED=0") {
 		t.Error("binaries are not static")
 	}
-	for _, cmd := range []string{"./cmd/loyalty-bridge", "./cmd/loyalty-sim"} {
-		if !strings.Contains(string(data), cmd) {
-			t.Errorf("%s not built", cmd)
+	for _, cmd := range []string{"./cmd/loyalty-bridge", "./cmd/loyalty-sim", "./cmd/loyalty-healthcheck"} {
+		if !slices.Contains(d.builds, cmd) {
+			t.Errorf("%s not built (go build %v)", cmd, d.builds)
 		}
 	}
 }
