@@ -206,14 +206,28 @@ func strict(t *testing.T, file string, into any) {
 	}
 }
 
+// kustomization is what kustomization.yaml may hold; strict decoding makes
+// any other field an error.
+type kustomization struct {
+	APIVersion string           `json:"apiVersion"`
+	Kind       string           `json:"kind"`
+	Namespace  string           `json:"namespace"`
+	Labels     []any            `json:"labels"`
+	Resources  []string         `json:"resources"`
+	Images     []kustomizeImage `json:"images"`
+}
+
+// kustomizeImage is an images entry, as `kustomize edit set image` writes
+// it.
+type kustomizeImage struct {
+	Name    string `json:"name"`
+	NewName string `json:"newName"`
+	NewTag  string `json:"newTag"`
+	Digest  string `json:"digest"`
+}
+
 func TestKubernetesManifests(t *testing.T) {
-	var kust struct {
-		APIVersion string   `json:"apiVersion"`
-		Kind       string   `json:"kind"`
-		Namespace  string   `json:"namespace"`
-		Labels     []any    `json:"labels"`
-		Resources  []string `json:"resources"`
-	}
+	var kust kustomization
 	strict(t, "kustomization.yaml", &kust)
 	files, _ := filepath.Glob("k8s/*.yaml")
 	for _, f := range files {
@@ -314,6 +328,11 @@ func TestKubernetesManifests(t *testing.T) {
 		if v.Secret != nil && (v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o040 == 0 || *v.Secret.DefaultMode&0o007 != 0) {
 			t.Errorf("secret volume %s: mode must give the group read and others nothing", v.Name)
 		}
+	}
+	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 {
+		t.Error("the container may write its root file system, escalate privileges or hold capabilities")
 	}
 	if a := spec.AutomountServiceAccountToken; a == nil || *a {
 		t.Error("the service-account token is mounted; the bridge calls no Kubernetes API")
