@@ -15,6 +15,24 @@
 // internal rule goes by import path, the tests import internal/config,
 // internal/sim and internal/telemetry like any package of the bridge.
 //
+// Images are pinned by digest. deploy/k8s/deployment.yaml names the image
+// "loyalty-bridge" only; the images entry of deploy/k8s/kustomization.yaml
+// places it, and a release pins it after pushing:
+//
+//	docker buildx imagetools inspect <registry>/loyalty-bridge:<tag>   # Digest: sha256:...
+//	cd deploy/k8s && kustomize edit set image loyalty-bridge=<registry>/loyalty-bridge@sha256:<digest>
+//
+// The tests refuse a tag there, and any registry but the unpullable
+// placeholder registry.example.com without a digest. The Dockerfile's base
+// images are build arguments (GO_IMAGE, DEMO_IMAGE, RUNTIME_IMAGE) with tags
+// as defaults, so a release passes name@sha256:... values; the tests refuse
+// a FROM that is not one.
+//
+// deploy/k8s/networkpolicy.yaml names every peer the bridge's pods may talk
+// to; the labels it assumes and the partner's CIDR, a placeholder, are the
+// operator's to set (README, Network policy). The tests hold it to named
+// peers and to the ports the ConfigMap's addresses use.
+//
 // It owns no binary: the image's health probe is cmd/loyalty-healthcheck,
 // built from the root module.
 package deploy
