@@ -466,6 +466,7 @@ type dockerfile struct {
 	stages []dockerStage
 	user   string   // the last USER
 	builds []string // the packages `go build` is given, as written (./cmd/x)
+	tags   []string // its -tags
 }
 
 type dockerStage struct {
@@ -511,9 +512,15 @@ func readDockerfile(t *testing.T) dockerfile {
 			d.user = f[1]
 		case "RUN":
 			if i := slices.Index(f, "build"); i > 0 && f[i-1] == "go" {
-				for _, a := range f[i+1:] {
-					if strings.HasPrefix(a, "./") {
+				args := f[i+1:]
+				for j, a := range args {
+					switch {
+					case strings.HasPrefix(a, "./"):
 						d.builds = append(d.builds, a)
+					case a == "-tags" && j+1 < len(args):
+						d.tags = append(d.tags, strings.Split(args[j+1], ",")...)
+					case strings.HasPrefix(a, "-tags="):
+						d.tags = append(d.tags, strings.Split(strings.TrimPrefix(a, "-tags="), ",")...)
 					}
 				}
 			}
@@ -567,6 +574,10 @@ func TestDockerfile(t *testing.T) {
 	}
 	if !strings.Contains(d.text, "CGO_ENABLED=0") {
 		t.Error("binaries are not static")
+	}
+	// cmd/loyalty-bridge's build_test.go checks what the tag leaves out.
+	if !slices.Contains(d.tags, "production") {
+		t.Errorf("go build without -tags production (tags %v): the image's bridge would carry the dev stack", d.tags)
 	}
 	for _, cmd := range []string{"./cmd/loyalty-bridge", "./cmd/loyalty-sim", "./cmd/loyalty-healthcheck"} {
 		if !slices.Contains(d.builds, cmd) {
