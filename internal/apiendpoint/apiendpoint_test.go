@@ -19,7 +19,8 @@ func TestWithFrom(t *testing.T) {
 	if name, ok := apiendpoint.From(inner); !ok || name != "point-accrual" {
 		t.Errorf("got %q %v, want the innermost name", name, ok)
 	}
-	if name, _ := apiendpoint.From(context.WithValue(ctx, struct{}{}, "x")); name != "" {
+	type otherKey struct{}
+	if name, _ := apiendpoint.From(context.WithValue(ctx, otherKey{}, "x")); name != "" {
 		t.Errorf("another key's value read as a name: %q", name)
 	}
 }
