@@ -470,8 +470,9 @@ type dockerfile struct {
 }
 
 type dockerStage struct {
-	from string // as written, e.g. ${RUNTIME_IMAGE}
-	name string // after AS
+	from   string   // as written, e.g. ${RUNTIME_IMAGE}
+	name   string   // after AS
+	copies []string // sources of its COPY --from=<stage> instructions
 }
 
 func readDockerfile(t *testing.T) dockerfile {
@@ -510,6 +511,11 @@ func readDockerfile(t *testing.T) dockerfile {
 			d.stages = append(d.stages, st)
 		case "USER":
 			d.user = f[1]
+		case "COPY":
+			if len(d.stages) > 0 && len(f) > 3 && strings.HasPrefix(f[1], "--from=") {
+				st := &d.stages[len(d.stages)-1]
+				st.copies = append(st.copies, f[2:len(f)-1]...)
+			}
 		case "RUN":
 			if i := slices.Index(f, "build"); i > 0 && f[i-1] == "go" {
 				args := f[i+1:]
@@ -583,5 +589,12 @@ func TestDockerfile(t *testing.T) {
 		if !slices.Contains(d.builds, cmd) {
 			t.Errorf("%s not built (go build %v)", cmd, d.builds)
 		}
+	}
+	// The production image carries the bridge and its probe, named one by
+	// one: not the simulator, not a whole output directory.
+	runtime := d.stages[len(d.stages)-1]
+	want := []string{"/out/loyalty-bridge", "/out/loyalty-healthcheck"}
+	if !slices.Equal(runtime.copies, want) {
+		t.Errorf("the final stage copies %v, want exactly %v", runtime.copies, want)
 	}
 }
