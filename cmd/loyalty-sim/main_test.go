@@ -21,6 +21,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/goleak"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
 
@@ -146,8 +147,8 @@ func TestServeFromFlagsAndEnvironment(t *testing.T) {
 		t.Fatalf("demo secret still accepted: %d", status)
 	}
 	now := time.Now()
-	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": sim.DefaultClientID, "iat": now.Unix(),
-		"exp": now.Add(time.Minute).Unix(), "jti": "j1"})
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": sim.DefaultClientID, "aud": signing.PartnerTokenAudience,
+		"typ": signing.PartnerTokenType, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix(), "jti": "j1"})
 	tok.Header["kid"] = "k1"
 	signed, _ := tok.SignedString(key)
 	if status, m := post(t, c, s.base+sim.PathExchangeToken, "application/json", `{"token":"`+signed+`"}`, nil); status != 200 || m["token_type"] != "Bearer" {

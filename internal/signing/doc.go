@@ -6,14 +6,25 @@
 // header, and the partner's client_id used as `iss`. It is immutable after
 // New and safe for concurrent use.
 //
-// Claims (fixed with the simulator, internal/sim):
+// Claims (the spec names none; these are fixed with the simulator,
+// internal/sim, which reads the constants of this package):
 //
-//   - redemption sign: iss, iat, exp (short: SignTTL, default 2 minutes),
-//     jti = transactionId, and loyaltyId, transactionId, usedPoint,
-//     transactionAmount, transactionDate exactly as they travel in the
-//     request body (transactionDate is the body's string, untouched);
-//   - partner token: iss, iat, exp (PartnerTokenTTL, default 2 minutes,
-//     never more than 5), jti random.
+//   - redemption sign: iss, aud = RedemptionSignAudience, typ =
+//     RedemptionSignType, iat, exp (short: SignTTL, default 2 minutes,
+//     never more than MaxSignTTL, 5), jti random, and loyaltyId,
+//     transactionId, usedPoint, transactionAmount, transactionDate exactly
+//     as they travel in the request body (transactionDate is the body's
+//     string, untouched);
+//   - partner token: iss, aud = PartnerTokenAudience, typ =
+//     PartnerTokenType, iat, exp (PartnerTokenTTL, default 2 minutes, never
+//     more than MaxPartnerTokenTTL, 5), jti random.
+//
+// aud and typ keep one kind from being accepted as the other. jti is 128
+// bits from crypto/rand, new at every call: the service accepts each jti
+// once, so a sign or partner token is good for one request and a retry
+// needs a new one (the bridge signs each attempt afresh). Only registered
+// claims and typ are added, which a verifier that does not know them
+// ignores.
 //
 // The package owns key parsing and token minting only. It never logs, and no
 // error it returns contains key material or a token.

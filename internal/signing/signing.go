@@ -4,6 +4,7 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
@@ -13,12 +14,28 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/google/uuid"
 )
 
 // MaxPartnerTokenTTL is the longest lifetime the partner API accepts for a
 // partner token (its exp may be at most five minutes ahead).
 const MaxPartnerTokenTTL = 5 * time.Minute
+
+// MaxSignTTL is the longest lifetime (exp − iat) given to a redemption
+// sign. A sign is made for one request sent at once; the simulator refuses
+// longer-lived ones by default (sim.DefaultMaxSignLifetime reads this).
+const MaxSignTTL = 5 * time.Minute
+
+// The `aud` and `typ` claims that tell the two JWTs apart, so that neither
+// is accepted where the other is expected. aud names the endpoint the JWT
+// is for, by the spec's path (independent of {base_url}); typ is a claim,
+// as Keycloak types its own tokens, while the header's `typ` stays "JWT"
+// (some verifiers accept no other value there).
+const (
+	RedemptionSignAudience = "/api-point/partner/v1/point-redemption-with-token"
+	RedemptionSignType     = "redemption-sign"
+	PartnerTokenAudience   = "/api-identity/public/v1/exchange-token"
+	PartnerTokenType       = "partner-token"
+)
 
 // Defaults of Options.
 const (
@@ -33,7 +50,8 @@ type Options struct {
 	// KID, when set, is put in the JWT header as `kid` so the service can
 	// pick the registered public key.
 	KID string
-	// SignTTL is the lifetime of a redemption sign (default 2 minutes).
+	// SignTTL is the lifetime of a redemption sign (default 2 minutes, at
+	// most MaxSignTTL).
 	SignTTL time.Duration
 	// PartnerTokenTTL is the lifetime of a partner token (default 2
 	// minutes, at most MaxPartnerTokenTTL).
@@ -139,8 +157,8 @@ func New(key crypto.Signer, opts Options) (*Signer, error) {
 	if s.tokenTTL == 0 {
 		s.tokenTTL = DefaultPartnerTokenTTL
 	}
-	if s.signTTL < 0 {
-		errs = append(errs, errors.New("signing: SignTTL must be positive"))
+	if s.signTTL < 0 || s.signTTL > MaxSignTTL {
+		errs = append(errs, fmt.Errorf("signing: SignTTL must be in (0, %s]", MaxSignTTL))
 	}
 	if s.tokenTTL < 0 || s.tokenTTL > MaxPartnerTokenTTL {
 		errs = append(errs, fmt.Errorf("signing: PartnerTokenTTL must be in (0, %s]", MaxPartnerTokenTTL))
@@ -181,6 +199,7 @@ type Redemption struct {
 // RedemptionClaims are the claims of a redemption sign.
 type RedemptionClaims struct {
 	jwt.RegisteredClaims
+	Type              string  `json:"typ"`
 	LoyaltyID         string  `json:"loyaltyId"`
 	TransactionID     string  `json:"transactionId"`
 	UsedPoint         int64   `json:"usedPoint"`
@@ -188,7 +207,9 @@ type RedemptionClaims struct {
 	TransactionDate   string  `json:"transactionDate"`
 }
 
-// RedemptionSign returns the `sign` JWT for r.
+// RedemptionSign returns the `sign` JWT for r: aud RedemptionSignAudience,
+// typ RedemptionSignType, a random jti, exp SignTTL after iat. Every call
+// makes a new sign (a new jti): a sign is good for one request.
 func (s *Signer) RedemptionSign(r Redemption) (string, error) {
 	if r.TransactionID == "" || r.LoyaltyID == "" {
 		return "", errors.New("signing: redemption sign needs loyaltyId and transactionId")
@@ -197,10 +218,12 @@ func (s *Signer) RedemptionSign(r Redemption) (string, error) {
 	c := RedemptionClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    s.issuer,
+			Audience:  jwt.ClaimStrings{RedemptionSignAudience},
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(now.Add(s.signTTL)),
-			ID:        r.TransactionID,
+			ID:        rand.Text(),
 		},
+		Type:              RedemptionSignType,
 		LoyaltyID:         r.LoyaltyID,
 		TransactionID:     r.TransactionID,
 		UsedPoint:         r.UsedPoint,
@@ -210,15 +233,26 @@ func (s *Signer) RedemptionSign(r Redemption) (string, error) {
 	return s.sign(c, "redemption sign", r.TransactionID)
 }
 
-// PartnerToken returns a fresh partner token for exchange-token: iss, iat,
-// exp and a random jti.
+// PartnerTokenClaims are the claims of a partner token.
+type PartnerTokenClaims struct {
+	jwt.RegisteredClaims
+	Type string `json:"typ"`
+}
+
+// PartnerToken returns a fresh partner token for exchange-token: iss, aud
+// PartnerTokenAudience, typ PartnerTokenType, iat, exp PartnerTokenTTL
+// after iat and a random jti. The service accepts each jti once.
 func (s *Signer) PartnerToken() (string, error) {
 	now := s.now()
-	c := jwt.RegisteredClaims{
-		Issuer:    s.issuer,
-		IssuedAt:  jwt.NewNumericDate(now),
-		ExpiresAt: jwt.NewNumericDate(now.Add(s.tokenTTL)),
-		ID:        uuid.NewString(),
+	c := PartnerTokenClaims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    s.issuer,
+			Audience:  jwt.ClaimStrings{PartnerTokenAudience},
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(s.tokenTTL)),
+			ID:        rand.Text(),
+		},
+		Type: PartnerTokenType,
 	}
 	return s.sign(c, "partner token", "")
 }

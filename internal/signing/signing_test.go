@@ -8,6 +8,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,6 +118,144 @@ func TestParseRejects(t *testing.T) {
 	}
 }
 
+// Both lifetimes are capped: a sign valid for years is refused at New, so
+// the signer never makes one the service refuses.
+func TestTTLLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts signing.Options
+		ok   bool
+	}{
+		{"defaults", signing.Options{}, true},
+		{"sign at the cap", signing.Options{SignTTL: signing.MaxSignTTL}, true},
+		{"sign over the cap", signing.Options{SignTTL: signing.MaxSignTTL + time.Second}, false},
+		{"sign for ten years", signing.Options{SignTTL: 10 * 365 * 24 * time.Hour}, false},
+		{"sign negative", signing.Options{SignTTL: -time.Second}, false},
+		{"partner token at the cap", signing.Options{PartnerTokenTTL: signing.MaxPartnerTokenTTL}, true},
+		{"partner token over the cap", signing.Options{PartnerTokenTTL: signing.MaxPartnerTokenTTL + time.Second}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Issuer = "p"
+			_, err := signing.New(testEC(t), tc.opts)
+			if (err == nil) != tc.ok {
+				t.Fatalf("err %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
+
+// kindClaims are the claims every partner JWT carries, whatever its kind.
+type kindClaims struct {
+	jwt.RegisteredClaims
+	Type string `json:"typ"`
+}
+
+// Each kind carries its own aud and typ, a jti and exp within its cap, and
+// a header typ of "JWT" that any verifier accepts.
+func TestClaimsPerKind(t *testing.T) {
+	s, err := signing.New(testEC(t), signing.Options{Issuer: "partner-app", Now: func() time.Time { return fixed }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func() (string, error) {
+		return s.RedemptionSign(signing.Redemption{LoyaltyID: "LB00000001", TransactionID: "tx-1", UsedPoint: 5, TransactionDate: "d"})
+	}
+	cases := []struct {
+		name     string
+		mint     func() (string, error)
+		aud, typ string
+		maxTTL   time.Duration
+	}{
+		{"redemption sign", sign, signing.RedemptionSignAudience, signing.RedemptionSignType, signing.MaxSignTTL},
+		{"partner token", s.PartnerToken, signing.PartnerTokenAudience, signing.PartnerTokenType, signing.MaxPartnerTokenTTL},
+	}
+	seen := map[string]string{} // aud and typ → kind
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tok, err := tc.mint()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var c kindClaims
+			parsed := verify(t, tok, s.PublicKey(), &c)
+			if parsed.Header["typ"] != "JWT" {
+				t.Errorf("header typ %v", parsed.Header["typ"])
+			}
+			if len(c.Audience) != 1 || c.Audience[0] != tc.aud || c.Type != tc.typ {
+				t.Errorf("aud %v typ %q, want %s and %s", c.Audience, c.Type, tc.aud, tc.typ)
+			}
+			if c.ID == "" || c.IssuedAt == nil || c.ExpiresAt == nil {
+				t.Fatalf("jti %q iat %v exp %v", c.ID, c.IssuedAt, c.ExpiresAt)
+			}
+			if life := c.ExpiresAt.Sub(c.IssuedAt.Time); life <= 0 || life > tc.maxTTL {
+				t.Errorf("lifetime %s, want (0, %s]", life, tc.maxTTL)
+			}
+			// Strict verifiers of the other kind refuse it.
+			other := signing.PartnerTokenAudience
+			if tc.aud == other {
+				other = signing.RedemptionSignAudience
+			}
+			_, err = jwt.ParseWithClaims(tok, &kindClaims{}, func(*jwt.Token) (any, error) { return s.PublicKey(), nil },
+				jwt.WithTimeFunc(func() time.Time { return fixed }), jwt.WithAudience(other))
+			if !errors.Is(err, jwt.ErrTokenInvalidAudience) {
+				t.Errorf("accepted for aud %s: %v", other, err)
+			}
+			for _, v := range []string{"aud " + tc.aud, "typ " + tc.typ} {
+				if prev, dup := seen[v]; dup {
+					t.Errorf("%s shared with %s", v, prev)
+				}
+				seen[v] = tc.name
+			}
+		})
+	}
+}
+
+// Every call mints a new jti, never derived from the transaction: two
+// signs of the same redemption differ, and no jti repeats across kinds or
+// concurrent callers.
+func TestJTIUniquePerCall(t *testing.T) {
+	s, err := signing.New(testEC(t), signing.Options{Issuer: "partner-app", Now: func() time.Time { return fixed }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := signing.Redemption{LoyaltyID: "LB00000001", TransactionID: "tx-same", UsedPoint: 5, TransactionDate: "d"}
+	const perKind = 50
+	var (
+		mu   sync.Mutex
+		jtis = map[string]int{}
+		wg   sync.WaitGroup
+	)
+	for range perKind {
+		for _, mint := range []func() (string, error){func() (string, error) { return s.RedemptionSign(r) }, s.PartnerToken} {
+			wg.Go(func() {
+				tok, err := mint()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var c kindClaims
+				if _, _, err := jwt.NewParser().ParseUnverified(tok, &c); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				jtis[c.ID]++
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	if len(jtis) != 2*perKind {
+		t.Fatalf("%d distinct jtis of %d", len(jtis), 2*perKind)
+	}
+	for jti := range jtis {
+		// 128 random bits, base32: 26 characters.
+		if jti == r.TransactionID || len(jti) < 22 {
+			t.Fatalf("jti %q is not random", jti)
+		}
+	}
+}
+
 func TestLoadFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "key.pem")
 	sec1, _ := x509.MarshalECPrivateKey(testEC(t))
@@ -164,7 +303,7 @@ func TestRedemptionSign(t *testing.T) {
 		if parsed.Header["kid"] != "kid-1" || parsed.Header["alg"] != s.Algorithm() {
 			t.Fatalf("header %v", parsed.Header)
 		}
-		if c.Issuer != "partner-app" || c.ID != "tx-1" || c.LoyaltyID != r.LoyaltyID || c.TransactionID != r.TransactionID ||
+		if c.Issuer != "partner-app" || c.ID == "" || c.ID == r.TransactionID || c.LoyaltyID != r.LoyaltyID || c.TransactionID != r.TransactionID ||
 			c.UsedPoint != 50 || c.TransactionAmount != 150000.5 || c.TransactionDate != r.TransactionDate {
 			t.Fatalf("claims %+v", c)
 		}

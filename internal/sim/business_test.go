@@ -296,8 +296,7 @@ func TestDuplicateReturnOriginal(t *testing.T) {
 // with kid rsa-1 when nil) over the same values, after mod changes the
 // sign's claims.
 func (e *env) redemption(member int, tx string, used, amount any, date string, mod func(claims), key ...crypto.Signer) map[string]any {
-	c := e.partnerClaims()
-	c["jti"] = tx
+	c := e.signClaims()
 	for k, v := range map[string]any{"loyaltyId": sim.MemberID(member), "transactionId": tx, "usedPoint": used,
 		"transactionAmount": amount, "transactionDate": date} {
 		c[k] = v
@@ -349,7 +348,7 @@ func TestRedemption(t *testing.T) {
 		{"sign: wrong key", e.redemption(5, "R-x", 1, 1, "d", nil, stranger), sim.CodeInvalidSign},
 		{"sign: expired", e.redemption(5, "R-x", 1, 1, "d", func(c claims) { c["exp"] = e.clk.Now().Add(-time.Second).Unix() }), sim.CodeInvalidSign},
 		{"sign: wrong iss", e.redemption(5, "R-x", 1, 1, "d", func(c claims) { c["iss"] = "other" }), sim.CodeInvalidSign},
-		{"sign: jti differs", e.redemption(5, "R-x", 1, 1, "d", func(c claims) { c["jti"] = "R-y" }), sim.CodeInvalidSign},
+		{"sign: jti missing", e.redemption(5, "R-x", 1, 1, "d", func(c claims) { delete(c, "jti") }), sim.CodeInvalidSign},
 		{"sign: usedPoint differs", e.redemption(5, "R-x", 1, 1, "d", func(c claims) { c["usedPoint"] = 2 }), sim.CodeInvalidSign},
 		{"sign: usedPoint a string", e.redemption(5, "R-x", 1, 1, "d", func(c claims) { c["usedPoint"] = "1" }), sim.CodeInvalidSign},
 		{"sign: amount differs", e.redemption(5, "R-x", 1, 1, "d", func(c claims) { c["transactionAmount"] = 1.01 }), sim.CodeInvalidSign},

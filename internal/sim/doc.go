@@ -58,16 +58,8 @@
 //     invalid_grant (refresh token unknown, revoked, expired or not a
 //     refresh token), 400 unsupported_grant_type, 400 invalid_request.
 //     expires_in and refresh_expires_in are seconds.
-//   - Exchange token: the partner JWT is RS256 or ES256 by a registered
-//     partner key (its kid selects keys when present), iss = client_id,
-//     iat, exp not passed and at most 5 minutes ahead, jti present.
-//     Replayed jtis are accepted (a client may resend after a network
-//     failure).
-//   - Redemption sign: a JWT by a registered partner key with iss =
-//     client_id, iat, exp (not passed), jti = transactionId and the claims
-//     loyaltyId, transactionId, usedPoint, transactionAmount (compared as
-//     numbers) and transactionDate (the body's string, byte for byte).
-//     Checked after the member exists and before duplicates and balance.
+//   - Partner JWTs, the exchange-token partner token and the redemption
+//     sign; see "Partner JWTs" below.
 //   - Accrual transactionDate: a JSON number of epoch milliseconds (the
 //     spec's example) or a string of digits (the same) or ISO 8601 (RFC
 //     3339, or YYYY-MM-DD at midnight +07:00). transactionDes and extraData
@@ -86,6 +78,34 @@
 //     are UTC with milliseconds; transactionTime is the partner's
 //     transactionDate (processing time when it cannot be read) at +07:00.
 //     Lookup by a transactionId used for both kinds finds the accrual.
+//
+// # Partner JWTs
+//
+// The spec names no claim of the two JWTs a partner signs. Ours, the ones
+// internal/signing makes (the values are its constants), all registered
+// claims or Keycloak's typ, which a verifier that does not know them
+// ignores:
+//
+//   - both: RS256 or ES256 by a registered partner key (a kid in the
+//     header selects keys), iss = client_id, iat, exp not passed, jti.
+//   - partner token (exchange-token): aud
+//     "/api-identity/public/v1/exchange-token", typ "partner-token", exp
+//     at most 5 minutes ahead (MaxPartnerTokenAhead).
+//   - redemption sign: aud
+//     "/api-point/partner/v1/point-redemption-with-token", typ
+//     "redemption-sign", and the claims loyaltyId, transactionId,
+//     usedPoint, transactionAmount (compared as numbers) and
+//     transactionDate (the body's string, byte for byte), all equal to the
+//     body's. Checked after the member exists and before duplicates and
+//     balance.
+//
+// aud and typ keep one kind from being used as the other: a sign, which
+// carries every claim a partner token needs, is refused at exchange-token,
+// and a partner token carrying the sign's claims is refused as a sign. A
+// JWT whose aud is a list is accepted when the list holds its kind's aud.
+// Refusals use the error envelope: 401 UNAUTHORIZED at exchange-token,
+// 400 INVALID_SIGN at redemption, with a message naming the claim at
+// fault (never quoting the JWT).
 //
 // # Faults
 //

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 )
 
@@ -78,7 +77,7 @@ type transactionRecord struct {
 // signClaims are the claims a redemption sign must carry. Pointers tell a
 // missing claim from a zero one.
 type signClaims struct {
-	jwt.RegisteredClaims
+	partnerClaims
 	LoyaltyID         *string  `json:"loyaltyId"`
 	TransactionID     *string  `json:"transactionId"`
 	UsedPoint         *float64 `json:"usedPoint"`
@@ -255,13 +254,10 @@ func (s *Server) handleRedemption(c *call) reply {
 // verifySign checks the redemption's sign against the body; "" when valid.
 func (s *Server) verifySign(rq *redemptionRequest) string {
 	var c signClaims
-	if msg := s.verifyPartnerJWT(rq.Sign, &c, &c.RegisteredClaims); msg != "" {
-		return "sign: " + msg
+	if msg := s.verifyPartnerJWT(rq.Sign, &s.signJWT, &c, &c.partnerClaims); msg != "" {
+		return msg
 	}
 	var differ []string
-	if c.ID != rq.TransactionID {
-		differ = append(differ, "jti")
-	}
 	if c.LoyaltyID == nil || *c.LoyaltyID != rq.LoyaltyID {
 		differ = append(differ, "loyaltyId")
 	}

@@ -16,8 +16,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 )
 
 // Endpoint names, as used by Calls, TotalCalls and Faults.Endpoints. They
@@ -59,11 +60,14 @@ const (
 // and every business endpoint on one http.Handler. All methods are safe for
 // concurrent use.
 type Server struct {
-	opts   Options
-	log    *zap.Logger
-	now    func() time.Time
-	mux    *http.ServeMux
-	parser *jwt.Parser // partner JWTs (exchange-token, sign)
+	opts Options
+	log  *zap.Logger
+	now  func() time.Time
+	mux  *http.ServeMux
+
+	// The two kinds of partner JWT: exchange-token's and the redemption
+	// sign.
+	exchangeJWT, signJWT partnerJWT
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -111,8 +115,8 @@ func New(opts Options) (*Server, error) {
 		faults: o.Faults.clone(), rng: rand.New(rand.NewPCG(uint64(o.Seed), uint64(o.Seed)^0x9e3779b97f4a7c15)),
 		calls: map[callKey]int{}, totals: map[string]int{},
 	}
-	s.parser = jwt.NewParser(jwt.WithValidMethods([]string{"RS256", "ES256"}), jwt.WithExpirationRequired(),
-		jwt.WithIssuedAt(), jwt.WithIssuer(o.ClientID), jwt.WithTimeFunc(s.now))
+	s.exchangeJWT = s.partnerJWTKind("partner token", signing.PartnerTokenAudience, signing.PartnerTokenType)
+	s.signJWT = s.partnerJWTKind("sign", signing.RedemptionSignAudience, signing.RedemptionSignType)
 	s.kid, s.jwks = jwksFor(&key.PublicKey)
 	s.tokens.init(o.AccessTokenTTL, o.RefreshTokenTTL)
 	s.st.init(o)

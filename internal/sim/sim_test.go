@@ -23,6 +23,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/goleak"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
 
@@ -294,7 +295,18 @@ func signJWT(t testing.TB, key crypto.Signer, kid string, c claims) string {
 	return s
 }
 
+// partnerClaims are valid claims of an exchange-token partner token, with
+// a new jti each call.
 func (e *env) partnerClaims() claims {
 	now := e.clk.Now()
-	return claims{"iss": sim.DefaultClientID, "iat": now.Unix(), "exp": now.Add(2 * time.Minute).Unix(), "jti": "jti-" + fmt.Sprint(now.UnixNano())}
+	return claims{"iss": sim.DefaultClientID, "aud": signing.PartnerTokenAudience, "typ": signing.PartnerTokenType,
+		"iat": now.Unix(), "exp": now.Add(2 * time.Minute).Unix(), "jti": rand.Text()}
+}
+
+// signClaims are valid claims of a redemption sign over nothing yet (the
+// body's claims are added by redemption), with a new jti each call.
+func (e *env) signClaims() claims {
+	c := e.partnerClaims()
+	c["aud"], c["typ"] = signing.RedemptionSignAudience, signing.RedemptionSignType
+	return c
 }

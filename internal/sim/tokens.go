@@ -289,8 +289,8 @@ func (s *Server) handleExchange(c *call) reply {
 	if err := json.Unmarshal(b, &body); err != nil || body.Token == "" {
 		return unauthorized("body must be {\"token\": <partner JWT>}")
 	}
-	var claims jwt.RegisteredClaims
-	if msg := s.verifyPartnerJWT(body.Token, &claims, &claims); msg != "" {
+	var claims partnerClaims
+	if msg := s.verifyPartnerJWT(body.Token, &s.exchangeJWT, &claims, &claims); msg != "" {
 		return unauthorized(msg)
 	}
 	if claims.ExpiresAt.After(s.now().Add(MaxPartnerTokenAhead)) {
@@ -305,39 +305,6 @@ func (s *Server) handleExchange(c *call) reply {
 		AccessToken: p.access, RefreshToken: p.refresh, ExpiresIn: int64(p.accessTTL / time.Second),
 		RefreshExpiresIn: int64(p.refreshTTL / time.Second), TokenType: "Bearer",
 	}}
-}
-
-// verifyPartnerJWT checks a partner-signed JWT (exchange token or
-// redemption sign): RS256/ES256 by a registered key, iss = client_id, iat
-// present and not in the future, exp present and not passed, jti present.
-// It returns a message for the caller ("" when valid) that never quotes
-// the token.
-// reg is claims' registered part.
-func (s *Server) verifyPartnerJWT(token string, claims jwt.Claims, reg *jwt.RegisteredClaims) string {
-	t, err := s.parser.ParseWithClaims(token, claims, s.partnerKeyFunc)
-	switch {
-	case errors.Is(err, jwt.ErrTokenExpired):
-		return "partner JWT expired"
-	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return "partner JWT iss is not the client_id"
-	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return "partner JWT lacks exp"
-	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return "partner JWT iat is in the future"
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
-		return "partner JWT not signed by a registered partner key"
-	case err != nil:
-		return "partner JWT malformed or invalid"
-	case !t.Valid:
-		return "partner JWT invalid"
-	}
-	if reg.IssuedAt == nil {
-		return "partner JWT lacks iat"
-	}
-	if reg.ID == "" {
-		return "partner JWT lacks jti"
-	}
-	return ""
 }
 
 // partnerKeyFunc picks the registered keys a JWT may be verified with:
