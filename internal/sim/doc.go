@@ -103,6 +103,20 @@
 // carries every claim a partner token needs, is refused at exchange-token,
 // and a partner token carrying the sign's claims is refused as a sign. A
 // JWT whose aud is a list is accepted when the list holds its kind's aud.
+// Each partner JWT is accepted once: the jti of every accepted one is
+// remembered (per kind) until the JWT has expired, and a second JWT with
+// that jti is refused, even the very same request sent again. A jti is used
+// up when its JWT passes every check of its own, whatever then becomes of
+// the call (a redemption refused for INSUFFICIENT_POINT or
+// DUPLICATE_TRANSACTION included); a JWT refused for its claims does not
+// use it up. So a client retrying a redemption or an exchange signs again,
+// as the bridge does at every attempt; a new sign for an applied
+// redemption still gets DUPLICATE_TRANSACTION or, under
+// DuplicateReturnOriginal, the original answer. The remembered jtis are
+// bounded (Options.ReplayCacheSize, default 100,000): while it is full of
+// unexpired ones, new partner JWTs are refused (and a warning logged) rather
+// than a jti forgotten early.
+//
 // Refusals use the error envelope: 401 UNAUTHORIZED at exchange-token,
 // 400 INVALID_SIGN at redemption, with a message naming the claim at
 // fault (never quoting the JWT).

@@ -38,6 +38,9 @@ const (
 	MaxBodyBytes = 1 << 20
 	// MaxMembers bounds the seeded population (memory is O(members)).
 	MaxMembers = 10_000_000
+	// DefaultReplayCacheSize is how many jtis of accepted partner JWTs are
+	// remembered at most (Options.ReplayCacheSize).
+	DefaultReplayCacheSize = 100_000
 	// MaxPartnerTokenAhead is how far in the future a partner token's exp
 	// (exchange-token) may lie.
 	MaxPartnerTokenAhead = 5 * time.Minute
@@ -180,6 +183,13 @@ type Options struct {
 	RefreshTokenTTL time.Duration
 	// DuplicatePolicy for a repeated transactionId (default reject).
 	DuplicatePolicy DuplicatePolicy
+	// ReplayCacheSize bounds the jtis remembered so that each partner JWT
+	// (partner token, redemption sign) is accepted once (default
+	// DefaultReplayCacheSize, 100,000). A jti is forgotten once its JWT has
+	// expired; while the cache is full of unexpired ones, new partner JWTs
+	// are refused rather than a jti forgotten early, which would allow a
+	// replay.
+	ReplayCacheSize int
 	// Faults in force from the start (none by default); see SetFaults.
 	Faults Faults
 	// Seed makes fault decisions and latency samples deterministic.
@@ -236,6 +246,12 @@ func (o Options) withDefaults() (Options, error) {
 		o.RefreshTokenTTL = DefaultRefreshTokenTTL
 	case o.RefreshTokenTTL < time.Second:
 		errs = append(errs, errors.New("sim: RefreshTokenTTL must be at least 1s"))
+	}
+	switch {
+	case o.ReplayCacheSize == 0:
+		o.ReplayCacheSize = DefaultReplayCacheSize
+	case o.ReplayCacheSize < 0:
+		errs = append(errs, errors.New("sim: ReplayCacheSize must not be negative"))
 	}
 	if o.DuplicatePolicy != DuplicateReject && o.DuplicatePolicy != DuplicateReturnOriginal {
 		errs = append(errs, fmt.Errorf("sim: unknown %s", o.DuplicatePolicy))

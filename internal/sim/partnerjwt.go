@@ -3,8 +3,10 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/zap"
 )
 
 // partnerJWT is one kind of JWT a partner signs: the exchange-token partner
@@ -77,3 +79,29 @@ func (k *partnerJWT) claimProblem(pc *partnerClaims, err error) string {
 	}
 	return "has invalid claims"
 }
+
+// useJTI accepts the jti of pc, a JWT of kind k that passed every other
+// check, once: it returns a refusal message, or "". Call it last, so that
+// a JWT refused for another reason does not use its jti up.
+func (s *Server) useJTI(k *partnerJWT, pc *partnerClaims) string {
+	out, changed := s.replay.use(replayKey{k.typ, pc.ID}, s.forgetJTIAt(pc.ExpiresAt.Time), s.now())
+	if changed {
+		if out == replayFull {
+			s.log.Warn("jti replay cache full: partner JWTs refused until remembered ones expire",
+				zap.Int("size", s.opts.ReplayCacheSize))
+		} else {
+			s.log.Info("jti replay cache has room again")
+		}
+	}
+	switch out {
+	case replaySeen:
+		return k.name + " jti already used (each partner JWT is accepted once)"
+	case replayFull:
+		return k.name + " refused: too many unexpired partner JWTs remembered (jti replay cache full)"
+	}
+	return ""
+}
+
+// forgetJTIAt is when a JWT expiring at exp can no longer be accepted, so
+// its jti need not be remembered.
+func (s *Server) forgetJTIAt(exp time.Time) time.Time { return exp }

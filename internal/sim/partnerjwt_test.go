@@ -1,9 +1,14 @@
 package sim_test
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
@@ -145,5 +150,128 @@ func TestPartnerJWTKinds(t *testing.T) {
 				t.Fatalf("%s applied", tx)
 			}
 		})
+	}
+}
+
+// replayed is what the refusal of a used jti says.
+const replayed = "jti already used"
+
+// step is one call of a scenario: want "" is success, else the refusal's
+// reason (see wantRefused) or, for business refusals, code: CODE.
+type step struct {
+	path string
+	body any
+	want string
+}
+
+func runSteps(t *testing.T, e *env, steps []step) {
+	t.Helper()
+	for i, st := range steps {
+		r := e.postJWT(st.path, st.body)
+		switch code, business := strings.CutPrefix(st.want, "code: "); {
+		case st.want == "":
+			wantAccepted(t, st.path, r)
+		case business:
+			wantError(t, r, http.StatusBadRequest, code)
+		default:
+			wantRefused(t, st.path, r, st.want)
+		}
+		if t.Failed() {
+			t.Fatalf("step %d", i+1)
+		}
+	}
+}
+
+// Each partner JWT is accepted once, whatever became of the call that used
+// it: a second use of its jti is refused, under either duplicate policy.
+func TestPartnerJWTReplay(t *testing.T) {
+	cases := []struct {
+		name  string
+		opts  func(*sim.Options)
+		steps func(e *env) []step
+	}{
+		{"partner token sent twice", nil, func(e *env) []step {
+			b := e.exchangeBody(e.partnerClaims())
+			return []step{{sim.PathExchangeToken, b, ""}, {sim.PathExchangeToken, b, replayed}, {sim.PathExchangeToken, b, replayed}}
+		}},
+		{"signer's partner token sent twice", nil, func(e *env) []step {
+			pt, err := e.signer().PartnerToken()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := map[string]string{"token": pt}
+			return []step{{sim.PathExchangeToken, b, ""}, {sim.PathExchangeToken, b, replayed}}
+		}},
+		{"another partner token with a used jti", nil, func(e *env) []step {
+			c := e.partnerClaims()
+			first := e.exchangeBody(c)
+			c["exp"] = c["exp"].(int64) + 1
+			return []step{{sim.PathExchangeToken, first, ""}, {sim.PathExchangeToken, e.exchangeBody(c), replayed}}
+		}},
+		{"sign sent twice", nil, func(e *env) []step {
+			b := e.redemption(1, "P-1", 1, 1, "d", nil)
+			return []step{{sim.PathRedemption, b, ""}, {sim.PathRedemption, b, replayed}}
+		}},
+		{"signer's sign sent twice, duplicates answered with the original", func(o *sim.Options) { o.DuplicatePolicy = sim.DuplicateReturnOriginal },
+			func(e *env) []step {
+				b := e.signedBy(e.signer(), 1, "P-1")
+				return []step{{sim.PathRedemption, b, ""}, {sim.PathRedemption, b, replayed},
+					// A new sign gets the original answer.
+					{sim.PathRedemption, e.signedBy(e.signer(), 1, "P-1"), ""}}
+			}},
+		{"sign of a refused redemption sent again", nil, func(e *env) []step {
+			b := e.redemption(1, "P-big", 1_000_000, 1, "d", nil)
+			return []step{{sim.PathRedemption, b, "code: " + sim.CodeInsufficientPoint}, {sim.PathRedemption, b, replayed}}
+		}},
+		{"sign refused for its claims does not use its jti up", nil, func(e *env) []step {
+			good := e.redemption(1, "P-1", 1, 1, "d", nil)
+			tampered := maps.Clone(good)
+			tampered["usedPoint"] = 2
+			return []step{{sim.PathRedemption, tampered, "usedPoint"}, {sim.PathRedemption, good, ""}}
+		}},
+		{"one jti in a partner token and a sign", nil, func(e *env) []step {
+			c := e.partnerClaims()
+			jti := c["jti"]
+			return []step{{sim.PathExchangeToken, e.exchangeBody(c), ""},
+				{sim.PathRedemption, e.redemption(1, "P-1", 1, 1, "d", func(c claims) { c["jti"] = jti }), ""}}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.opts)
+			runSteps(t, e, tc.steps(e))
+			if n := e.sim.Effects("P-1"); n > 1 {
+				t.Fatalf("P-1 applied %d times", n)
+			}
+		})
+	}
+}
+
+// The replay cache is bounded: when it is full of unexpired jtis new
+// partner JWTs are refused (never a jti forgotten early), and a jti is
+// forgotten once its JWT has expired.
+func TestReplayCacheBounded(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	e := newEnv(t, func(o *sim.Options) { o.ReplayCacheSize = 2; o.Logger = zap.New(core) })
+	first := e.exchangeBody(e.partnerClaims())
+	runSteps(t, e, []step{
+		{sim.PathExchangeToken, first, ""},
+		{sim.PathRedemption, e.redemption(1, "B-1", 1, 1, "d", nil), ""},
+		{sim.PathExchangeToken, e.exchangeBody(e.partnerClaims()), "replay cache full"},
+		{sim.PathRedemption, e.redemption(1, "B-2", 1, 1, "d", nil), "replay cache full"},
+		{sim.PathExchangeToken, first, replayed},
+	})
+	// Both remembered JWTs expire.
+	e.clk.Advance(2 * time.Minute)
+	runSteps(t, e, []step{
+		{sim.PathExchangeToken, first, "expired"},
+		{sim.PathExchangeToken, e.exchangeBody(e.partnerClaims()), ""},
+		{sim.PathRedemption, e.redemption(1, "B-2", 1, 1, "d", nil), ""},
+		{sim.PathRedemption, e.redemption(1, "B-3", 1, 1, "d", nil), "replay cache full"},
+	})
+	// Becoming full and having room again are logged once each time.
+	full, room := logs.FilterMessageSnippet("replay cache full").Len(), logs.FilterMessageSnippet("room again").Len()
+	if full != 2 || room != 1 {
+		t.Fatalf("logged full %d times, room again %d times", full, room)
 	}
 }

@@ -276,7 +276,7 @@ func (s *Server) verifySign(rq *redemptionRequest) string {
 	if differ != nil {
 		return "sign claims missing or differing from the body: " + strings.Join(differ, ", ")
 	}
-	return ""
+	return s.useJTI(&s.signJWT, &c.partnerClaims)
 }
 
 func (s *Server) handleLookup(c *call) reply {

@@ -68,6 +68,7 @@ type Server struct {
 	// The two kinds of partner JWT: exchange-token's and the redemption
 	// sign.
 	exchangeJWT, signJWT partnerJWT
+	replay               replayCache
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -118,6 +119,7 @@ func New(opts Options) (*Server, error) {
 	s.exchangeJWT = s.partnerJWTKind("partner token", signing.PartnerTokenAudience, signing.PartnerTokenType)
 	s.signJWT = s.partnerJWTKind("sign", signing.RedemptionSignAudience, signing.RedemptionSignType)
 	s.kid, s.jwks = jwksFor(&key.PublicKey)
+	s.replay.init(o.ReplayCacheSize)
 	s.tokens.init(o.AccessTokenTTL, o.RefreshTokenTTL)
 	s.st.init(o)
 	s.mux = s.routes()

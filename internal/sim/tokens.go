@@ -296,6 +296,9 @@ func (s *Server) handleExchange(c *call) reply {
 	if claims.ExpiresAt.After(s.now().Add(MaxPartnerTokenAhead)) {
 		return unauthorized("partner token exp is more than 5 minutes ahead")
 	}
+	if msg := s.useJTI(&s.exchangeJWT, &claims); msg != "" {
+		return unauthorized(msg)
+	}
 	p, err := s.issue(c.r, claims.Issuer, "")
 	if err != nil {
 		return plainError(http.StatusInternalServerError)
