@@ -68,7 +68,8 @@
 //     DuplicateReject answers DUPLICATE_TRANSACTION;
 //     DuplicateReturnOriginal answers the first call's data again. Either
 //     way nothing is applied twice. A redemption refused (bad sign,
-//     insufficient points) is not recorded and may be sent again.
+//     insufficient points) is not recorded and may be sent again, with a
+//     new sign.
 //   - Unlink with a partnerMemberId other than the one linked is
 //     MEMBER_IS_NOT_LINKED_YET (the member is not linked to that id).
 //   - Values: transactionType ACCRUAL or REDEMPTION, transactionSource
@@ -81,45 +82,56 @@
 //
 // # Partner JWTs
 //
-// The spec names no claim of the two JWTs a partner signs. Ours, the ones
-// internal/signing makes (the values are its constants), all registered
-// claims or Keycloak's typ, which a verifier that does not know them
-// ignores:
+// The spec names no claim of the two JWTs a partner signs. Ours are those
+// internal/signing makes (the values are its constants): registered claims
+// and Keycloak's typ claim, which a verifier that does not know them
+// ignores.
 //
-//   - both: RS256 or ES256 by a registered partner key (a kid in the
-//     header selects keys), iss = client_id, iat, exp not passed, jti.
-//   - partner token (exchange-token): aud
+//   - Both kinds: RS256 or ES256 by a registered partner key (a kid in the
+//     header selects keys), iss = client_id, iat not in the future, exp not
+//     passed and after iat, jti.
+//   - Partner token (exchange-token): aud
 //     "/api-identity/public/v1/exchange-token", typ "partner-token", exp
 //     at most 5 minutes ahead (MaxPartnerTokenAhead).
-//   - redemption sign: aud
+//   - Redemption sign: aud
 //     "/api-point/partner/v1/point-redemption-with-token", typ
-//     "redemption-sign", and the claims loyaltyId, transactionId,
-//     usedPoint, transactionAmount (compared as numbers) and
-//     transactionDate (the body's string, byte for byte), all equal to the
-//     body's. Checked after the member exists and before duplicates and
-//     balance.
+//     "redemption-sign", a lifetime exp − iat of at most
+//     Options.MaxSignLifetime (default 5 minutes, the longest the bridge's
+//     signer makes; a sign valid for years is refused), and the claims
+//     loyaltyId, transactionId, usedPoint, transactionAmount (compared as
+//     numbers) and transactionDate (the body's string, byte for byte), all
+//     equal to the body's. Checked after the member exists and before
+//     duplicates and balance.
 //
 // aud and typ keep one kind from being used as the other: a sign, which
 // carries every claim a partner token needs, is refused at exchange-token,
-// and a partner token carrying the sign's claims is refused as a sign. A
-// JWT whose aud is a list is accepted when the list holds its kind's aud.
-// Each partner JWT is accepted once: the jti of every accepted one is
-// remembered (per kind) until the JWT has expired, and a second JWT with
-// that jti is refused, even the very same request sent again. A jti is used
-// up when its JWT passes every check of its own, whatever then becomes of
-// the call (a redemption refused for INSUFFICIENT_POINT or
-// DUPLICATE_TRANSACTION included); a JWT refused for its claims does not
-// use it up. So a client retrying a redemption or an exchange signs again,
-// as the bridge does at every attempt; a new sign for an applied
-// redemption still gets DUPLICATE_TRANSACTION or, under
-// DuplicateReturnOriginal, the original answer. The remembered jtis are
-// bounded (Options.ReplayCacheSize, default 100,000): while it is full of
-// unexpired ones, new partner JWTs are refused (and a warning logged) rather
-// than a jti forgotten early.
+// and a partner token carrying the sign's claims is refused as a sign. An
+// aud that is a list is accepted when it holds the kind's aud.
 //
-// Refusals use the error envelope: 401 UNAUTHORIZED at exchange-token,
-// 400 INVALID_SIGN at redemption, with a message naming the claim at
-// fault (never quoting the JWT).
+// Clocks differ: every time check of a partner JWT allows Options.ClockSkew
+// (default 30 s, at most 5 minutes). iat may be up to that far ahead of
+// the Server's clock, exp up to that far behind it, and a partner token's
+// exp up to 5 minutes plus the skew ahead. The Server's clock is
+// Options.Now, so tests move it rather than sleep.
+//
+// Each partner JWT is accepted once: the jti of every accepted one is
+// remembered, per kind, until the JWT can no longer be accepted anyway (exp
+// plus the skew), and a JWT with a remembered jti is refused, even the very
+// same request sent again. A jti is used up when its JWT passes every check
+// of its own, whatever then becomes of the call (a redemption refused for
+// INSUFFICIENT_POINT or DUPLICATE_TRANSACTION included); a JWT refused for
+// its claims or signature does not use it up. A client retrying a
+// redemption or an exchange therefore signs again, as the bridge does at
+// every attempt; a new sign for an applied redemption still gets
+// DUPLICATE_TRANSACTION or, under DuplicateReturnOriginal, the original
+// answer. The jtis remembered are bounded (Options.ReplayCacheSize, default
+// 100,000): while it is full of unexpired ones new partner JWTs are refused
+// (becoming full is logged as a warning), rather than a jti forgotten
+// early, which would let its JWT be replayed.
+//
+// Refusals use the error envelope: 401 UNAUTHORIZED at exchange-token, 400
+// INVALID_SIGN at redemption, with a message naming the claim at fault
+// (never quoting the JWT).
 //
 // # Faults
 //

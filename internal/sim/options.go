@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 )
 
 // Demo credentials, used when Options leaves the corresponding field empty.
@@ -38,6 +40,14 @@ const (
 	MaxBodyBytes = 1 << 20
 	// MaxMembers bounds the seeded population (memory is O(members)).
 	MaxMembers = 10_000_000
+	// DefaultClockSkew is how far a partner's clock may be off the
+	// simulator's (Options.ClockSkew); MaxClockSkew bounds the option.
+	DefaultClockSkew = 30 * time.Second
+	MaxClockSkew     = 5 * time.Minute
+	// DefaultMaxSignLifetime is the longest exp − iat of a redemption sign
+	// (Options.MaxSignLifetime): the bridge's signer never makes a longer
+	// one.
+	DefaultMaxSignLifetime = signing.MaxSignTTL
 	// DefaultReplayCacheSize is how many jtis of accepted partner JWTs are
 	// remembered at most (Options.ReplayCacheSize).
 	DefaultReplayCacheSize = 100_000
@@ -183,6 +193,15 @@ type Options struct {
 	RefreshTokenTTL time.Duration
 	// DuplicatePolicy for a repeated transactionId (default reject).
 	DuplicatePolicy DuplicatePolicy
+	// ClockSkew is how far a partner's clock may be off the Server's when a
+	// partner JWT is checked (default DefaultClockSkew, 30 s; at most
+	// MaxClockSkew): iat may be that far ahead, exp that far behind, and a
+	// partner token's exp that much further than MaxPartnerTokenAhead.
+	ClockSkew time.Duration
+	// MaxSignLifetime caps a redemption sign's lifetime, exp − iat
+	// (default DefaultMaxSignLifetime, 5 minutes); a longer-lived sign is
+	// refused (INVALID_SIGN), so that a leaked sign is not good for long.
+	MaxSignLifetime time.Duration
 	// ReplayCacheSize bounds the jtis remembered so that each partner JWT
 	// (partner token, redemption sign) is accepted once (default
 	// DefaultReplayCacheSize, 100,000). A jti is forgotten once its JWT has
@@ -246,6 +265,18 @@ func (o Options) withDefaults() (Options, error) {
 		o.RefreshTokenTTL = DefaultRefreshTokenTTL
 	case o.RefreshTokenTTL < time.Second:
 		errs = append(errs, errors.New("sim: RefreshTokenTTL must be at least 1s"))
+	}
+	switch {
+	case o.ClockSkew == 0:
+		o.ClockSkew = DefaultClockSkew
+	case o.ClockSkew < 0 || o.ClockSkew > MaxClockSkew:
+		errs = append(errs, fmt.Errorf("sim: ClockSkew must be in [0, %s]", MaxClockSkew))
+	}
+	switch {
+	case o.MaxSignLifetime == 0:
+		o.MaxSignLifetime = DefaultMaxSignLifetime
+	case o.MaxSignLifetime < time.Second:
+		errs = append(errs, errors.New("sim: MaxSignLifetime must be at least 1s"))
 	}
 	switch {
 	case o.ReplayCacheSize == 0:

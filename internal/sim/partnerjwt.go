@@ -15,13 +15,14 @@ import (
 type partnerJWT struct {
 	name     string // in messages: "partner token" or "sign"
 	aud, typ string
+	skew     time.Duration
 	parser   *jwt.Parser
 }
 
 func (s *Server) partnerJWTKind(name, aud, typ string) partnerJWT {
-	return partnerJWT{name: name, aud: aud, typ: typ, parser: jwt.NewParser(
+	return partnerJWT{name: name, aud: aud, typ: typ, skew: s.opts.ClockSkew, parser: jwt.NewParser(
 		jwt.WithValidMethods([]string{"RS256", "ES256"}), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
-		jwt.WithIssuer(s.opts.ClientID), jwt.WithAudience(aud), jwt.WithTimeFunc(s.now))}
+		jwt.WithIssuer(s.opts.ClientID), jwt.WithAudience(aud), jwt.WithLeeway(s.opts.ClockSkew), jwt.WithTimeFunc(s.now))}
 }
 
 // partnerClaims are the claims every partner JWT carries.
@@ -32,7 +33,8 @@ type partnerClaims struct {
 
 // verifyPartnerJWT checks a partner-signed JWT of kind k: RS256/ES256 by a
 // registered key, iss = client_id, aud and typ of k, iat present and not
-// in the future, exp present and not passed, jti present. claims is
+// in the future, exp present, after iat and not passed (iat and exp with
+// the clock skew allowed), jti present. claims is
 // decoded from the token; pc is its partnerClaims part. It returns a
 // message for the caller ("" when valid) that never quotes the token.
 func (s *Server) verifyPartnerJWT(token string, k *partnerJWT, claims jwt.Claims, pc *partnerClaims) string {
@@ -48,6 +50,8 @@ func (s *Server) verifyPartnerJWT(token string, k *partnerJWT, claims jwt.Claims
 	switch {
 	case pc.IssuedAt == nil:
 		return k.name + " lacks iat"
+	case !pc.ExpiresAt.After(pc.IssuedAt.Time):
+		return k.name + " exp is not after iat"
 	case pc.Typ != k.typ:
 		return fmt.Sprintf("%s typ is not %s", k.name, k.typ)
 	case pc.ID == "":
@@ -63,11 +67,11 @@ func (k *partnerJWT) claimProblem(pc *partnerClaims, err error) string {
 	case pc.ExpiresAt == nil:
 		return "lacks exp"
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return "expired"
+		return fmt.Sprintf("expired (more than the %s clock skew allowed ago)", k.skew)
 	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return "iat is in the future"
+		return fmt.Sprintf("iat is in the future (beyond the %s clock skew allowed)", k.skew)
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
-		return "nbf is in the future"
+		return fmt.Sprintf("nbf is in the future (beyond the %s clock skew allowed)", k.skew)
 	case pc.Issuer == "":
 		return "lacks iss"
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
@@ -103,5 +107,5 @@ func (s *Server) useJTI(k *partnerJWT, pc *partnerClaims) string {
 }
 
 // forgetJTIAt is when a JWT expiring at exp can no longer be accepted, so
-// its jti need not be remembered.
-func (s *Server) forgetJTIAt(exp time.Time) time.Time { return exp }
+// its jti need not be remembered: exp plus the clock skew allowed.
+func (s *Server) forgetJTIAt(exp time.Time) time.Time { return exp.Add(s.opts.ClockSkew) }

@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"fmt"
 	"maps"
 	"net/http"
 	"strings"
@@ -261,8 +262,8 @@ func TestReplayCacheBounded(t *testing.T) {
 		{sim.PathRedemption, e.redemption(1, "B-2", 1, 1, "d", nil), "replay cache full"},
 		{sim.PathExchangeToken, first, replayed},
 	})
-	// Both remembered JWTs expire.
-	e.clk.Advance(2 * time.Minute)
+	// Both remembered JWTs expire, skew allowance included.
+	e.clk.Advance(2*time.Minute + sim.DefaultClockSkew)
 	runSteps(t, e, []step{
 		{sim.PathExchangeToken, first, "expired"},
 		{sim.PathExchangeToken, e.exchangeBody(e.partnerClaims()), ""},
@@ -274,4 +275,106 @@ func TestReplayCacheBounded(t *testing.T) {
 	if full != 2 || room != 1 {
 		t.Fatalf("logged full %d times, room again %d times", full, room)
 	}
+}
+
+// Partner JWTs allow for clock skew (Options.ClockSkew, default 30 s): iat
+// that far ahead, exp that far behind, and a partner token's exp that much
+// beyond 5 minutes ahead are accepted; beyond the allowance they are not.
+func TestPartnerJWTClockSkew(t *testing.T) {
+	const both, tokenOnly = 0, 1
+	cases := []struct {
+		name     string
+		skew     time.Duration // 0: default
+		iat, exp time.Duration // from now; exp 0 is iat + 2 minutes
+		kinds    int
+		why      string // "" when accepted
+	}{
+		{"iat now", 0, 0, 0, both, ""},
+		{"iat 2s ahead", 0, 2 * time.Second, 0, both, ""},
+		{"iat 20s ahead", 0, 20 * time.Second, 0, both, ""},
+		{"iat 30s ahead, the allowance", 0, sim.DefaultClockSkew, 0, both, ""},
+		{"iat 31s ahead", 0, sim.DefaultClockSkew + time.Second, 0, both, "iat is in the future"},
+		{"iat a minute ahead", 0, time.Minute, 0, both, "iat is in the future"},
+		{"exp 10s ago", 0, -2 * time.Minute, -10 * time.Second, both, ""},
+		{"exp 30s ago", 0, -2 * time.Minute, -sim.DefaultClockSkew, both, "expired"},
+		{"exp before iat", 0, 10 * time.Second, 5 * time.Second, both, "exp is not after iat"},
+		{"partner token exp 5m20s ahead", 0, 0, 5*time.Minute + 20*time.Second, tokenOnly, ""},
+		{"partner token exp 5m31s ahead", 0, 0, 5*time.Minute + 31*time.Second, tokenOnly, "ahead"},
+		{"skew 60s: iat 45s ahead", time.Minute, 45 * time.Second, 0, both, ""},
+		{"skew 60s: iat 61s ahead", time.Minute, 61 * time.Second, 0, both, "iat is in the future"},
+		{"skew 60s: exp 50s ago", time.Minute, -2 * time.Minute, -50 * time.Second, both, ""},
+		{"skew 5s: iat 20s ahead", 5 * time.Second, 20 * time.Second, 0, both, "iat is in the future"},
+	}
+	envs := map[time.Duration]*env{}
+	envFor := func(skew time.Duration) *env {
+		if envs[skew] == nil {
+			envs[skew] = newEnv(t, func(o *sim.Options) { o.ClockSkew = skew })
+		}
+		return envs[skew]
+	}
+	for i, tc := range cases {
+		e := envFor(tc.skew)
+		times := func(c claims) {
+			now := e.clk.Now()
+			exp := tc.exp
+			if exp == 0 {
+				exp = tc.iat + 2*time.Minute
+			}
+			c["iat"], c["exp"] = now.Add(tc.iat).Unix(), now.Add(exp).Unix()
+		}
+		t.Run(tc.name+"/partner token", func(t *testing.T) {
+			c := e.partnerClaims()
+			times(c)
+			runSteps(t, e, []step{{sim.PathExchangeToken, e.exchangeBody(c), tc.why}})
+		})
+		if tc.kinds == tokenOnly {
+			continue
+		}
+		t.Run(tc.name+"/sign", func(t *testing.T) {
+			runSteps(t, e, []step{{sim.PathRedemption, e.redemption(1, fmt.Sprint("S-", i), 1, 1, "d", times), tc.why}})
+		})
+	}
+}
+
+// A sign's lifetime, exp - iat, is capped (Options.MaxSignLifetime, default
+// 5 minutes): a sign valid for ten years is refused. The bridge's signer
+// stays within the default cap.
+func TestSignLifetime(t *testing.T) {
+	cases := []struct {
+		name     string
+		max      time.Duration // 0: default
+		iat, exp time.Duration // from now
+		why      string        // "" when accepted
+	}{
+		{"two minutes", 0, 0, 2 * time.Minute, ""},
+		{"five minutes, the cap", 0, 0, sim.DefaultMaxSignLifetime, ""},
+		{"five minutes and a second", 0, 0, sim.DefaultMaxSignLifetime + time.Second, "lifetime"},
+		{"ten years", 0, 0, 10 * 365 * 24 * time.Hour, "lifetime"},
+		{"ten years, issued an hour ago", 0, -time.Hour, 10 * 365 * 24 * time.Hour, "lifetime"},
+		{"five minutes, issued 20s ahead (skew)", 0, 20 * time.Second, 20*time.Second + sim.DefaultMaxSignLifetime, ""},
+		{"cap 1m: one minute", time.Minute, 0, time.Minute, ""},
+		{"cap 1m: two minutes", time.Minute, 0, 2 * time.Minute, "lifetime"},
+	}
+	envs := map[time.Duration]*env{}
+	for i, tc := range cases {
+		if envs[tc.max] == nil {
+			envs[tc.max] = newEnv(t, func(o *sim.Options) { o.MaxSignLifetime = tc.max })
+		}
+		e := envs[tc.max]
+		t.Run(tc.name, func(t *testing.T) {
+			times := func(c claims) {
+				now := e.clk.Now()
+				c["iat"], c["exp"] = now.Add(tc.iat).Unix(), now.Add(tc.exp).Unix()
+			}
+			runSteps(t, e, []step{{sim.PathRedemption, e.redemption(1, fmt.Sprint("L-", i), 1, 1, "d", times), tc.why}})
+		})
+	}
+	t.Run("signer at its longest TTL", func(t *testing.T) {
+		e := envs[0]
+		s, err := signing.New(ecPartner(), signing.Options{Issuer: sim.DefaultClientID, Now: e.clk.Now, SignTTL: signing.MaxSignTTL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runSteps(t, e, []step{{sim.PathRedemption, e.signedBy(s, 1, "L-signer"), ""}})
+	})
 }

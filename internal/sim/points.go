@@ -257,6 +257,9 @@ func (s *Server) verifySign(rq *redemptionRequest) string {
 	if msg := s.verifyPartnerJWT(rq.Sign, &s.signJWT, &c, &c.partnerClaims); msg != "" {
 		return msg
 	}
+	if life := c.ExpiresAt.Sub(c.IssuedAt.Time); life > s.opts.MaxSignLifetime {
+		return fmt.Sprintf("sign lifetime (exp - iat) %s is over the %s allowed", life, s.opts.MaxSignLifetime)
+	}
 	var differ []string
 	if c.LoyaltyID == nil || *c.LoyaltyID != rq.LoyaltyID {
 		differ = append(differ, "loyaltyId")

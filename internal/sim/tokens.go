@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/big"
 	"mime"
 	"net/http"
@@ -293,8 +294,9 @@ func (s *Server) handleExchange(c *call) reply {
 	if msg := s.verifyPartnerJWT(body.Token, &s.exchangeJWT, &claims, &claims); msg != "" {
 		return unauthorized(msg)
 	}
-	if claims.ExpiresAt.After(s.now().Add(MaxPartnerTokenAhead)) {
-		return unauthorized("partner token exp is more than 5 minutes ahead")
+	if claims.ExpiresAt.After(s.now().Add(MaxPartnerTokenAhead + s.opts.ClockSkew)) {
+		return unauthorized(fmt.Sprintf("partner token exp is more than %s ahead (with the %s clock skew allowed)",
+			MaxPartnerTokenAhead, s.opts.ClockSkew))
 	}
 	if msg := s.useJTI(&s.exchangeJWT, &claims); msg != "" {
 		return unauthorized(msg)
