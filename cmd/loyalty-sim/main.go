@@ -79,6 +79,9 @@ func parse(e env, args []string) (*config, error) {
 	fs.Float64Var(&o.EarnRate, "earn-rate", sim.DefaultEarnRate, "points per currency unit of an accrual (floor)")
 	fs.DurationVar(&o.AccessTokenTTL, "access-token-ttl", sim.DefaultAccessTokenTTL, "access token lifetime")
 	fs.DurationVar(&o.RefreshTokenTTL, "refresh-token-ttl", sim.DefaultRefreshTokenTTL, "refresh token lifetime")
+	fs.DurationVar(&o.ClockSkew, "clock-skew", sim.DefaultClockSkew, "partner JWTs: how far the partner's clock may be off (iat ahead, exp behind; at most "+sim.MaxClockSkew.String()+")")
+	fs.DurationVar(&o.MaxSignLifetime, "max-sign-lifetime", sim.DefaultMaxSignLifetime, "redemption sign: longest exp - iat accepted")
+	fs.IntVar(&o.ReplayCacheSize, "replay-cache-size", sim.DefaultReplayCacheSize, "partner JWTs: most jtis remembered to refuse replays (when full of unexpired ones, new JWTs are refused)")
 	fs.StringVar(&c.duplicatePolicy, "duplicate-policy", "reject", "a transactionId sent twice: reject (400 DUPLICATE_TRANSACTION) or return-original")
 	fs.DurationVar(&f.Latency, "latency", 0, "fault: fixed added latency")
 	fs.DurationVar(&f.LatencyP50, "latency-p50", 0, "fault: log-normal added latency, median")
@@ -270,8 +273,9 @@ func banner(w io.Writer, addr string, c *config) {
   password:      %s
   members:       %s … %s, %d points each; earn rate %g point/unit; duplicates: %s
   partner keys:  %d registered (exchange-token, redemption sign)
+  partner JWTs:  clock skew %s, sign lifetime at most %s, each jti once (%d remembered at most)
   admin API:     %s
 `, base, base, sim.PathToken, o.ClientID, shown(o.ClientSecret, sim.DefaultClientSecret), o.Username,
 		shown(o.Password, sim.DefaultPassword), sim.MemberID(1), sim.MemberID(o.Members), o.InitialBalance, o.EarnRate,
-		o.DuplicatePolicy, len(o.PartnerKeys), admin)
+		o.DuplicatePolicy, len(o.PartnerKeys), o.ClockSkew, o.MaxSignLifetime, o.ReplayCacheSize, admin)
 }

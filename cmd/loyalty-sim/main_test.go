@@ -133,7 +133,8 @@ func TestServeFromFlagsAndEnvironment(t *testing.T) {
 		"LOYALTY_SIM_CLIENT_SECRET_FILE": secretFile,
 		"LOYALTY_SIM_ADMIN_TOKEN":        "adm",
 		"LOYALTY_SIM_MEMBERS":            "5",
-	}, "--partner-public-key", keyFile+"#k1", "--error-rate", "503=0", "--duplicate-policy", "return-original")
+	}, "--partner-public-key", keyFile+"#k1", "--error-rate", "503=0", "--duplicate-policy", "return-original",
+		"--clock-skew", "45s", "--max-sign-lifetime", "3m", "--replay-cache-size", "500")
 	c := &http.Client{Transport: &http.Transport{}}
 	defer c.CloseIdleConnections()
 
@@ -146,13 +147,17 @@ func TestServeFromFlagsAndEnvironment(t *testing.T) {
 	if status, _ := post(t, c, s.base+sim.PathToken, "application/x-www-form-urlencoded", form.Encode(), nil); status != 401 {
 		t.Fatalf("demo secret still accepted: %d", status)
 	}
-	now := time.Now()
+	// iat 40s ahead: within --clock-skew 45s, beyond the default 30s.
+	now := time.Now().Add(40 * time.Second)
 	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": sim.DefaultClientID, "aud": signing.PartnerTokenAudience,
 		"typ": signing.PartnerTokenType, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix(), "jti": "j1"})
 	tok.Header["kid"] = "k1"
 	signed, _ := tok.SignedString(key)
 	if status, m := post(t, c, s.base+sim.PathExchangeToken, "application/json", `{"token":"`+signed+`"}`, nil); status != 200 || m["token_type"] != "Bearer" {
 		t.Fatalf("exchange with the key file: %d %v", status, m)
+	}
+	if status, _ := post(t, c, s.base+sim.PathExchangeToken, "application/json", `{"token":"`+signed+`"}`, nil); status != 401 {
+		t.Fatalf("replayed partner token: %d", status)
 	}
 	req, _ := http.NewRequest(http.MethodGet, s.base+"/__sim/faults", nil)
 	req.Header.Set(sim.AdminHeader, "adm")
@@ -163,7 +168,8 @@ func TestServeFromFlagsAndEnvironment(t *testing.T) {
 	res.Body.Close()
 
 	out := s.stdout.String()
-	for _, want := range []string{s.base, sim.DefaultClientID, "(set, not shown)", sim.DefaultPassword, "LB00000005", "1 registered", "return-original", "on: "} {
+	for _, want := range []string{s.base, sim.DefaultClientID, "(set, not shown)", sim.DefaultPassword, "LB00000005", "1 registered", "return-original", "on: ",
+		"clock skew 45s, sign lifetime at most 3m0s, each jti once (500 remembered at most)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("banner lacks %q:\n%s", want, out)
 		}
@@ -239,6 +245,9 @@ func TestUsageErrors(t *testing.T) {
 		"not PEM":            {args: []string{"--partner-public-key", junk}},
 		"missing key file":   {args: []string{"--partner-public-key", "/nonexistent.pem"}},
 		"members":            {args: []string{"--members", "-3"}},
+		"clock skew":         {args: []string{"--clock-skew", "10m"}},
+		"sign lifetime":      {args: []string{"--max-sign-lifetime", "-1m"}},
+		"replay cache size":  {args: []string{"--replay-cache-size", "-1"}},
 		"bad env value":      {envs: map[string]string{"LOYALTY_SIM_EARN_RATE": "lots"}},
 		"log level":          {args: []string{"--log-level", "loud"}},
 	} {
