@@ -191,10 +191,20 @@ func (s *Server) serve(rt *route) http.HandlerFunc {
 		s.totals[rt.name]++
 		s.countMu.Unlock()
 		status := 0 // 0: no answer (dropped, hung, or the client left)
+		counted := false
+		count := func() {
+			if !counted {
+				counted = true
+				s.countMu.Lock()
+				s.calls[callKey{rt.name, status}]++
+				s.countMu.Unlock()
+			}
+		}
+		// drop closes the connection unanswered, counting the call first:
+		// the client may read the counters as soon as it sees the close.
+		drop := func() { count(); abort(w) }
 		defer func() {
-			s.countMu.Lock()
-			s.calls[callKey{rt.name, status}]++
-			s.countMu.Unlock()
+			count()
 			if ce := s.log.Check(zap.DebugLevel, "request"); ce != nil {
 				ce.Write(zap.String("endpoint", rt.name), zap.Int("status", status), zap.Duration("took", time.Since(start)))
 			}
@@ -212,19 +222,19 @@ func (s *Server) serve(rt *route) http.HandlerFunc {
 			bufferBody(w, r)
 		}
 		if p.delay > 0 && !s.wait(r.Context(), p.delay) {
-			abort(w)
+			drop()
 			return
 		}
 		switch {
 		case p.drop:
-			abort(w)
+			drop()
 			return
 		case p.hang:
 			select {
 			case <-r.Context().Done():
 			case <-s.closing:
 			}
-			abort(w)
+			drop()
 			return
 		case p.status != 0:
 			rep := plainError(p.status)
