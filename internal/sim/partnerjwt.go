@@ -34,9 +34,10 @@ type partnerClaims struct {
 // verifyPartnerJWT checks a partner-signed JWT of kind k: RS256/ES256 by a
 // registered key, iss = client_id, aud and typ of k, iat present and not
 // in the future, exp present, after iat and not passed (iat and exp with
-// the clock skew allowed), jti present. claims is
-// decoded from the token; pc is its partnerClaims part. It returns a
-// message for the caller ("" when valid) that never quotes the token.
+// the clock skew allowed), jti present. claims is decoded from the token;
+// pc is its partnerClaims part. It returns a message for the caller (""
+// when valid) that never quotes the token. It does not use the jti up:
+// see useJTI.
 func (s *Server) verifyPartnerJWT(token string, k *partnerJWT, claims jwt.Claims, pc *partnerClaims) string {
 	_, err := k.parser.ParseWithClaims(token, claims, s.partnerKeyFunc)
 	switch {
