@@ -5,17 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/offsets"
 )
 
 func offsetsCommand() command {
@@ -131,187 +128,58 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	group := cfg.Group.Name
 	if !resetMode {
-		return showOffsets(ctx, e.stdout, adm, cfg.Group.Name, topics)
+		return showOffsets(ctx, e, adm, group, topics)
 	}
-
-	topic := topics[0]
-	g, err := describeGroup(ctx, adm, cfg.Group.Name)
-	if err != nil {
-		return err
-	}
-	if len(g.Members) > 0 {
-		if !*force {
-			return fmt.Errorf("group %s has %s (%s): stop them first; --force skips this check",
-				cfg.Group.Name, plural(len(g.Members), "live member"), memberList(g.Members))
+	if err := offsets.Idle(ctx, adm, group); err != nil {
+		var live *offsets.LiveMembersError
+		if !errors.As(err, &live) {
+			return err
 		}
-		fmt.Fprintf(e.stderr, "warning: group %s has %s (%s); trying anyway (--force)\n",
-			cfg.Group.Name, plural(len(g.Members), "live member"), memberList(g.Members))
+		if !*force {
+			return fmt.Errorf("%w: stop them first; --force skips this check", err)
+		}
+		fmt.Fprintf(e.stderr, "warning: %v; trying anyway (--force)\n", err)
 	}
-
-	starts, err := listed(adm.ListStartOffsets(ctx, topic))
-	if err != nil {
-		return fmt.Errorf("start offsets of %s: %w", topic, err)
-	}
-	ends, err := listed(adm.ListEndOffsets(ctx, topic))
-	if err != nil {
-		return fmt.Errorf("end offsets of %s: %w", topic, err)
-	}
-	var target kadm.ListedOffsets
+	target := offsets.ToLatest()
 	switch {
 	case *toTime != "":
-		if target, err = listed(adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), topic)); err != nil {
-			return fmt.Errorf("offsets of %s at %s: %w", topic, at.Format(time.RFC3339), err)
-		}
+		target = offsets.ToTime(at)
+	case *toOffset >= 0:
+		target = offsets.ToOffset(*toOffset)
 	case *toEarliest:
-		target = starts
-	default:
-		target = ends
+		target = offsets.ToEarliest()
 	}
-	before, err := adm.FetchOffsetsForTopics(ctx, cfg.Group.Name, topic)
-	if err != nil {
-		return fmt.Errorf("committed offsets of %s: %w", cfg.Group.Name, err)
+	moves, err := offsets.Reset(ctx, adm, group, topics[0], int32(*partition), target)
+	var noPartition *offsets.NoPartitionError
+	if errors.As(err, &noPartition) {
+		return &exitError{code: 2, err: err}
+	} else if err != nil {
+		return err
 	}
-	to := kadm.Offsets{}
-	var notes []string
-	target.Each(func(l kadm.ListedOffset) {
-		if *partition >= 0 && l.Partition != int32(*partition) {
-			return
+	for _, m := range moves {
+		if m.Clamped {
+			fmt.Fprintf(e.stderr, "partition %d: --to-offset %d is outside [%d, %d]: %d\n", m.Partition, *toOffset, m.Start, m.End, m.To)
 		}
-		off := l.Offset
-		if *toOffset >= 0 {
-			s, _ := starts.Lookup(topic, l.Partition)
-			e, _ := ends.Lookup(topic, l.Partition)
-			off = min(max(*toOffset, s.Offset), e.Offset)
-			if off != *toOffset {
-				notes = append(notes, fmt.Sprintf("partition %d: --to-offset %d is outside [%d, %d]: %d", l.Partition, *toOffset, s.Offset, e.Offset, off))
-			}
-		}
-		to.Add(kadm.Offset{Topic: topic, Partition: l.Partition, At: off, LeaderEpoch: -1})
-	})
-	if len(to) == 0 {
-		return &exitError{code: 2, err: fmt.Errorf("topic %s has no partition %d", topic, *partition)}
 	}
-	resp, err := adm.CommitOffsets(ctx, cfg.Group.Name, to)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		if errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.RebalanceInProgress) {
-			return fmt.Errorf("the broker refused the reset: group %s is not empty (%w); stop its members, or wait for crashed ones to expire (session timeout)", cfg.Group.Name, err)
-		}
-		return fmt.Errorf("commit: %w", err)
-	}
-	for _, n := range notes {
-		fmt.Fprintln(e.stderr, n)
-	}
-	fmt.Fprintf(e.stdout, "group %s: %s reset\n", cfg.Group.Name, topic)
-	for _, o := range to.Sorted() {
+	fmt.Fprintf(e.stdout, "group %s: %s reset\n", group, topics[0])
+	for _, m := range moves {
 		was := "-"
-		if c, ok := before.Lookup(topic, o.Partition); ok && c.Err == nil && c.At >= 0 {
-			was = fmt.Sprint(c.At)
+		if m.From >= 0 {
+			was = fmt.Sprint(m.From)
 		}
-		fmt.Fprintf(e.stdout, "  partition %d: %s -> %d\n", o.Partition, was, o.At)
+		fmt.Fprintf(e.stdout, "  partition %d: %s -> %d\n", m.Partition, was, m.To)
 	}
 	fmt.Fprintln(e.stdout)
-	return showOffsets(ctx, e.stdout, adm, cfg.Group.Name, []string{topic})
+	return showOffsets(ctx, e, adm, group, topics[:1])
 }
 
-// listed passes on a listing's first partition error as its error.
-func listed(l kadm.ListedOffsets, err error) (kadm.ListedOffsets, error) {
-	if err == nil {
-		err = l.Error()
-	}
-	return l, err
-}
-
-func describeGroup(ctx context.Context, adm *kadm.Client, group string) (kadm.DescribedGroup, error) {
-	gs, err := adm.DescribeGroups(ctx, group)
-	if err != nil {
-		return kadm.DescribedGroup{}, fmt.Errorf("describe group %s: %w", group, err)
-	}
-	g := gs[group]
-	if g.Err != nil && !errors.Is(g.Err, kerr.GroupIDNotFound) {
-		return g, fmt.Errorf("describe group %s: %w", group, g.Err)
-	}
-	return g, nil
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-func memberList(ms []kadm.DescribedGroupMember) string {
-	names := make([]string, 0, len(ms))
-	for _, m := range ms {
-		names = append(names, m.ClientID+"@"+strings.TrimPrefix(m.ClientHost, "/"))
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
-}
-
-func showOffsets(ctx context.Context, w io.Writer, adm *kadm.Client, group string, topics []string) error {
-	g, err := describeGroup(ctx, adm, group)
+func showOffsets(ctx context.Context, e env, adm *kadm.Client, group string, topics []string) error {
+	r, err := offsets.Lag(ctx, adm, group, topics)
 	if err != nil {
 		return err
 	}
-	committed, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
-	if err != nil {
-		return fmt.Errorf("committed offsets of %s: %w", group, err)
-	}
-	if err := committed.Error(); err != nil {
-		return fmt.Errorf("committed offsets of %s: %w", group, err)
-	}
-	ends, err := listed(adm.ListEndOffsets(ctx, topics...))
-	if err != nil {
-		return fmt.Errorf("end offsets: %w", err)
-	}
-	state := g.State
-	if state == "" || state == "Dead" {
-		state = "unknown to the cluster (never committed, or expired)"
-	}
-	fmt.Fprintf(w, "group %s: %s, %s", group, state, plural(len(g.Members), "member"))
-	if len(g.Members) > 0 {
-		fmt.Fprintf(w, " (%s)", memberList(g.Members))
-	}
-	fmt.Fprintln(w)
-
-	type row struct {
-		topic               string
-		partition           int32
-		committed, end, lag int64
-	}
-	var rows []row
-	ends.Each(func(l kadm.ListedOffset) {
-		r := row{topic: l.Topic, partition: l.Partition, committed: -1, end: l.Offset, lag: l.Offset}
-		if c, ok := committed.Lookup(l.Topic, l.Partition); ok && c.Err == nil && c.At >= 0 {
-			r.committed, r.lag = c.At, max(0, l.Offset-c.At)
-		}
-		rows = append(rows, r)
-	})
-	slices.SortFunc(rows, func(a, b row) int {
-		if a.topic != b.topic {
-			return strings.Compare(a.topic, b.topic)
-		}
-		return int(a.partition - b.partition)
-	})
-	width := len("TOPIC")
-	for _, r := range rows {
-		width = max(width, len(r.topic))
-	}
-	fmt.Fprintf(w, "%-*s  %9s  %12s  %12s  %10s\n", width, "TOPIC", "PARTITION", "COMMITTED", "END", "LAG")
-	var total int64
-	for _, r := range rows {
-		c := "-"
-		if r.committed >= 0 {
-			c = fmt.Sprint(r.committed)
-		}
-		fmt.Fprintf(w, "%-*s  %9d  %12s  %12d  %10d\n", width, r.topic, r.partition, c, r.end, r.lag)
-		total += r.lag
-	}
-	fmt.Fprintf(w, "%-*s  %9s  %12s  %12s  %10d\n", width, "total", "", "", "", total)
+	r.Print(e.stdout)
 	return nil
 }

@@ -1,0 +1,13 @@
+// Package offsets is the operator's view of a consumer group's position:
+// what it has committed, where each partition ends and the lag between
+// them (Lag, Report), and moving one topic's commits to a time, an offset,
+// the log start or the end (Reset), with the check that nobody is in the
+// group while that happens (Idle).
+//
+// Everything goes through a kadm.Client the caller builds (its connection
+// and security settings are the caller's business). The package never
+// joins the group, consumes or produces records, and knows nothing of the
+// bridge's events, codec or partner API. It returns data and typed errors;
+// only Report.Print writes, to the writer it is given. Errors name the
+// group and topic, never record contents.
+package offsets
