@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -247,32 +246,5 @@ func TestSchemasCheck(t *testing.T) {
 	if !strings.Contains(out, "INCOMPATIBLE loyalty.purchase-value: BACKWARD") || !strings.Contains(errs, "loyalty.purchase-value") ||
 		strings.Contains(out, "INCOMPATIBLE loyalty.refund-redemption-value") {
 		t.Fatalf("check output:\n%s%s", out, errs)
-	}
-}
-
-// The README's example input records are valid produce input.
-func TestREADMEExamplesAreValid(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := events.EventTypes()
-	seen := map[string]bool{}
-	for _, l := range strings.Split(string(readme), "\n") {
-		if !strings.HasPrefix(l, `{"type":"`) || strings.HasPrefix(l, `{"type":"Loyalty`) {
-			continue
-		}
-		ev, _, err := parseLine([]byte(l), all, "", "", "")
-		if err == nil {
-			err = ev.Validate()
-		}
-		if err != nil {
-			t.Errorf("README example %.40s…: %v", l, err)
-			continue
-		}
-		seen[string(ev.Type())] = true
-	}
-	if len(seen) != len(all) {
-		t.Errorf("README has examples of %v, want all %d input types", seen, len(all))
 	}
 }
