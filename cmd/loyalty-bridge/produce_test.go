@@ -3,20 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/tail"
 	"github.com/loyalty-bridge/loyalty-bridge/schemas"
 )
 
@@ -100,17 +98,17 @@ func TestProduceThenTail(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("tail: %d %s", code, errs)
 	}
-	var got []tailLine
+	var got []tail.Line
 	keys := map[string]bool{}
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		var tl struct {
-			tailLine
+			tail.Line
 			Value map[string]any `json:"value"`
 		}
 		if err := json.Unmarshal([]byte(l), &tl); err != nil {
 			t.Fatalf("tail line %q: %v", l, err)
 		}
-		got = append(got, tl.tailLine)
+		got = append(got, tl.Line)
 		keys[tl.Key] = true
 		if tl.Value["transactionId"] != tl.Key || tl.SchemaID == 0 {
 			t.Errorf("line %s: key %q, value %v", l, tl.Key, tl.Value)
@@ -127,100 +125,6 @@ func TestProduceThenTail(t *testing.T) {
 	}
 	if code, _, errs := s.cli(t, out, "produce", "--topic", "loyalty.purchase"); code != 0 {
 		t.Fatalf("re-produce tail output: %d %s", code, errs)
-	}
-}
-
-func TestTailRedactsOnboarding(t *testing.T) {
-	s := newEventsStack(t)
-	s.cli(t, "", "schemas", "register")
-	in := `{"type":"MemberOnboardRequested","transactionId":"C-1","phone":"+84901234567","fullName":"Nguyen Van An","gender":"male","birthday":"1990-01-31","isKYC":true,"idNumber":"079201001234","placeOfIssue":"HN","placeOfBirth":"HP","issueDate":"2020-01-01","expireDate":"2030-01-01","nationality":"VNM","address":"12 Ly Thuong Kiet","externalId":"E-1"}
-{"type":"MemberLinkRequested","transactionId":"C-2","loyaltyId":"L-1","partnerMemberId":"P-1"}
-`
-	if code, _, errs := s.cli(t, in, "produce", "--topic", "loyalty.member-onboarding"); code != 0 {
-		t.Fatalf("produce: %d %s", code, errs)
-	}
-	_, out, _ := s.cli(t, "", "tail", "--topic", "loyalty.member-onboarding", "--from-beginning", "--max", "2")
-	for _, pii := range []string{"+84901234567", "Nguyen", "079201001234", "Ly Thuong Kiet", "1990-01-31"} {
-		if strings.Contains(out, pii) {
-			t.Errorf("tail printed %q:\n%s", pii, out)
-		}
-	}
-	if !strings.Contains(out, `"key":"E-1"`) || !strings.Contains(out, `"key":"L-1"`) || !strings.Contains(out, "MemberLinkRequested") {
-		t.Errorf("tail output:\n%s", out)
-	}
-	_, out, _ = s.cli(t, "", "tail", "--topic", "loyalty.member-onboarding", "--from-beginning", "--max", "1", "--show-pii")
-	if !strings.Contains(out, "+84901234567") {
-		t.Errorf("--show-pii hid the data:\n%s", out)
-	}
-}
-
-// An error event's original is an input record, personal data included:
-// tail withholds it unless --show-pii.
-func TestTailWithholdsOriginals(t *testing.T) {
-	s := newEventsStack(t)
-	s.cli(t, "", "schemas", "register")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rc, err := sr.NewClient(sr.URLs(s.registry))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cd, err := codec.New(ctx, codec.Options{Registry: rc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const pii = "+84901234567 Nguyen Van An"
-	errTopic := codec.DefaultTopics().ErrorTopic(codec.DefaultMemberOnboardingTopic)
-	v, err := cd.EncodeError(errTopic, &events.LoyaltyError{TransactionID: "C-1", Category: events.CategoryValidation, Detail: "phone: invalid",
-		OriginalKey: []byte("E-1"), OriginalValue: []byte(pii), ProcessedAt: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(s.brokers, ",")...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: errTopic, Key: []byte("C-1"), Value: v}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	encoded := base64.StdEncoding.EncodeToString([]byte(pii))
-	for _, values := range []bool{false, true} {
-		args := []string{"tail", "--topic", errTopic, "--from-beginning", "--max", "1"}
-		if values {
-			args = append(args, "--values-only")
-		}
-		code, out, errs := s.cli(t, "", args...)
-		if code != 0 || strings.Contains(out, encoded[:16]) || strings.Contains(out, "Nguyen") || strings.Contains(out, `"originalValue":`) {
-			t.Errorf("tail %v: %d\nstdout: %s\nstderr: %s", args, code, out, errs)
-		}
-		if !values && !strings.Contains(out, `"withheld":"originalKey and originalValue (29 bytes; --show-pii prints them)"`) {
-			t.Errorf("tail does not say what it withheld:\n%s", out)
-		}
-	}
-	_, out, _ := s.cli(t, "", "tail", "--topic", errTopic, "--from-beginning", "--max", "1", "--show-pii")
-	if !strings.Contains(out, encoded) {
-		t.Errorf("--show-pii withheld the original:\n%s", out)
-	}
-}
-
-func TestTailReportsUndecodableRecords(t *testing.T) {
-	s := newEventsStack(t)
-	s.cli(t, "", "schemas", "register")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(s.brokers, ",")...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = cl.ProduceSync(ctx, &kgo.Record{Topic: "loyalty.purchase.error", Key: []byte("k"), Value: []byte(`{"not":"avro"}`)}).FirstErr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, out, errs := s.cli(t, "", "tail", "--topic", "loyalty.purchase.error", "--from-beginning", "--max", "1")
-	if code != 0 || !strings.Contains(out, `"decodeError":{"kind":"WRONG_MAGIC","topic":"loyalty.purchase.error"`) {
-		t.Fatalf("tail: %d\n%s%s", code, out, errs)
 	}
 }
 
