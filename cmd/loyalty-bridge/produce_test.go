@@ -9,13 +9,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tail"
-	"github.com/loyalty-bridge/loyalty-bridge/schemas"
 )
 
 // eventsStack is a kfake cluster (over TCP) and an srfake registry holding
@@ -125,30 +123,5 @@ func TestProduceThenTail(t *testing.T) {
 	}
 	if code, _, errs := s.cli(t, out, "produce", "--topic", "loyalty.purchase"); code != 0 {
 		t.Fatalf("re-produce tail output: %d %s", code, errs)
-	}
-}
-
-func TestSchemasCheck(t *testing.T) {
-	s := newEventsStack(t)
-	if code, out, errs := s.cli(t, "", "schemas", "check"); code != 0 || strings.Count(out, "ok") != 9 {
-		t.Fatalf("check of an empty registry: %d\n%s%s", code, out, errs)
-	}
-	s.cli(t, "", "schemas", "register")
-	if code, out, errs := s.cli(t, "", "schemas", "check"); code != 0 {
-		t.Fatalf("check after register: %d\n%s%s", code, out, errs)
-	}
-	// Someone registered a purchase schema whose amount is a string: our
-	// reader (amount double) cannot read data written with it.
-	bad := strings.Replace(schemas.Purchase(), `"name": "amount", "type": "double"`, `"name": "amount", "type": "string"`, 1)
-	if _, _, err := s.reg.RegisterSchema("loyalty.purchase-value", sr.Schema{Schema: bad, Type: sr.TypeAvro}); err != nil {
-		t.Fatal(err)
-	}
-	code, out, errs := s.cli(t, "", "schemas", "check")
-	if code == 0 {
-		t.Fatalf("check passed an incompatible subject:\n%s", out)
-	}
-	if !strings.Contains(out, "INCOMPATIBLE loyalty.purchase-value: BACKWARD") || !strings.Contains(errs, "loyalty.purchase-value") ||
-		strings.Contains(out, "INCOMPATIBLE loyalty.refund-redemption-value") {
-		t.Fatalf("check output:\n%s%s", out, errs)
 	}
 }

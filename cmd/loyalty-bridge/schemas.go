@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
@@ -129,22 +128,18 @@ func runSchemas(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	subjects := codec.SubjectsOf(cf.topics.Build())
 	if sub == "register" {
-		for _, s := range subjects {
-			ss, err := cl.CreateSchema(ctx, s.Subject, sr.Schema{Schema: s.Schema, Type: sr.TypeAvro})
-			if err != nil {
-				return fmt.Errorf("register %s: %w", s.Subject, err)
-			}
-			fmt.Fprintf(e.stdout, "registered %-45s id %d version %d (%s)\n", s.Subject, ss.ID, ss.Version, s.Contract)
+		done, err := codec.Register(ctx, cl, cf.topics.Build())
+		for _, s := range done {
+			fmt.Fprintf(e.stdout, "registered %-45s id %d version %d (%s)\n", s.Subject, s.ID, s.Version, s.Contract)
 		}
-		return nil
+		return err
 	}
 	var failed []string
-	for _, s := range subjects {
-		problems, err := checkSubject(ctx, cl, s)
+	for _, s := range codec.SubjectsOf(cf.topics.Build()) {
+		problems, err := codec.Check(ctx, cl, s)
 		if err != nil {
-			return fmt.Errorf("check %s: %w", s.Subject, err)
+			return err
 		}
 		if len(problems) == 0 {
 			fmt.Fprintf(e.stdout, "ok           %s\n", s.Subject)
@@ -159,75 +154,4 @@ func runSchemas(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("incompatible with the registry: %s", strings.Join(failed, ", "))
 	}
 	return nil
-}
-
-// checkSubject returns why the bridge's schema for s may not be registered
-// as the next version of s: the registry's own verdict plus a local
-// check under the subject's compatibility level (the local check names the
-// field; some registries, and test fakes, answer only yes or no).
-func checkSubject(ctx context.Context, cl *sr.Client, s codec.SubjectTopic) ([]string, error) {
-	ours, err := avro.ParseWithCache(s.Schema, "", &avro.SchemaCache{})
-	if err != nil {
-		return nil, err
-	}
-	versions, err := cl.Schemas(ctx, s.Subject)
-	var re *sr.ResponseError
-	if errors.As(err, &re) && sr.IsNotFoundError(re.ErrorCode) {
-		return nil, nil // a new subject: anything may be registered
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(versions) == 0 {
-		return nil, nil
-	}
-	level := sr.CompatBackward
-	if res := cl.Compatibility(sr.WithParams(ctx, sr.DefaultToGlobal), s.Subject); len(res) == 1 && res[0].Err == nil {
-		level = res[0].Level
-	}
-	var against []sr.SubjectSchema
-	switch level {
-	case sr.CompatNone:
-	case sr.CompatBackwardTransitive, sr.CompatForwardTransitive, sr.CompatFullTransitive:
-		against = versions
-	default:
-		against = versions[len(versions)-1:]
-	}
-	backward := level == sr.CompatBackward || level == sr.CompatBackwardTransitive || level == sr.CompatFull || level == sr.CompatFullTransitive
-	forward := level == sr.CompatForward || level == sr.CompatForwardTransitive || level == sr.CompatFull || level == sr.CompatFullTransitive
-	var problems []string
-	compat := avro.NewSchemaCompatibility()
-	for _, v := range against {
-		theirs, err := avro.ParseWithCache(v.Schema.Schema, "", &avro.SchemaCache{})
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("version %d does not parse: %v", v.Version, err))
-			continue
-		}
-		if backward {
-			if err := compat.Compatible(ours, theirs); err != nil {
-				problems = append(problems, fmt.Sprintf("%s: ours cannot read data written with version %d: %v", level, v.Version, err))
-			}
-		}
-		if forward {
-			if err := compat.Compatible(theirs, ours); err != nil {
-				problems = append(problems, fmt.Sprintf("%s: readers of version %d cannot read ours: %v", level, v.Version, err))
-			}
-		}
-	}
-	version := -1
-	if level == sr.CompatBackwardTransitive || level == sr.CompatForwardTransitive || level == sr.CompatFullTransitive {
-		version = -2
-	}
-	res, err := cl.CheckCompatibility(ctx, s.Subject, version, sr.Schema{Schema: s.Schema, Type: sr.TypeAvro})
-	if err != nil {
-		return nil, err
-	}
-	if !res.Is {
-		msg := "the registry says incompatible"
-		if len(res.Messages) > 0 {
-			msg += ": " + strings.Join(res.Messages, "; ")
-		}
-		problems = append(problems, msg)
-	}
-	return problems, nil
 }

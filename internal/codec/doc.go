@@ -30,6 +30,11 @@
 // other error from Decode (registry unreachable, context ended) is transient
 // and the record should be retried.
 //
+// For operators (loyalty-bridge schemas), Register registers the bridge's
+// schemas under every subject of a set of topics, and Check says, subject by
+// subject, why the bridge's schema could not be registered as the next
+// version under the subject's compatibility level.
+//
 // codec knows the event shapes (package events) and the wire format; it does
 // not know Kafka clients, the partner API or what the bridge does with events.
 package codec
