@@ -8,22 +8,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/demo"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/progress"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
@@ -146,7 +141,12 @@ func runDev(ctx context.Context, e env, args []string) error {
 
 	var demoErr error
 	if f.demoN > 0 {
-		demoErr = runDemo(runCtx, e, stack, svc.Codec, f)
+		o := demo.RunOptions{Brokers: stack.Brokers, Codec: svc.Codec, Topics: topics, N: f.demoN, Members: sim.MemberID,
+			Count: f.members, Out: e.stdout}
+		if f.exitWhenDone {
+			o.Timeout = f.demoTimeout
+		}
+		demoErr = demo.Run(runCtx, o)
 		if f.exitWhenDone {
 			stop()
 		}
@@ -227,138 +227,4 @@ func orOff(addr string) string {
 		return "(off)"
 	}
 	return addr
-}
-
-// runDemo produces the sample events, follows their replies, shows progress
-// and prints the summary. It returns an error when not every event got its
-// terminal output (only reported with --exit-when-done).
-func runDemo(ctx context.Context, e env, s *devstack.Stack, cd *codec.Codec, f devFlags) error {
-	topics := codec.DefaultTopics()
-	replyTopics := make([]string, 0, 6)
-	inputOf := map[string]string{}
-	for _, in := range topics.Inputs() {
-		replyTopics = append(replyTopics, topics.ResultTopic(in), topics.ErrorTopic(in))
-		inputOf[topics.ResultTopic(in)], inputOf[topics.ErrorTopic(in)] = in, in
-	}
-	// Replies of this run only: start at the reply topics' current ends.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(replyTopics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.RecordDeliveryTimeout(30*time.Second))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if err := cl.Ping(ctx); err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	// The first poll fixes the start offsets before anything is produced.
-	pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	first := cl.PollFetches(pctx)
-	cancel()
-
-	tally := demo.NewTally()
-	var watchWG sync.WaitGroup
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer func() { stopWatch(); watchWG.Wait() }()
-	watchWG.Add(1)
-	go func() {
-		defer watchWG.Done()
-		fetches := first
-		for watchCtx.Err() == nil {
-			fetches.EachRecord(func(r *kgo.Record) { tallyReply(watchCtx, cd, tally, inputOf[r.Topic], r) })
-			fetches = cl.PollFetches(watchCtx)
-		}
-	}()
-
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	plan, refunds := demo.Plan(demo.Options{N: f.demoN, Members: sim.MemberID, Count: f.members, Topics: topics, Run: run,
-		Seed: uint64(time.Now().UnixNano()), Now: time.Now()})
-	start := time.Now()
-	prog := progress.New(e.stdout, "events answered", start)
-	if err := produceItems(ctx, cl, cd, tally, plan); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(f.demoTimeout)
-	waitFor := func(phaseDone func() bool) bool {
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for !phaseDone() {
-			done, planned := tally.Progress()
-			prog.Show(done, planned)
-			select {
-			case <-ctx.Done():
-				return false
-			case <-t.C:
-			}
-			if f.exitWhenDone && time.Now().After(deadline) {
-				return false
-			}
-		}
-		return true
-	}
-	all := func() bool { d, p := tally.Progress(); return d >= p }
-	complete := waitFor(all)
-	if complete {
-		// Phase two: refunds of purchases that have been applied by now.
-		complete = produceItems(ctx, cl, cd, tally, refunds()) == nil && waitFor(all)
-	}
-	done, planned := tally.Progress()
-	prog.Finish(done, planned)
-	fmt.Fprintf(e.stdout, "\n%s\n", tally.Table())
-	if !complete {
-		return fmt.Errorf("demo: %d of %d events got their output", done, planned)
-	}
-	fmt.Fprintf(e.stdout, "every event got its output in %s\n", time.Since(start).Round(time.Millisecond))
-	return nil
-}
-
-func produceItems(ctx context.Context, cl *kgo.Client, cd *codec.Codec, tally *demo.Tally, items []demo.Item) error {
-	var (
-		mu      sync.Mutex
-		failure error
-	)
-	for _, it := range items {
-		value := it.Raw
-		if it.Event != nil {
-			v, err := cd.Encode(it.Topic, it.Event)
-			if err != nil {
-				return fmt.Errorf("demo: encode %s: %w", it.ID, err)
-			}
-			value = v
-			tally.Expect(it.ID)
-		}
-		raw := it.Event == nil
-		cl.Produce(ctx, &kgo.Record{Topic: it.Topic, Key: []byte(it.Key), Value: value}, func(r *kgo.Record, err error) {
-			if err != nil {
-				mu.Lock()
-				failure = err
-				mu.Unlock()
-				return
-			}
-			if raw {
-				tally.Expect(events.SourceID(r.Topic, r.Partition, r.Offset))
-			}
-		})
-	}
-	if err := cl.Flush(ctx); err != nil {
-		return err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if failure != nil {
-		return fmt.Errorf("demo: produce: %w", failure)
-	}
-	return nil
-}
-
-func tallyReply(ctx context.Context, cd *codec.Codec, tally *demo.Tally, in string, r *kgo.Record) {
-	v, err := cd.Decode(ctx, r.Topic, r.Value)
-	if err != nil {
-		return
-	}
-	switch x := v.(type) {
-	case *events.LoyaltyResult:
-		tally.Result(in, x)
-	case *events.LoyaltyError:
-		tally.Error(in, x)
-	}
 }

@@ -13,6 +13,15 @@
 // Tally reads reply records and counts, per input topic, each outcome and
 // error category, and which planned transactions got their terminal output.
 //
+// Run drives a demo against a bridge someone else runs: it produces the
+// plan to the input topics, tallies the reply topics, shows progress with
+// package progress and prints the table and verdict.
+//
+// demo talks to Kafka through the brokers it is given and encodes with the
+// codec it is given; it does not start the cluster, registry, simulator or
+// bridge (internal/devstack and the dev command do), and it never calls the
+// partner API.
+//
 // The personal data in sample onboardings is made up (a fixed fake name,
 // phone and ID); it still travels only inside Avro values.
 package demo
