@@ -163,14 +163,7 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 			fmt.Fprintf(e.stderr, "partition %d: --to-offset %d is outside [%d, %d]: %d\n", m.Partition, *toOffset, m.Start, m.End, m.To)
 		}
 	}
-	fmt.Fprintf(e.stdout, "group %s: %s reset\n", group, topics[0])
-	for _, m := range moves {
-		was := "-"
-		if m.From >= 0 {
-			was = fmt.Sprint(m.From)
-		}
-		fmt.Fprintf(e.stdout, "  partition %d: %s -> %d\n", m.Partition, was, m.To)
-	}
+	offsets.PrintMoves(e.stdout, group, topics[0], moves)
 	fmt.Fprintln(e.stdout)
 	return showOffsets(ctx, e, adm, group, topics[:1])
 }

@@ -8,6 +8,6 @@
 // and security settings are the caller's business). The package never
 // joins the group, consumes or produces records, and knows nothing of the
 // bridge's events, codec or partner API. It returns data and typed errors;
-// only Report.Print writes, to the writer it is given. Errors name the
-// group and topic, never record contents.
+// only Report.Print and PrintMoves write, to the writer they are given.
+// Errors name the group and topic, never record contents.
 package offsets

@@ -237,6 +237,19 @@ func Reset(ctx context.Context, adm *kadm.Client, group, topic string, partition
 	return moves, nil
 }
 
+// PrintMoves writes what a Reset of group's topic did, a line per
+// partition.
+func PrintMoves(w io.Writer, group, topic string, moves []Move) {
+	fmt.Fprintf(w, "group %s: %s reset\n", group, topic)
+	for _, m := range moves {
+		was := "-"
+		if m.From >= 0 {
+			was = fmt.Sprint(m.From)
+		}
+		fmt.Fprintf(w, "  partition %d: %s -> %d\n", m.Partition, was, m.To)
+	}
+}
+
 // listed passes on a listing's first partition error as its error.
 func listed(l kadm.ListedOffsets, err error) (kadm.ListedOffsets, error) {
 	if err == nil {

@@ -128,6 +128,11 @@ func TestReset(t *testing.T) {
 			}
 		}
 	}
+	var out bytes.Buffer
+	PrintMoves(&out, "g", topic, []Move{{0, -1, 3, false, 0, 5}, {1, 4, 0, false, 0, 5}})
+	if want := "group g: loyalty.purchase reset\n  partition 0: - -> 3\n  partition 1: 4 -> 0\n"; out.String() != want {
+		t.Errorf("PrintMoves:\n%s", out.String())
+	}
 	_, err := Reset(ctx(t), adm, "g", topic, 7, ToEarliest())
 	var np *NoPartitionError
 	if !errors.As(err, &np) || err.Error() != "topic loyalty.purchase has no partition 7" {
