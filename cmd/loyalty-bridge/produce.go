@@ -58,13 +58,9 @@ status is 1 if any line failed.`)
 	if cd.EventTypes(*topic) == nil {
 		return &exitError{code: 2, err: fmt.Errorf("--topic %s is not an input topic (%s)", *topic, strings.Join(cf.topics.Build().Inputs(), ", "))}
 	}
-	kopts, err := cf.kafkaOpts()
+	cl, err := cf.kafkaClient(kgo.RecordDeliveryTimeout(30 * time.Second))
 	if err != nil {
 		return err
-	}
-	cl, err := kgo.NewClient(append(kopts, kgo.RecordDeliveryTimeout(30*time.Second))...)
-	if err != nil {
-		return &exitError{code: 2, err: err}
 	}
 	defer cl.Close()
 	res, err := produce.Run(ctx, cl, e.stdin, produce.Options{Topic: *topic, Codec: cd, Type: events.EventType(*typ),

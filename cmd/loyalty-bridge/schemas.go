@@ -48,13 +48,18 @@ func (c *contractFlags) registryClient() (*sr.Client, error) {
 	return cl, nil
 }
 
-// kafkaOpts are the connection options of the command's Kafka client.
-func (c *contractFlags) kafkaOpts() ([]kgo.Opt, error) {
-	opts, err := c.kafka.Build()
+// kafkaClient is the command's Kafka client: the section's connection
+// options, then opts.
+func (c *contractFlags) kafkaClient(opts ...kgo.Opt) (*kgo.Client, error) {
+	kopts, err := c.kafka.Build()
 	if err != nil {
 		return nil, &exitError{code: 2, err: err}
 	}
-	return opts, nil
+	cl, err := kgo.NewClient(append(kopts, opts...)...)
+	if err != nil {
+		return nil, &exitError{code: 2, err: err}
+	}
+	return cl, nil
 }
 
 // codec looks the bridge's schemas up in the registry (they must have been
@@ -126,7 +131,7 @@ func runSchemas(ctx context.Context, e env, args []string) error {
 	}
 	cl, err := cf.registryClient()
 	if err != nil {
-		return &exitError{code: 2, err: err}
+		return err
 	}
 	if sub == "register" {
 		done, err := codec.Register(ctx, cl, cf.topics.Build())

@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tail"
 )
@@ -51,13 +49,9 @@ without a consumer group: nothing is committed.`)
 	if _, ok := cd.SchemaID(*topic); !ok {
 		return &exitError{code: 2, err: fmt.Errorf("--topic %s is not one of the bridge's topics", *topic)}
 	}
-	kopts, err := cf.kafkaOpts()
+	cl, err := cf.kafkaClient(tail.ClientOpts(*topic, *fromBeginning)...)
 	if err != nil {
 		return err
-	}
-	cl, err := kgo.NewClient(append(kopts, tail.ClientOpts(*topic, *fromBeginning)...)...)
-	if err != nil {
-		return &exitError{code: 2, err: err}
 	}
 	defer cl.Close()
 	return tail.Run(ctx, cl, e.stdout, tail.Options{Codec: cd, Max: *maxRecords, ShowPII: *showPII, ValuesOnly: *valuesOnly,
