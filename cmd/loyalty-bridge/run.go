@@ -4,11 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"strings"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
 )
 
@@ -59,7 +56,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	}
 	verr := cfg.Validate()
 	if *printConfig {
-		writeConfig(e.stdout, fs, b.Vars())
+		config.WriteYAML(e.stdout, b, "print-config", "config")
 		if verr != nil {
 			return &exitError{code: 2, err: verr}
 		}
@@ -74,26 +71,4 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	}
 	defer svc.Close()
 	return svc.Run(ctx)
-}
-
-// writeConfig prints the effective settings as YAML a --config file
-// accepts, secrets masked.
-func writeConfig(w io.Writer, fs *flag.FlagSet, vars map[string]flagenv.Var) {
-	fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == "print-config" || f.Name == "config" {
-			return
-		}
-		v := f.Value.String()
-		if vars[f.Name].Secret && v != "" {
-			v = "********"
-		}
-		fmt.Fprintf(w, "%s: %s\n", f.Name, yamlScalar(v))
-	})
-}
-
-func yamlScalar(v string) string {
-	if v == "" || strings.ContainsAny(v, ":#{}[],&*!|>'\"%@` ") {
-		return fmt.Sprintf("%q", v)
-	}
-	return v
 }
