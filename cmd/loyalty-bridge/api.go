@@ -98,9 +98,13 @@ func runAPI(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return apiFailure(e, err)
 	}
-	enc := json.NewEncoder(e.stdout)
+	return printJSON(e.stdout, out)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return enc.Encode(v)
 }
 
 // apiFailure prints the API's error envelope (business errors) or code to
@@ -114,21 +118,7 @@ func apiFailure(e env, err error) error {
 	)
 	switch {
 	case errors.As(err, &be):
-		env := map[string]any{"statusCode": be.StatusCode, "message": be.StatusMessage}
-		errs := map[string]string{"code": be.Code, "message": be.Message}
-		if be.ErrorCode != "" {
-			errs["errorCode"] = be.ErrorCode
-		}
-		if be.Name != "" {
-			errs["name"] = be.Name
-		}
-		env["errors"] = errs
-		if be.ResultURL != "" {
-			env["data"] = map[string]string{"resultUrl": be.ResultURL}
-		}
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(env)
+		_ = printJSON(e.stdout, apicall.Envelope(be))
 		return &exitError{code: apiExitBusiness, err: fmt.Errorf("API error %s: %w", be.APICode(), err)}
 	case errors.As(err, &ae):
 		return &exitError{code: apiExitAuth, err: err}

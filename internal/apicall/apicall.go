@@ -65,6 +65,25 @@ type UsageError struct{ msg string }
 
 func (u *UsageError) Error() string { return u.msg }
 
+// Envelope is the API's error envelope of a business error, as the API
+// sent it (statusCode, message, errors, data.resultUrl): what the api
+// command prints for one.
+func Envelope(be *loyalty.BusinessError) map[string]any {
+	env := map[string]any{"statusCode": be.StatusCode, "message": be.StatusMessage}
+	errs := map[string]string{"code": be.Code, "message": be.Message}
+	if be.ErrorCode != "" {
+		errs["errorCode"] = be.ErrorCode
+	}
+	if be.Name != "" {
+		errs["name"] = be.Name
+	}
+	env["errors"] = errs
+	if be.ResultURL != "" {
+		env["data"] = map[string]string{"resultUrl": be.ResultURL}
+	}
+	return env
+}
+
 // decode reads the JSON body (if any) into v.
 func decode(body []byte, v any) error {
 	if len(body) == 0 {

@@ -114,6 +114,10 @@ func TestCallsAgainstSimulator(t *testing.T) {
 	if !errors.As(err, &be) || be.Code != "MEMBER_IS_LINKED" {
 		t.Fatalf("link again: %v", err)
 	}
+	env := Envelope(be)
+	if errs, _ := env["errors"].(map[string]string); env["statusCode"] != 400 || errs["code"] != "MEMBER_IS_LINKED" || env["data"] != nil {
+		t.Fatalf("envelope: %v", env)
+	}
 }
 
 func TestRequestsThatCannotBeBuilt(t *testing.T) {
