@@ -7,8 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -136,12 +137,7 @@ func apiFailure(e env, err error) error {
 func apiUsage(w io.Writer, calls map[string]apicall.Call) {
 	fmt.Fprintln(w, "usage: loyalty-bridge api <call> [flags] [-]")
 	fmt.Fprintln(w, "\ncalls:")
-	names := make([]string, 0, len(calls))
-	for n := range calls {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(calls)) {
 		fmt.Fprintf(w, "  %-12s %s\n", n, calls[n].Summary)
 	}
 	fmt.Fprintln(w, "\nConnection flags come from "+config.APIEnvPrefix+"<FLAG> too (secrets also from <VAR>_FILE);")

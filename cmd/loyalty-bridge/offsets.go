@@ -88,25 +88,31 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
 	errs = append(errs, cfg.Kafka.Validate(), cfg.Group.Validate(), cfg.Topics.Validate())
-	var at time.Time
+	var targets []offsets.Target
+	at, atErr := parseWhen(*toTime, time.Now())
+	if *toTime != "" {
+		targets = append(targets, offsets.ToTime(at))
+	}
+	if *toOffset >= 0 {
+		targets = append(targets, offsets.ToOffset(*toOffset))
+	}
+	if *toEarliest {
+		targets = append(targets, offsets.ToEarliest())
+	}
+	if *toLatest {
+		targets = append(targets, offsets.ToLatest())
+	}
 	if resetMode {
-		chosen := 0
-		for _, set := range []bool{*toTime != "", *toOffset >= 0, *toEarliest, *toLatest} {
-			if set {
-				chosen++
-			}
-		}
-		if chosen != 1 {
+		if len(targets) != 1 {
 			errs = append(errs, errors.New("reset needs exactly one of --to-time, --to-offset, --to-earliest, --to-latest"))
 		}
 		if len(topics) != 1 {
 			errs = append(errs, errors.New("reset needs one --topic"))
 		}
-		var err error
-		if at, err = parseWhen(*toTime, time.Now()); err != nil {
-			errs = append(errs, fmt.Errorf("--to-time: %w", err))
+		if atErr != nil {
+			errs = append(errs, fmt.Errorf("--to-time: %w", atErr))
 		}
-	} else if *partition >= 0 || *toTime != "" || *toOffset >= 0 || *toEarliest || *toLatest || *force {
+	} else if *partition >= 0 || len(targets) > 0 || *force {
 		errs = append(errs, errors.New("--partition, --to-* and --force go with 'offsets reset'"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -130,7 +136,7 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 	adm := kadm.NewClient(cl)
 	group := cfg.Group.Name
 	if !resetMode {
-		return showOffsets(ctx, e, adm, group, topics)
+		return offsets.Show(ctx, adm, e.stdout, group, topics)
 	}
 	if err := offsets.Idle(ctx, adm, group); err != nil {
 		var live *offsets.LiveMembersError
@@ -142,16 +148,7 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 		}
 		fmt.Fprintf(e.stderr, "warning: %v; trying anyway (--force)\n", err)
 	}
-	target := offsets.ToLatest()
-	switch {
-	case *toTime != "":
-		target = offsets.ToTime(at)
-	case *toOffset >= 0:
-		target = offsets.ToOffset(*toOffset)
-	case *toEarliest:
-		target = offsets.ToEarliest()
-	}
-	moves, err := offsets.Reset(ctx, adm, group, topics[0], int32(*partition), target)
+	moves, err := offsets.Reset(ctx, adm, group, topics[0], int32(*partition), targets[0])
 	var noPartition *offsets.NoPartitionError
 	if errors.As(err, &noPartition) {
 		return &exitError{code: 2, err: err}
@@ -165,14 +162,5 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 	}
 	offsets.PrintMoves(e.stdout, group, topics[0], moves)
 	fmt.Fprintln(e.stdout)
-	return showOffsets(ctx, e, adm, group, topics[:1])
-}
-
-func showOffsets(ctx context.Context, e env, adm *kadm.Client, group string, topics []string) error {
-	r, err := offsets.Lag(ctx, adm, group, topics)
-	if err != nil {
-		return err
-	}
-	r.Print(e.stdout)
-	return nil
+	return offsets.Show(ctx, adm, e.stdout, group, topics[:1])
 }

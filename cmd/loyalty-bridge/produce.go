@@ -15,10 +15,7 @@ import (
 )
 
 func produceCommand() command {
-	return command{
-		summary: "JSON lines on stdin → Avro records on an input topic",
-		run:     runProduce,
-	}
+	return command{summary: "JSON lines on stdin → Avro records on an input topic", run: runProduce}
 }
 
 func runProduce(ctx context.Context, e env, args []string) error {

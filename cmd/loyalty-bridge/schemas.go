@@ -95,10 +95,7 @@ func (c *contractFlags) parse(fs *flag.FlagSet, e env, args []string) error {
 }
 
 func schemasCommand() command {
-	return command{
-		summary: "register the Avro schemas, or check them against the registry",
-		run:     runSchemas,
-	}
+	return command{summary: "register the Avro schemas, or check them against the registry", run: runSchemas}
 }
 
 func runSchemas(ctx context.Context, e env, args []string) error {

@@ -11,10 +11,7 @@ import (
 )
 
 func tailCommand() command {
-	return command{
-		summary: "decode records of any bridge topic to JSON lines on stdout",
-		run:     runTail,
-	}
+	return command{summary: "decode records of any bridge topic to JSON lines on stdout", run: runTail}
 }
 
 func runTail(ctx context.Context, e env, args []string) error {

@@ -73,6 +73,16 @@ func Lag(ctx context.Context, adm *kadm.Client, group string, topics []string) (
 	return r, nil
 }
 
+// Show writes group's Lag report on topics to w.
+func Show(ctx context.Context, adm *kadm.Client, w io.Writer, group string, topics []string) error {
+	r, err := Lag(ctx, adm, group, topics)
+	if err != nil {
+		return err
+	}
+	r.Print(w)
+	return nil
+}
+
 // Print writes the report as a table with a total.
 func (r Report) Print(w io.Writer) {
 	state := r.State
