@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 
 	"go.uber.org/zap"
@@ -55,28 +54,17 @@ func runAPI(ctx context.Context, e env, args []string) error {
 	jsonFile := fs.String("json", "", "read the request body as JSON from FILE (- for stdin); flags given too override its fields")
 	exec := call.Define(fs)
 	if err := b.Parse(args[1:], e.lookup); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
 		return &exitError{code: 2, err: err}
 	}
-	var body []byte
 	src := *jsonFile
 	if fs.NArg() == 1 && fs.Arg(0) == "-" {
 		src = "-"
 	} else if fs.NArg() > 0 && !call.Arg {
 		return &exitError{code: 2, err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
-	if src != "" {
-		var err error
-		if src == "-" {
-			body, err = io.ReadAll(io.LimitReader(e.stdin, 1<<20))
-		} else {
-			body, err = os.ReadFile(src)
-		}
-		if err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("request JSON: %w", err)}
-		}
+	body, err := apicall.ReadBody(src, e.stdin)
+	if err != nil {
+		return &exitError{code: 2, err: err}
 	}
 	if err := cfg.Validate(); err != nil {
 		return &exitError{code: 2, err: err}

@@ -198,6 +198,9 @@ func devConfig(stack *devstack.Stack, f devFlags) (*config.Config, error) {
 
 func printBanner(w io.Writer, s *devstack.Stack, f devFlags, metricsAddr string) {
 	brokers := strings.Join(s.Brokers, ",")
+	if metricsAddr == "" {
+		metricsAddr = "(off)"
+	}
 	fmt.Fprintf(w, `
 loyalty-bridge dev — everything runs in this process; Ctrl-C stops it (data stays in %s)
 
@@ -217,14 +220,7 @@ Try, in another terminal:
     LOYALTY_BRIDGE_API_USERNAME=%s LOYALTY_BRIDGE_API_PASSWORD=%s go run ./cmd/loyalty-bridge api lookup --loyalty-id %s --transaction-id tx-1
 
 `, f.dataDir, brokers, s.RegistryURL, s.SimURL, sim.DefaultClientID, sim.DefaultClientSecret, sim.DefaultUsername, sim.DefaultPassword,
-		orOff(metricsAddr), strings.Join(codec.DefaultTopics().Inputs(), ", "), sim.MemberID(1), sim.MemberID(f.members),
+		metricsAddr, strings.Join(codec.DefaultTopics().Inputs(), ", "), sim.MemberID(1), sim.MemberID(f.members),
 		sim.MemberID(1), time.Now().UTC().Format(time.RFC3339), brokers, s.RegistryURL, brokers, s.RegistryURL, brokers,
 		s.SimURL, sim.DefaultClientID, sim.DefaultClientSecret, sim.DefaultUsername, sim.DefaultPassword, sim.MemberID(1))
-}
-
-func orOff(addr string) string {
-	if addr == "" {
-		return "(off)"
-	}
-	return addr
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
@@ -124,11 +123,7 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 	if len(topics) == 0 {
 		topics = cfg.Topics.Build().Inputs()
 	}
-	kopts, err := cfg.Kafka.Build()
-	if err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	cl, err := kgo.NewClient(kopts...)
+	cl, err := kafkaClient(&cfg.Kafka)
 	if err != nil {
 		return err
 	}

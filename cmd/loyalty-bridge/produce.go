@@ -55,7 +55,7 @@ status is 1 if any line failed.`)
 	if cd.EventTypes(*topic) == nil {
 		return &exitError{code: 2, err: fmt.Errorf("--topic %s is not an input topic (%s)", *topic, strings.Join(cf.topics.Build().Inputs(), ", "))}
 	}
-	cl, err := cf.kafkaClient(kgo.RecordDeliveryTimeout(30 * time.Second))
+	cl, err := kafkaClient(&cf.kafka, kgo.RecordDeliveryTimeout(30*time.Second))
 	if err != nil {
 		return err
 	}

@@ -48,10 +48,10 @@ func (c *contractFlags) registryClient() (*sr.Client, error) {
 	return cl, nil
 }
 
-// kafkaClient is the command's Kafka client: the section's connection
-// options, then opts.
-func (c *contractFlags) kafkaClient(opts ...kgo.Opt) (*kgo.Client, error) {
-	kopts, err := c.kafka.Build()
+// kafkaClient is an operator command's Kafka client: the section's
+// connection options, then opts.
+func kafkaClient(k *config.Kafka, opts ...kgo.Opt) (*kgo.Client, error) {
+	kopts, err := k.Build()
 	if err != nil {
 		return nil, &exitError{code: 2, err: err}
 	}
@@ -76,10 +76,7 @@ func (c *contractFlags) codec(ctx context.Context) (*codec.Codec, error) {
 // usage problem becomes exit code 2.
 func (c *contractFlags) parse(fs *flag.FlagSet, e env, args []string) error {
 	if err := c.b.Parse(args, e.lookup); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{code: 2, err: err}
+		return &exitError{code: 2, err: err} // -h included: run exits 0 on flag.ErrHelp
 	}
 	errs := []error{c.registry.Validate(), c.topics.Validate()}
 	if c.withKafka {
@@ -112,11 +109,10 @@ func runSchemas(ctx context.Context, e env, args []string) error {
 	var cf contractFlags
 	cf.define(fs, false)
 	if len(args) == 0 || (args[0] != "register" && args[0] != "check") {
+		fs.Usage()
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			fs.Usage()
 			return flag.ErrHelp
 		}
-		fs.Usage()
 		return &exitError{code: 2, err: errors.New("want register or check")}
 	}
 	sub := args[0]

@@ -46,7 +46,7 @@ without a consumer group: nothing is committed.`)
 	if _, ok := cd.SchemaID(*topic); !ok {
 		return &exitError{code: 2, err: fmt.Errorf("--topic %s is not one of the bridge's topics", *topic)}
 	}
-	cl, err := cf.kafkaClient(tail.ClientOpts(*topic, *fromBeginning)...)
+	cl, err := kafkaClient(&cf.kafka, tail.ClientOpts(*topic, *fromBeginning)...)
 	if err != nil {
 		return err
 	}

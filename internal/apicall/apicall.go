@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -82,6 +84,28 @@ func Envelope(be *loyalty.BusinessError) map[string]any {
 		env["data"] = map[string]string{"resultUrl": be.ResultURL}
 	}
 	return env
+}
+
+// MaxBody bounds a request body read from a stream.
+const MaxBody = 1 << 20
+
+// ReadBody reads the JSON request body from the file named src, or from in
+// when src is "-" (at most MaxBody bytes); "" is no body.
+func ReadBody(src string, in io.Reader) ([]byte, error) {
+	var body []byte
+	var err error
+	switch src {
+	case "":
+		return nil, nil
+	case "-":
+		body, err = io.ReadAll(io.LimitReader(in, MaxBody))
+	default:
+		body, err = os.ReadFile(src)
+	}
+	if err != nil {
+		return nil, &UsageError{"request JSON: " + err.Error()}
+	}
+	return body, nil
 }
 
 // decode reads the JSON body (if any) into v.

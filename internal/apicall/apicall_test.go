@@ -6,6 +6,8 @@ import (
 	"flag"
 	"io"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +163,28 @@ func TestTokenRefused(t *testing.T) {
 	var ae *loyalty.AuthError
 	if !errors.As(err, &ae) || strings.Contains(err.Error(), "wrong-password") {
 		t.Fatalf("token with a wrong password: %v", err)
+	}
+}
+
+func TestReadBody(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "req.json")
+	if err := os.WriteFile(file, []byte(`{"loyaltyId":"L"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		src, in, want string
+		usage         bool
+	}{
+		{"", "ignored", "", false},
+		{"-", `{"from":"stdin"}`, `{"from":"stdin"}`, false},
+		{"-", strings.Repeat("x", MaxBody+10), strings.Repeat("x", MaxBody), false},
+		{file, "", `{"loyaltyId":"L"}`, false},
+		{file + ".missing", "", "", true},
+	} {
+		got, err := ReadBody(tc.src, strings.NewReader(tc.in))
+		var ue *UsageError
+		if string(got) != tc.want || (err != nil) != tc.usage || (err != nil && !errors.As(err, &ue)) {
+			t.Errorf("ReadBody(%.20q): %.20q, %v", tc.src, got, err)
+		}
 	}
 }

@@ -12,6 +12,7 @@
 // (package loyalty), the token call's included.
 //
 // The package does not build the client (internal/config does), read
-// configuration or files, print, or choose exit codes: the command does.
-// It never returns or prints a token or secret.
+// configuration, print, or choose exit codes: the command does. The only
+// input it reads is a request body, when asked (ReadBody). It never
+// returns or prints a token or secret.
 package apicall
