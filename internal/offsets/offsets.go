@@ -39,12 +39,9 @@ func Lag(ctx context.Context, adm *kadm.Client, group string, topics []string) (
 	if err != nil {
 		return Report{}, err
 	}
-	committed, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
+	committed, err := fetchCommitted(ctx, adm, group, topics...)
 	if err == nil {
 		err = committed.Error()
-	}
-	if errors.Is(err, kerr.GroupIDNotFound) { // some brokers say so rather than list nothing
-		committed, err = nil, nil
 	}
 	if err != nil {
 		return Report{}, fmt.Errorf("committed offsets of %s: %w", group, err)
@@ -207,7 +204,7 @@ func Reset(ctx context.Context, adm *kadm.Client, group, topic string, partition
 	case earliest:
 		target = starts
 	}
-	before, err := adm.FetchOffsetsForTopics(ctx, group, topic)
+	before, err := fetchCommitted(ctx, adm, group, topic)
 	if err != nil {
 		return nil, fmt.Errorf("committed offsets of %s: %w", group, err)
 	}
@@ -258,6 +255,17 @@ func PrintMoves(w io.Writer, group, topic string, moves []Move) {
 		}
 		fmt.Fprintf(w, "  partition %d: %s -> %d\n", m.Partition, was, m.To)
 	}
+}
+
+// fetchCommitted is the group's committed offsets on topics; a group the
+// cluster does not know has none (some brokers answer GROUP_ID_NOT_FOUND
+// rather than an empty list).
+func fetchCommitted(ctx context.Context, adm *kadm.Client, group string, topics ...string) (kadm.OffsetResponses, error) {
+	committed, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return nil, nil
+	}
+	return committed, err
 }
 
 // listed passes on a listing's first partition error as its error.

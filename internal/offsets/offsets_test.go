@@ -128,6 +128,10 @@ func TestReset(t *testing.T) {
 			}
 		}
 	}
+	// A group that never committed can be positioned before it starts.
+	if got, err := Reset(ctx(t), adm, "new", topic, 1, ToOffset(2)); err != nil || fmt.Sprint(got) != fmt.Sprint([]Move{{1, -1, 2, false, 0, 5}}) {
+		t.Fatalf("reset of a new group: %v, %v", got, err)
+	}
 	var out bytes.Buffer
 	PrintMoves(&out, "g", topic, []Move{{0, -1, 3, false, 0, 5}, {1, 4, 0, false, 0, 5}})
 	if want := "group g: loyalty.purchase reset\n  partition 0: - -> 3\n  partition 1: 4 -> 0\n"; out.String() != want {
