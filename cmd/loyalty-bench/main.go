@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -135,6 +136,20 @@ func parse(e env, args []string) (*options, error) {
 	fs.DurationVar(&latency, "latency", sc.Latency, "fixed latency the simulator adds to every API call (0: CPU-bound)")
 	fs.DurationVar(&latP50, "latency-p50", 0, "adds a log-normal latency with this median (a tail; with --latency-p99)")
 	fs.DurationVar(&latP99, "latency-p99", 0, "99th percentile of the log-normal latency (needs --latency-p50)")
+	fs.Func("error-rate", "`STATUS=RATE`: the simulator answers this share of business calls with STATUS instead of handling them, e.g. 503=0.1 (repeatable)", func(v string) error {
+		st, r, ok := strings.Cut(v, "=")
+		status, serr := strconv.Atoi(st)
+		rate, rerr := strconv.ParseFloat(r, 64)
+		if !ok || serr != nil || rerr != nil {
+			return fmt.Errorf("want STATUS=RATE, e.g. 503=0.1")
+		}
+		if sc.ErrorRates == nil {
+			sc.ErrorRates = map[int]float64{}
+		}
+		sc.ErrorRates[status] = rate
+		return nil
+	})
+	fs.DurationVar(&sc.RetryAfter, "retry-after", 0, "Retry-After of the simulator's 429 and 503 answers (0: its default, 1s)")
 	fs.IntVar(&maxInFlight, "max-in-flight", sc.MaxInFlight, "bridge --max-in-flight, and the ceiling's concurrent callers")
 	fs.IntVar(&perPartition, "max-in-flight-per-partition", 0, "bridge --max-in-flight-per-partition (0: the bridge's default)")
 	fs.IntVar(&sc.Rate, "rate", 0, "write the events at this many per second while each contestant runs (open loop; latency then measures the pipeline); 0: a backlog written before it starts")

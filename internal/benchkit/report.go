@@ -86,6 +86,8 @@ type ScenarioReport struct {
 	LatencyP99              string `json:"latencyP99,omitempty"`
 	MaxInFlight             int    `json:"maxInFlight"`
 	MaxInFlightPerPartition int    `json:"maxInFlightPerPartition,omitempty"`
+	// Faults are the simulator's error answers, e.g. "10% 503 (Retry-After 1s)".
+	Faults string `json:"faults,omitempty"`
 	// Rate is events per second written during the run; 0: a backlog.
 	Rate int   `json:"rate,omitempty"`
 	Seed int64 `json:"seed"`
@@ -94,7 +96,7 @@ type ScenarioReport struct {
 func scenarioReport(sc Scenario) ScenarioReport {
 	r := ScenarioReport{Events: sc.Events, BaselineEvents: sc.baselineEvents(), Partitions: sc.Partitions, Keys: sc.Keys,
 		Latency: sc.Latency.String(), MaxInFlight: sc.MaxInFlight, MaxInFlightPerPartition: sc.MaxInFlightPerPartition,
-		Rate: sc.Rate, Seed: sc.Seed}
+		Rate: sc.Rate, Seed: sc.Seed, Faults: sc.FaultText()}
 	if sc.LatencyP50 > 0 {
 		r.LatencyP50, r.LatencyP99 = sc.LatencyP50.String(), max(sc.LatencyP99, sc.LatencyP50).String()
 	}
@@ -278,6 +280,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			sc.Partitions, sc.Keys, sc.Latency)
 		if sc.LatencyP50 != "" {
 			fmt.Fprintf(&b, " + log-normal p50 %s/p99 %s", sc.LatencyP50, sc.LatencyP99)
+		}
+		if sc.Faults != "" {
+			fmt.Fprintf(&b, ", partner answers %s", sc.Faults)
 		}
 		fmt.Fprintf(&b, ", max in-flight %d", sc.MaxInFlight)
 		if sc.MaxInFlightPerPartition > 0 {

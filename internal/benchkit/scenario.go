@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,12 @@ type Scenario struct {
 	// quantiles on top of Latency (a tail); zero: none.
 	LatencyP50 time.Duration `json:"latencyP50,omitempty"`
 	LatencyP99 time.Duration `json:"latencyP99,omitempty"`
+	// ErrorRates maps an HTTP status to the share of business calls the
+	// simulator answers with it instead of handling them (a degraded
+	// partner); RetryAfter is the Retry-After of its 429 and 503 answers
+	// (0: the simulator's default).
+	ErrorRates map[int]float64 `json:"errorRates,omitempty"`
+	RetryAfter time.Duration   `json:"retryAfter,omitempty"`
 	// MaxInFlight is the bridge's --max-in-flight and the ceiling's number
 	// of concurrent callers.
 	MaxInFlight int `json:"maxInFlight"`
@@ -74,7 +81,7 @@ func (s Scenario) Validate() error {
 		errs = append(errs, errors.New("per-partition in-flight, baseline events and rate must not be negative"))
 	}
 	if err := s.faults().Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("latency: %w", err))
+		errs = append(errs, fmt.Errorf("faults: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -87,10 +94,38 @@ func (s Scenario) baselineEvents() int {
 	return s.Events
 }
 
-// faults is the simulator's latency for the scenario; it applies to every
-// business and token endpoint.
+// faults is the simulator's misbehaviour for the scenario: latency on
+// every business and token endpoint, error answers on business calls only
+// (the token leg is a separate partner service).
 func (s Scenario) faults() sim.Faults {
-	return sim.Faults{Latency: s.Latency, LatencyP50: s.LatencyP50, LatencyP99: s.LatencyP99}
+	f := sim.Faults{Latency: s.Latency, LatencyP50: s.LatencyP50, LatencyP99: s.LatencyP99}
+	if len(s.ErrorRates) > 0 {
+		f.ErrorRates, f.RetryAfter = s.ErrorRates, s.RetryAfter
+		f.Endpoints = []string{sim.EndpointCustomerInfo, sim.EndpointCustomerProfile, sim.EndpointOnboard, sim.EndpointLink,
+			sim.EndpointUnlink, sim.EndpointRedemption, sim.EndpointAccrual, sim.EndpointLookup}
+	}
+	return f
+}
+
+// FaultText describes the scenario's error answers: "10% 503 (Retry-After 1s)", or "".
+func (s Scenario) FaultText() string {
+	if len(s.ErrorRates) == 0 {
+		return ""
+	}
+	statuses := make([]int, 0, len(s.ErrorRates))
+	for st := range s.ErrorRates {
+		statuses = append(statuses, st)
+	}
+	slices.Sort(statuses)
+	parts := make([]string, 0, len(statuses))
+	for _, st := range statuses {
+		parts = append(parts, fmt.Sprintf("%g%% %d", 100*s.ErrorRates[st], st))
+	}
+	t := strings.Join(parts, ", ")
+	if s.RetryAfter > 0 {
+		t += fmt.Sprintf(" (Retry-After %s)", s.RetryAfter)
+	}
+	return t
 }
 
 // LatencyText describes the simulated latency: "20ms", "0s", "5ms + p50 10ms/p99 80ms".
