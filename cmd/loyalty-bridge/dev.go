@@ -77,7 +77,7 @@ func runDev(ctx context.Context, e env, args []string) error {
 	fs.BoolVar(&f.exitWhenDone, "exit-when-done", false, "with --demo: exit after the summary (0 when every event got its output)")
 	fs.DurationVar(&f.demoTimeout, "demo-timeout", 5*time.Minute, "with --exit-when-done: give up after this long")
 	fs.StringVar(&f.ordering, "ordering", "key", "order within a partition: key, partition or unordered")
-	fs.IntVar(&f.maxInFlight, "max-in-flight", pipeline.DefaultMaxInFlight, "records in flight")
+	fs.IntVar(&f.maxInFlight, "max-in-flight", pipeline.DefaultMaxInFlight, "partner API calls in progress at once")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprint(e.stderr, devUsage)

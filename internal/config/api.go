@@ -179,6 +179,11 @@ type BuildOptions struct {
 	Logger *zap.Logger // default no-op
 	// MaxConns is the connection bound when the section's is 0.
 	MaxConns int
+	// MaxCalls bounds partner API requests in progress (see
+	// loyalty.TransportOptions.MaxCalls); 0: the connection bound.
+	MaxCalls int
+	// OnCalls is told the requests in progress whenever they change.
+	OnCalls func(inUse int)
 	// WrapTransport instruments the HTTP transport (metrics).
 	WrapTransport func(http.RoundTripper) http.RoundTripper
 	// OnGrant and OnRetry are passed to the token cache and the client.
@@ -217,7 +222,7 @@ func (a *API) Build(o BuildOptions) (*APIClient, error) {
 	if maxConns == 0 {
 		maxConns = o.MaxConns
 	}
-	hc, err := loyalty.NewHTTPClient(loyalty.TransportOptions{MaxConns: maxConns,
+	hc, err := loyalty.NewHTTPClient(loyalty.TransportOptions{MaxConns: maxConns, MaxCalls: o.MaxCalls, OnCalls: o.OnCalls,
 		TLS:  loyalty.TLSOptions{CAFile: a.CAFile, CertFile: a.CertFile, KeyFile: a.KeyFile},
 		Wrap: o.WrapTransport})
 	if err != nil {

@@ -54,9 +54,9 @@ func (p *Processing) Define(b *flagenv.Binder) {
 	if p.defaultMaxInFlight > 0 {
 		maxInFlight = p.defaultMaxInFlight
 	}
-	fs.IntVar(&p.MaxInFlight, "max-in-flight", maxInFlight, "records in flight across all partitions")
-	fs.IntVar(&p.MaxInFlightPerPartition, "max-in-flight-per-partition", 0, "records in flight per partition (0: no bound of its own)")
-	fs.IntVar(&p.MaxBuffered, "max-buffered", 0, "records taken from Kafka and not yet committed (0: 4 × --max-in-flight)")
+	fs.IntVar(&p.MaxInFlight, "max-in-flight", maxInFlight, "partner API calls in progress at once, across all partitions (a record waiting to retry holds none)")
+	fs.IntVar(&p.MaxInFlightPerPartition, "max-in-flight-per-partition", 0, "records handled at once per partition (0: no bound of its own)")
+	fs.IntVar(&p.MaxBuffered, "max-buffered", 0, "records taken from Kafka and not yet committed, and the most handled at once, calling or waiting to retry (0: 4 × --max-in-flight)")
 	fs.DurationVar(&p.CommitInterval, "commit-interval", pipeline.DefaultCommitInterval, "how often completed offsets are committed")
 	fs.IntVar(&p.FreshWindow, "fresh-window", 0, "records per newly assigned partition that are guarded by a lookup (0: what a previous owner may have had in flight, --max-buffered/2; raise it to cover rate × --commit-interval when the partner API applies duplicate transaction ids twice)")
 	fs.DurationVar(&p.DrainTimeout, "drain-timeout", pipeline.DefaultDrainTimeout, "how long a revoke or shutdown waits for in-flight records")
@@ -116,10 +116,22 @@ func (p *Processing) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Build returns the pipeline options the section sets.
+// Buffered is --max-buffered with its default filled in.
+func (p *Processing) Buffered() int {
+	if p.MaxBuffered > 0 {
+		return p.MaxBuffered
+	}
+	return 4 * p.MaxInFlight
+}
+
+// Build returns the pipeline options the section sets. The pipeline
+// handles as many records at once as it buffers: --max-in-flight bounds
+// the partner calls among them (API.Build's MaxCalls), so a record
+// waiting out a back-off or a Retry-After keeps neither a call slot nor
+// another record from being handled.
 func (p *Processing) Build() pipeline.Options {
-	return pipeline.Options{Mode: p.Ordering, MaxInFlight: p.MaxInFlight, MaxInFlightPerPartition: p.MaxInFlightPerPartition,
-		MaxBuffered: p.MaxBuffered, CommitInterval: p.CommitInterval, FreshWindow: p.FreshWindow, DrainTimeout: p.DrainTimeout,
+	return pipeline.Options{Mode: p.Ordering, MaxInFlight: p.Buffered(), MaxInFlightPerPartition: p.MaxInFlightPerPartition,
+		MaxBuffered: p.Buffered(), CommitInterval: p.CommitInterval, FreshWindow: p.FreshWindow, DrainTimeout: p.DrainTimeout,
 		ShutdownTimeout: p.ShutdownTimeout, Linger: p.Linger}
 }
 

@@ -212,6 +212,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 func (d *Deps) buildClient(ctx context.Context) error {
 	cfg := d.Config
 	api, err := cfg.API.Build(config.BuildOptions{Logger: d.Log, MaxConns: cfg.Processing.MaxInFlight,
+		MaxCalls: cfg.Processing.MaxInFlight, OnCalls: func(n int) { d.Metrics.APICallsInFlight.Set(float64(n)) },
 		WrapTransport: d.Metrics.InstrumentTransport,
 		OnGrant:       d.Metrics.TokenGrant,
 		OnRetry:       func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() }})

@@ -30,6 +30,7 @@ type Metrics struct {
 	TokenRefreshes   *prometheus.CounterVec   // result: ok, error; one per grant call (see TokenGrant)
 	CircuitState     prometheus.Gauge         // 0 closed, 1 half-open, 2 open
 	InFlight         prometheus.Gauge
+	APICallsInFlight prometheus.Gauge     // partner requests holding a call slot
 	Held             prometheus.Gauge     // records held back while the circuit is open
 	CommittedOffset  *prometheus.GaugeVec // topic, partition
 	Lag              *prometheus.GaugeVec // topic, partition: high watermark − committed
@@ -68,7 +69,9 @@ func NewMetrics() *Metrics {
 	m.CircuitState = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
 		Name: "circuit_state", Help: "Partner API circuit: 0 closed, 1 half-open, 2 open."})
 	m.InFlight = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
-		Name: "in_flight_records", Help: "Records dispatched and not yet completed."})
+		Name: "in_flight_records", Help: "Records dispatched and not yet completed (calling the partner or waiting to retry)."})
+	m.APICallsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
+		Name: "api_calls_in_flight", Help: "Partner API requests in progress (bounded by --max-in-flight; in_flight_records minus this is records waiting to retry)."})
 	m.Held = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
 		Name: "held_records", Help: "Records polled but held back (circuit open or partition window full)."})
 	m.CommittedOffset = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace,
@@ -78,7 +81,7 @@ func NewMetrics() *Metrics {
 
 	for _, c := range []prometheus.Collector{m.RecordsConsumed, m.RecordsCompleted, m.ErrorEvents, m.APICalls,
 		m.APILatency, m.APIRetries, m.GuardLookups, m.AlreadyApplied, m.TokenRefreshes, m.CircuitState,
-		m.InFlight, m.Held, m.CommittedOffset, m.Lag,
+		m.InFlight, m.APICallsInFlight, m.Held, m.CommittedOffset, m.Lag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}

@@ -1,0 +1,103 @@
+package service
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+)
+
+// A record waiting out a Retry-After holds no call slot: with one slot,
+// another key's record is answered while the first keeps failing, and a
+// later record of the first record's key still waits its turn.
+func TestRetryWaitHoldsNoCallSlot(t *testing.T) {
+	s := newStack(t)
+	cfg := stackConfig(t, s, func(c *config.Config) {
+		c.Processing.MaxInFlight = 1
+		// The circuit would hold every record while accruals fail: this
+		// test is about slots, not the breaker.
+		c.Processing.BreakerFailures, c.Processing.BreakerRatio = 1_000_000, 0
+		c.Processing.RecordAttempts, c.Processing.RecordBackoff = 1_000_000, 10*time.Millisecond
+		c.API.MaxAttempts = 2
+	})
+	// Every accrual is answered 503 with Retry-After (1 s) until cleared.
+	s.Sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{503: 1}, RetryAfter: time.Second, Endpoints: []string{sim.EndpointAccrual}})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	svc := runService(ctx, t, cfg)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produce := func(topic, key string, ev events.Event) {
+		t.Helper()
+		v, err := svc.Codec.Encode(topic, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	member := sim.MemberID(1)
+	// Same key, same partition: the second purchase waits behind the first.
+	produce(codec.DefaultPurchaseTopic, member, &events.PurchaseCompleted{TransactionID: "slot-1", LoyaltyID: member,
+		TransactionDate: time.Now(), Amount: 10_000, Currency: "VND"})
+	produce(codec.DefaultPurchaseTopic, member, &events.PurchaseCompleted{TransactionID: "slot-2", LoyaltyID: member,
+		TransactionDate: time.Now(), Amount: 20_000, Currency: "VND"})
+	waitFor(t, "the first accrual to be refused", 30*time.Second, func() bool { return s.Sim.TotalCalls(sim.EndpointAccrual) >= 1 })
+	// Another key, another endpoint: a link, answered while the accrual
+	// waits to retry.
+	other := sim.MemberID(2)
+	produce(codec.DefaultMemberOnboardingTopic, other, &events.MemberLinkRequested{TransactionID: "slot-link", LoyaltyID: other,
+		PartnerMemberID: "P-slot"})
+
+	completed := func(topic, outcome string) float64 {
+		return value(svc.Metrics.RecordsCompleted.WithLabelValues(topic, outcome))
+	}
+	waitFor(t, "the link's result", 30*time.Second, func() bool {
+		return completed(codec.DefaultMemberOnboardingTopic, string(events.OutcomeLinked)) == 1
+	})
+	if got := completed(codec.DefaultPurchaseTopic, string(events.OutcomeApplied)); got != 0 {
+		t.Fatalf("%v accruals applied while every accrual is refused", got)
+	}
+	if got := s.Sim.TotalCalls(sim.EndpointAccrual); got < 1 {
+		t.Fatalf("%d accrual calls", got)
+	}
+	// Only the first purchase has been tried: the second waits for its key.
+	s.Sim.SetFaults(sim.Faults{})
+	waitFor(t, "both accruals", 30*time.Second, func() bool {
+		return completed(codec.DefaultPurchaseTopic, string(events.OutcomeApplied)) == 2
+	})
+	for _, id := range []string{"slot-1", "slot-2"} {
+		if n := s.Sim.Effects(id); n != 1 {
+			t.Errorf("%s applied %d times", id, n)
+		}
+	}
+	// Key order: the second purchase's result follows the first's.
+	rc, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(codec.DefaultTopics().ResultTopic(codec.DefaultPurchaseTopic)),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var order []string
+	waitFor(t, "result records", 20*time.Second, func() bool {
+		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer pcancel()
+		rc.PollFetches(pctx).EachRecord(func(r *kgo.Record) { order = append(order, string(r.Key)) })
+		return len(order) >= 2
+	})
+	if len(order) != 2 || order[0] != "slot-1" || order[1] != "slot-2" {
+		t.Fatalf("results in order %v, want [slot-1 slot-2]", order)
+	}
+	svc.halt(t)
+}
