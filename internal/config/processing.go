@@ -129,10 +129,21 @@ func (p *Processing) Buffered() int {
 // the partner calls among them (API.Build's MaxCalls), so a record
 // waiting out a back-off or a Retry-After keeps neither a call slot nor
 // another record from being handled.
+//
+// One partition may buffer half of it (or --max-in-flight-per-partition
+// if more), as before: a partition whose commit point is stuck behind a
+// waiting record must not take the whole buffer from the others.
 func (p *Processing) Build() pipeline.Options {
-	return pipeline.Options{Mode: p.Ordering, MaxInFlight: p.Buffered(), MaxInFlightPerPartition: p.MaxInFlightPerPartition,
-		MaxBuffered: p.Buffered(), CommitInterval: p.CommitInterval, FreshWindow: p.FreshWindow, DrainTimeout: p.DrainTimeout,
-		ShutdownTimeout: p.ShutdownTimeout, Linger: p.Linger}
+	buffered := p.Buffered()
+	perPartition := max(buffered/2, 1)
+	handling := perPartition
+	if p.MaxInFlightPerPartition > 0 {
+		handling = min(p.MaxInFlightPerPartition, buffered)
+		perPartition = max(perPartition, handling)
+	}
+	return pipeline.Options{Mode: p.Ordering, MaxInFlight: buffered, MaxInFlightPerPartition: handling,
+		MaxBuffered: buffered, MaxBufferedPerPartition: perPartition, CommitInterval: p.CommitInterval, FreshWindow: p.FreshWindow,
+		DrainTimeout: p.DrainTimeout, ShutdownTimeout: p.ShutdownTimeout, Linger: p.Linger}
 }
 
 // BuildBreaker returns the circuit options the section sets.
