@@ -133,3 +133,25 @@ func TestShutdownTimeoutExceedsDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The pipeline handles as many records as it buffers (the partner calls
+// among them are bounded by --max-in-flight), and one partition takes at
+// most half the buffer unless --max-in-flight-per-partition asks more.
+func TestProcessingBuild(t *testing.T) {
+	for _, tc := range []struct {
+		maxInFlight, perPartition, buffered  int
+		handling, handlingPerP, bufferedPerP int
+	}{
+		{64, 0, 0, 256, 128, 128},
+		{64, 0, 1000, 1000, 500, 500},
+		{64, 300, 0, 256, 256, 256},
+		{1, 0, 0, 4, 2, 2},
+	} {
+		p := Processing{MaxInFlight: tc.maxInFlight, MaxInFlightPerPartition: tc.perPartition, MaxBuffered: tc.buffered}
+		o := p.Build()
+		if o.MaxInFlight != tc.handling || o.MaxBuffered != tc.handling || o.MaxInFlightPerPartition != tc.handlingPerP ||
+			o.MaxBufferedPerPartition != tc.bufferedPerP {
+			t.Errorf("%+v: handling %d/%d, buffered %d/%d", tc, o.MaxInFlight, o.MaxInFlightPerPartition, o.MaxBuffered, o.MaxBufferedPerPartition)
+		}
+	}
+}
