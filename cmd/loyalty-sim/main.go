@@ -87,7 +87,7 @@ func parse(e env, args []string) (*config, error) {
 	fs.DurationVar(&f.LatencyP50, "latency-p50", 0, "fault: log-normal added latency, median")
 	fs.DurationVar(&f.LatencyP99, "latency-p99", 0, "fault: log-normal added latency, 99th percentile (needs --latency-p50)")
 	fs.Var(&c.errorRates, "error-rate", "fault: `STATUS=RATE` answered instead of handling, e.g. 503=0.1 (repeatable; comma-separated)")
-	fs.DurationVar(&f.RetryAfter, "retry-after", sim.DefaultRetryAfter, "fault: Retry-After of injected 429 and 503")
+	fs.DurationVar(&f.RetryAfter, "retry-after", sim.DefaultRetryAfter, "Retry-After of injected 429 and 503 (whole seconds, rounded up); 0s sends none")
 	fs.Float64Var(&f.DropRate, "drop-rate", 0, "fault: probability of closing the connection unanswered")
 	fs.Float64Var(&f.HangRate, "hang-rate", 0, "fault: probability of never answering")
 	fs.Float64Var(&f.ApplyThen500Rate, "apply-then-500-rate", 0, "fault: probability of applying a write and answering 500")
@@ -118,6 +118,12 @@ func parse(e env, args []string) (*config, error) {
 		for _, ep := range strings.Split(c.faultEndpoints, ",") {
 			f.Endpoints = append(f.Endpoints, strings.TrimSpace(ep))
 		}
+	}
+	switch {
+	case f.RetryAfter < 0:
+		errs = append(errs, errors.New("--retry-after must not be negative (0s sends no Retry-After)"))
+	case f.RetryAfter == 0:
+		f.RetryAfter = sim.NoRetryAfter
 	}
 	if err := f.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("faults: %w", err))

@@ -225,6 +225,33 @@ func TestShutdownEndsHungRequests(t *testing.T) {
 	}
 }
 
+// --retry-after 0s answers injected 429/503 without Retry-After; the
+// default sends one.
+func TestRetryAfterFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"1"}},
+		{[]string{"--retry-after", "2500ms"}, []string{"3"}},
+		{[]string{"--retry-after", "0s"}, nil},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			s := start(t, nil, append([]string{"--error-rate", "503=1", "--fault-endpoints", "token"}, tc.args...)...)
+			c := &http.Client{Transport: &http.Transport{}}
+			defer c.CloseIdleConnections()
+			res, err := c.PostForm(s.base+sim.PathToken, url.Values{"grant_type": {"password"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if got := res.Header.Values("Retry-After"); res.StatusCode != 503 || strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("%d Retry-After %q, want %q", res.StatusCode, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	priv, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	der, _ := x509.MarshalPKCS8PrivateKey(priv)
@@ -248,12 +275,17 @@ func TestUsageErrors(t *testing.T) {
 		"clock skew":         {args: []string{"--clock-skew", "10m"}},
 		"sign lifetime":      {args: []string{"--max-sign-lifetime", "-1m"}},
 		"replay cache size":  {args: []string{"--replay-cache-size", "-1"}},
+		"retry after":        {args: []string{"--retry-after", "-1s"}},
 		"bad env value":      {envs: map[string]string{"LOYALTY_SIM_EARN_RATE": "lots"}},
 		"log level":          {args: []string{"--log-level", "loud"}},
 	} {
 		t.Run(name, func(t *testing.T) {
+			// Cancelled: a setting wrongly accepted starts and stops at
+			// once (exit 0) instead of serving until the test times out.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
 			var out, errb syncBuffer
-			code := run(context.Background(), env{stdout: &out, stderr: &errb,
+			code := run(ctx, env{stdout: &out, stderr: &errb,
 				lookup: func(k string) (string, bool) { v, ok := tc.envs[k]; return v, ok }}, append([]string{"--addr", "127.0.0.1:0"}, tc.args...))
 			if code != exitUsage {
 				t.Fatalf("exit %d, want %d; stderr %s", code, exitUsage, errb.String())

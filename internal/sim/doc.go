@@ -140,7 +140,10 @@
 // apply a write and answer 500. They act on the token endpoints and
 // business endpoints (never the JWKS or admin API), limited to
 // Faults.Endpoints when set. Decisions come from one random source seeded
-// by Options.Seed. Injected answers carry {"statusCode":N,"message":text}.
+// by Options.Seed. Injected answers carry {"statusCode":N,"message":text};
+// injected 429 and 503 carry Retry-After (Faults.RetryAfter, default 1s),
+// or none when it is NoRetryAfter (the flag's and admin API's "0s"), so
+// that a client can be tested with and without one.
 //
 // Concurrency: every method of Server is safe for concurrent use. Business
 // state sits behind one mutex; the simulator's cost per request is

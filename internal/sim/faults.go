@@ -32,10 +32,13 @@ type Faults struct {
 	LatencyP50, LatencyP99 time.Duration
 	// ErrorRates maps an HTTP status (4xx or 5xx, e.g. 500, 502, 503, 429)
 	// to the probability of answering it instead of handling the request.
-	// 429 and 503 carry Retry-After.
+	// 429 and 503 carry Retry-After unless RetryAfter is negative.
 	ErrorRates map[int]float64
-	// RetryAfter is the Retry-After of 429 and 503 answers, sent in whole
-	// seconds rounded up (default 1s).
+	// RetryAfter is the Retry-After of injected 429 and 503 answers and of
+	// over-capacity answers (Options.Capacity), sent in whole seconds
+	// rounded up. Zero means DefaultRetryAfter (1s); a negative value
+	// (NoRetryAfter) sends no Retry-After at all, so that a client's
+	// behaviour without one can be tested.
 	RetryAfter time.Duration
 	// DropRate: close the connection without answering.
 	DropRate float64
@@ -72,7 +75,7 @@ func (f Faults) Validate() error {
 	if total > 1+1e-9 {
 		errs = append(errs, fmt.Errorf("ErrorRates add up to %g, more than 1", total))
 	}
-	if f.Latency < 0 || f.LatencyP50 < 0 || f.LatencyP99 < 0 || f.RetryAfter < 0 {
+	if f.Latency < 0 || f.LatencyP50 < 0 || f.LatencyP99 < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
 	}
 	if f.LatencyP99 > 0 && (f.LatencyP50 == 0 || f.LatencyP99 < f.LatencyP50) {
@@ -96,16 +99,21 @@ func (f Faults) applies(endpoint string) bool {
 	return len(f.Endpoints) == 0 || slices.Contains(f.Endpoints, endpoint)
 }
 
+// retryAfterSeconds is the Retry-After header's value, "" for none.
 func (f Faults) retryAfterSeconds() string {
 	d := f.RetryAfter
-	if d <= 0 {
+	switch {
+	case d < 0:
+		return ""
+	case d == 0:
 		d = DefaultRetryAfter
 	}
 	return strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10)
 }
 
 // faultsJSON is the admin API's form: durations as Go duration strings
-// ("250ms"), statuses as object keys.
+// ("250ms"), statuses as object keys. retryAfter "0s" (or any duration not
+// above zero) is NoRetryAfter; left out, it is the default.
 type faultsJSON struct {
 	Latency          string          `json:"latency,omitempty"`
 	LatencyP50       string          `json:"latencyP50,omitempty"`
@@ -125,12 +133,19 @@ func durationText(d time.Duration) string {
 	return d.String()
 }
 
+func retryAfterText(d time.Duration) string {
+	if d < 0 {
+		return "0s"
+	}
+	return durationText(d)
+}
+
 // MarshalJSON writes durations as Go duration strings and leaves zero
 // settings out: {"latency":"50ms","errorRates":{"503":0.1}}.
 func (f Faults) MarshalJSON() ([]byte, error) {
 	return json.Marshal(faultsJSON{
 		Latency: durationText(f.Latency), LatencyP50: durationText(f.LatencyP50), LatencyP99: durationText(f.LatencyP99),
-		ErrorRates: f.ErrorRates, RetryAfter: durationText(f.RetryAfter), DropRate: f.DropRate, HangRate: f.HangRate,
+		ErrorRates: f.ErrorRates, RetryAfter: retryAfterText(f.RetryAfter), DropRate: f.DropRate, HangRate: f.HangRate,
 		ApplyThen500Rate: f.ApplyThen500Rate, Endpoints: f.Endpoints,
 	})
 }
@@ -160,6 +175,9 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 		LatencyP99: dur("latencyP99", j.LatencyP99), ErrorRates: j.ErrorRates,
 		RetryAfter: dur("retryAfter", j.RetryAfter), DropRate: j.DropRate, HangRate: j.HangRate,
 		ApplyThen500Rate: j.ApplyThen500Rate, Endpoints: j.Endpoints,
+	}
+	if j.RetryAfter != "" && f.RetryAfter <= 0 {
+		f.RetryAfter = NoRetryAfter
 	}
 	return errors.Join(errs...)
 }

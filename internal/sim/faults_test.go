@@ -330,3 +330,45 @@ func TestConcurrentWriters(t *testing.T) {
 		t.Fatalf("links %d, unlinks %d, %d linked at the end", links, unlinks, linked)
 	}
 }
+
+// RetryAfter NoRetryAfter (the flag's 0s, the admin API's "0s") sends 429
+// and 503 without Retry-After; left out, it is DefaultRetryAfter.
+func TestFaultNoRetryAfter(t *testing.T) {
+	for _, status := range []int{429, 503} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.bearer()
+			e.sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{status: 1}, RetryAfter: sim.NoRetryAfter, Endpoints: []string{sim.EndpointAccrual}})
+			r := e.post(sim.PathAccrual, accrual(1, "T-1", 1000, 0))
+			if _, sent := r.header["Retry-After"]; r.status != status || sent {
+				t.Fatalf("%d Retry-After %q", r.status, r.header.Values("Retry-After"))
+			}
+
+			const tok = "admin-secret"
+			body := fmt.Sprintf(`{"errorRates":{"%d":1},"retryAfter":"0s","endpoints":["point-accrual"]}`, status)
+			if r := e.admin(http.MethodPut, "faults", tok, body); r.status != 200 || r.body["retryAfter"] != "0s" {
+				t.Fatalf("%d %s", r.status, r.raw)
+			}
+			if e.sim.Faults().RetryAfter >= 0 {
+				t.Fatalf("admin retryAfter 0s read as %s", e.sim.Faults().RetryAfter)
+			}
+			r = e.post(sim.PathAccrual, accrual(1, "T-1", 1000, 0))
+			if _, sent := r.header["Retry-After"]; r.status != status || sent {
+				t.Fatalf("after admin PUT: %d Retry-After %q", r.status, r.header.Values("Retry-After"))
+			}
+
+			body = fmt.Sprintf(`{"errorRates":{"%d":1},"endpoints":["point-accrual"]}`, status)
+			if r := e.admin(http.MethodPut, "faults", tok, body); r.status != 200 {
+				t.Fatalf("%d %s", r.status, r.raw)
+			}
+			if r := e.post(sim.PathAccrual, accrual(1, "T-1", 1000, 0)); r.status != status || r.header.Get("Retry-After") != "1" {
+				t.Fatalf("retryAfter left out: %d Retry-After %q", r.status, r.header.Get("Retry-After"))
+			}
+		})
+	}
+	var back sim.Faults
+	b, _ := json.Marshal(sim.Faults{RetryAfter: sim.NoRetryAfter})
+	if err := json.Unmarshal(b, &back); err != nil || string(b) != `{"retryAfter":"0s"}` || back.RetryAfter >= 0 {
+		t.Fatalf("%s → %v %+v", b, err, back)
+	}
+}

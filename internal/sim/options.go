@@ -34,6 +34,9 @@ const (
 	DefaultAccessTokenTTL  = 5 * time.Minute
 	DefaultRefreshTokenTTL = 30 * time.Minute
 	DefaultRetryAfter      = time.Second
+	// NoRetryAfter, as Faults.RetryAfter, sends 429 and 503 answers
+	// without a Retry-After header (any negative value does).
+	NoRetryAfter = time.Duration(-1)
 
 	// MaxBodyBytes bounds every request body; larger bodies are answered
 	// 413 with the error envelope (code INVALID_REQUEST).
