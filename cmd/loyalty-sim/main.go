@@ -83,11 +83,13 @@ func parse(e env, args []string) (*config, error) {
 	fs.DurationVar(&o.MaxSignLifetime, "max-sign-lifetime", sim.DefaultMaxSignLifetime, "redemption sign: longest exp - iat accepted")
 	fs.IntVar(&o.ReplayCacheSize, "replay-cache-size", sim.DefaultReplayCacheSize, "partner JWTs: most jtis remembered to refuse replays (when full of unexpired ones, new JWTs are refused)")
 	fs.StringVar(&c.duplicatePolicy, "duplicate-policy", "reject", "a transactionId sent twice: reject (400 DUPLICATE_TRANSACTION) or return-original")
+	fs.IntVar(&o.Capacity, "capacity", sim.DefaultCapacity, "business requests handled at once (0: unlimited); the excess is answered --over-capacity-status at once (token endpoints are not limited)")
+	fs.IntVar(&o.OverCapacityStatus, "over-capacity-status", sim.DefaultOverCapacityStatus, "status of a business request beyond --capacity: 429 or 503 (with --retry-after)")
 	fs.DurationVar(&f.Latency, "latency", 0, "fault: fixed added latency")
 	fs.DurationVar(&f.LatencyP50, "latency-p50", 0, "fault: log-normal added latency, median")
 	fs.DurationVar(&f.LatencyP99, "latency-p99", 0, "fault: log-normal added latency, 99th percentile (needs --latency-p50)")
 	fs.Var(&c.errorRates, "error-rate", "fault: `STATUS=RATE` answered instead of handling, e.g. 503=0.1 (repeatable; comma-separated)")
-	fs.DurationVar(&f.RetryAfter, "retry-after", sim.DefaultRetryAfter, "Retry-After of injected 429 and 503 (whole seconds, rounded up); 0s sends none")
+	fs.DurationVar(&f.RetryAfter, "retry-after", sim.DefaultRetryAfter, "Retry-After of injected 429 and 503 and of over-capacity answers (whole seconds, rounded up); 0s sends none")
 	fs.Float64Var(&f.DropRate, "drop-rate", 0, "fault: probability of closing the connection unanswered")
 	fs.Float64Var(&f.HangRate, "hang-rate", 0, "fault: probability of never answering")
 	fs.Float64Var(&f.ApplyThen500Rate, "apply-then-500-rate", 0, "fault: probability of applying a write and answering 500")
@@ -266,6 +268,10 @@ func shown(v, demo string) string {
 func banner(w io.Writer, addr string, c *config) {
 	o := c.opts
 	base := "http://" + addr
+	capacity := "unlimited"
+	if o.Capacity > 0 {
+		capacity = fmt.Sprintf("%d business requests at once, then %d", o.Capacity, o.OverCapacityStatus)
+	}
 	admin := "off (set --admin-token)"
 	if o.AdminToken != "" {
 		admin = "on: " + base + sim.PathAdmin + "{faults,revoke-tokens,token-ttl,counters,ledger,members/ID} with header " + sim.AdminHeader
@@ -280,8 +286,9 @@ func banner(w io.Writer, addr string, c *config) {
   members:       %s … %s, %d points each; earn rate %g point/unit; duplicates: %s
   partner keys:  %d registered (exchange-token, redemption sign)
   partner JWTs:  clock skew %s, sign lifetime at most %s, each jti once (%d remembered at most)
+  capacity:      %s
   admin API:     %s
 `, base, base, sim.PathToken, o.ClientID, shown(o.ClientSecret, sim.DefaultClientSecret), o.Username,
 		shown(o.Password, sim.DefaultPassword), sim.MemberID(1), sim.MemberID(o.Members), o.InitialBalance, o.EarnRate,
-		o.DuplicatePolicy, len(o.PartnerKeys), o.ClockSkew, o.MaxSignLifetime, o.ReplayCacheSize, admin)
+		o.DuplicatePolicy, len(o.PartnerKeys), o.ClockSkew, o.MaxSignLifetime, o.ReplayCacheSize, capacity, admin)
 }

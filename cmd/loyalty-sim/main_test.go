@@ -252,6 +252,83 @@ func TestRetryAfterFlag(t *testing.T) {
 	}
 }
 
+// --capacity 1 with the one accrual hanging: a profile read is answered
+// --over-capacity-status, without Retry-After under --retry-after 0s, and
+// counted; the token endpoint is not limited.
+func TestCapacityFlags(t *testing.T) {
+	s := start(t, map[string]string{"LOYALTY_SIM_OVER_CAPACITY_STATUS": "429"}, "--capacity", "1", "--retry-after", "0s",
+		"--hang-rate", "1", "--fault-endpoints", "point-accrual", "--admin-token", "adm")
+	if out := s.stdout.String(); !strings.Contains(out, "capacity:      1 business requests at once, then 429") {
+		t.Errorf("banner:\n%s", out)
+	}
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	form := url.Values{"grant_type": {"password"}, "client_id": {sim.DefaultClientID}, "client_secret": {sim.DefaultClientSecret},
+		"username": {sim.DefaultUsername}, "password": {sim.DefaultPassword}}
+	status, m := post(t, c, s.base+sim.PathToken, "application/x-www-form-urlencoded", form.Encode(), nil)
+	if status != 200 {
+		t.Fatalf("token: %d", status)
+	}
+	auth := "Bearer " + m["access_token"].(string)
+	hung := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, s.base+sim.PathAccrual, strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", auth)
+		res, err := c.Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		hung <- err
+	}()
+	// Poll, with a deadline, until the hanging accrual holds the one place.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, s.base+sim.PathCustomerInfo+sim.MemberID(1), nil)
+		req.Header.Set("Authorization", auth)
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Errors struct{ Code string } `json:"errors"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&body)
+		res.Body.Close()
+		if res.StatusCode == 429 {
+			if _, sent := res.Header["Retry-After"]; sent || body.Errors.Code != sim.CodeOverCapacity {
+				t.Fatalf("Retry-After %q, code %q", res.Header.Values("Retry-After"), body.Errors.Code)
+			}
+			break
+		}
+		if res.StatusCode != 200 || time.Now().After(deadline) {
+			t.Fatalf("profile: %d (5s deadline)", res.StatusCode)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if status, _ := post(t, c, s.base+sim.PathToken, "application/x-www-form-urlencoded", form.Encode(), nil); status != 200 {
+		t.Fatalf("token at capacity: %d", status)
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.base+"/__sim/counters", nil)
+	req.Header.Set(sim.AdminHeader, "adm")
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs sim.Counters
+	_ = json.NewDecoder(res.Body).Decode(&cs)
+	res.Body.Close()
+	if cs.OverCapacity[sim.EndpointCustomerInfo] != 1 || cs.Calls[sim.EndpointCustomerInfo][429] != 1 {
+		t.Fatalf("counters %+v", cs)
+	}
+	if code := s.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if err := <-hung; err == nil {
+		t.Fatal("hung accrual answered")
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	priv, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	der, _ := x509.MarshalPKCS8PrivateKey(priv)
@@ -276,6 +353,8 @@ func TestUsageErrors(t *testing.T) {
 		"sign lifetime":      {args: []string{"--max-sign-lifetime", "-1m"}},
 		"replay cache size":  {args: []string{"--replay-cache-size", "-1"}},
 		"retry after":        {args: []string{"--retry-after", "-1s"}},
+		"capacity":           {args: []string{"--capacity", "-1"}},
+		"over-capacity":      {args: []string{"--over-capacity-status", "500"}},
 		"bad env value":      {envs: map[string]string{"LOYALTY_SIM_EARN_RATE": "lots"}},
 		"log level":          {args: []string{"--log-level", "loud"}},
 	} {

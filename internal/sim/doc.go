@@ -47,7 +47,9 @@
 //     loyaltyId), PARTNER_MEMBER_ID_IN_USE (link with a partnerMemberId
 //     already linked to another member), and 401 UNAUTHORIZED with
 //     statusCode 401 for a missing, unknown, revoked or expired bearer
-//     token and for every exchange-token failure.
+//     token and for every exchange-token failure; OVER_CAPACITY with
+//     Options.OverCapacityStatus for a business request beyond
+//     Options.Capacity.
 //   - Onboarding failure reasons, carried as the errorCode (and field)
 //     query parameters of data.resultUrl (OnboardingResultURL):
 //     INVALID_REQUEST, MISSING_FIELD, MISSING_ID_DOCUMENT, INVALID_PHONE,
@@ -144,6 +146,26 @@
 // injected 429 and 503 carry Retry-After (Faults.RetryAfter, default 1s),
 // or none when it is NoRetryAfter (the flag's and admin API's "0s"), so
 // that a client can be tested with and without one.
+//
+// # Capacity
+//
+// Options.Capacity plays a partner that is overloaded rather than broken:
+// at most that many business requests (the endpoints that take a bearer
+// token) are handled at once; 0, the default, is unlimited. The token
+// endpoints (token, exchange-token), the JWKS and the admin API are
+// neither limited nor counted, since a gateway limits the API and not the
+// identity provider, and a client that cannot get a token cannot be
+// tested against an overloaded API. A request beyond the limit is
+// answered at once, without being handled, with Options.OverCapacityStatus
+// (503 by default, or 429) in the error envelope, code OVER_CAPACITY, and
+// the Retry-After of the faults in force (Faults.RetryAfter; none with
+// NoRetryAfter). A request holds its place from arrival to its answer,
+// injected latency and hangs included (latency plus capacity is a slow
+// partner with a fixed number of workers), and gives it back before the
+// answer is written, so that a client holding an answer may send again at
+// once. Over-capacity answers are counted in Calls under their status and
+// per endpoint in OverCapacity (Counters.OverCapacity, "overCapacity" of
+// /__sim/counters).
 //
 // Concurrency: every method of Server is safe for concurrent use. Business
 // state sits behind one mutex; the simulator's cost per request is

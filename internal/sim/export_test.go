@@ -14,3 +14,8 @@ func SampleLatency(f Faults, seed int64, n int) []time.Duration {
 	}
 	return out
 }
+
+// SetHandling makes every request call hook(endpoint) once it holds its
+// place of Options.Capacity, before faults and the handler, so that a test
+// can keep requests in flight. Call it before the Server serves.
+func SetHandling(s *Server, hook func(endpoint string)) { s.handling = hook }

@@ -266,12 +266,13 @@ func TestFaultsValidation(t *testing.T) {
 func TestOptionsValidation(t *testing.T) {
 	_, err := sim.New(sim.Options{Members: -1, InitialBalance: -1, EarnRate: -1, AccessTokenTTL: time.Millisecond,
 		RefreshTokenTTL: -time.Second, DuplicatePolicy: 7, PartnerKeys: []sim.PartnerKey{{Key: "not a key"}},
-		ClockSkew: sim.MaxClockSkew + time.Second, MaxSignLifetime: -time.Minute, ReplayCacheSize: -1})
+		ClockSkew: sim.MaxClockSkew + time.Second, MaxSignLifetime: -time.Minute, ReplayCacheSize: -1,
+		Capacity: -1, OverCapacityStatus: 500})
 	if err == nil {
 		t.Fatal("accepted")
 	}
 	for _, want := range []string{"Members", "InitialBalance", "EarnRate", "AccessTokenTTL", "RefreshTokenTTL", "DuplicatePolicy", "PartnerKeys[0]",
-		"ClockSkew", "MaxSignLifetime", "ReplayCacheSize"} {
+		"ClockSkew", "MaxSignLifetime", "ReplayCacheSize", "Capacity", "OverCapacityStatus"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %s: %v", want, err)
 		}

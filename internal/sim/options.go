@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"time"
 
 	"go.uber.org/zap"
@@ -57,6 +58,12 @@ const (
 	// MaxPartnerTokenAhead is how far in the future a partner token's exp
 	// (exchange-token) may lie.
 	MaxPartnerTokenAhead = 5 * time.Minute
+	// DefaultCapacity (Options.Capacity) is 0: no limit on business
+	// requests handled at once.
+	DefaultCapacity = 0
+	// DefaultOverCapacityStatus answers a business request beyond
+	// Options.Capacity (Options.OverCapacityStatus).
+	DefaultOverCapacityStatus = http.StatusServiceUnavailable
 )
 
 // Sponsor identity reported in accrual results and transaction records.
@@ -212,6 +219,22 @@ type Options struct {
 	// are refused rather than a jti forgotten early, which would allow a
 	// replay.
 	ReplayCacheSize int
+	// Capacity is how many business requests (the endpoints that take a
+	// bearer token) are handled at once, like a partner gateway with a
+	// fixed number of workers; DefaultCapacity, 0, is unlimited. The token
+	// endpoints (token, exchange-token), the JWKS and the admin API are
+	// not limited and do not count: a gateway limits the API, not the
+	// identity provider. A request beyond the limit is answered at once,
+	// without being handled, with OverCapacityStatus in the error envelope
+	// (code OVER_CAPACITY) and Faults.RetryAfter's Retry-After (none when
+	// NoRetryAfter); Calls counts it under that status and OverCapacity
+	// per endpoint. A request holds its place from arrival until its
+	// answer is ready, injected latency and hangs included, and frees it
+	// before the answer is written: a client holding an answer may send
+	// again at once.
+	Capacity int
+	// OverCapacityStatus is 503 (DefaultOverCapacityStatus) or 429.
+	OverCapacityStatus int
 	// Faults in force from the start (none by default); see SetFaults.
 	Faults Faults
 	// Seed makes fault decisions and latency samples deterministic.
@@ -286,6 +309,16 @@ func (o Options) withDefaults() (Options, error) {
 		o.ReplayCacheSize = DefaultReplayCacheSize
 	case o.ReplayCacheSize < 0:
 		errs = append(errs, errors.New("sim: ReplayCacheSize must not be negative"))
+	}
+	if o.Capacity < 0 {
+		errs = append(errs, errors.New("sim: Capacity must not be negative (0 is unlimited)"))
+	}
+	switch o.OverCapacityStatus {
+	case 0:
+		o.OverCapacityStatus = DefaultOverCapacityStatus
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+	default:
+		errs = append(errs, fmt.Errorf("sim: OverCapacityStatus %d: want 429 or 503", o.OverCapacityStatus))
 	}
 	if o.DuplicatePolicy != DuplicateReject && o.DuplicatePolicy != DuplicateReturnOriginal {
 		errs = append(errs, fmt.Errorf("sim: unknown %s", o.DuplicatePolicy))

@@ -14,6 +14,7 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -86,10 +87,19 @@ type Server struct {
 	faults   Faults
 	rng      *rand.Rand
 
-	countMu sync.Mutex
-	calls   map[callKey]int
-	totals  map[string]int
-	issued  int
+	// inFlight counts the business requests holding a place of
+	// Options.Capacity.
+	inFlight        atomic.Int64
+	overCapacityMsg string
+	// handling, a test hook (export_test.go), is called once a request
+	// holds its place, before faults and the handler; nil otherwise.
+	handling func(endpoint string)
+
+	countMu      sync.Mutex
+	calls        map[callKey]int
+	totals       map[string]int
+	overCapacity map[string]int
+	issued       int
 
 	st state
 }
@@ -114,7 +124,8 @@ func New(opts Options) (*Server, error) {
 		opts: o, log: o.Logger, now: o.Now, closing: make(chan struct{}),
 		signKey: key, partnerKeys: append([]PartnerKey(nil), o.PartnerKeys...),
 		faults: o.Faults.clone(), rng: rand.New(rand.NewPCG(uint64(o.Seed), uint64(o.Seed)^0x9e3779b97f4a7c15)),
-		calls: map[callKey]int{}, totals: map[string]int{},
+		calls: map[callKey]int{}, totals: map[string]int{}, overCapacity: map[string]int{},
+		overCapacityMsg: fmt.Sprintf("more than %d requests at once", o.Capacity),
 	}
 	s.exchangeJWT = s.partnerJWTKind("partner token", signing.PartnerTokenAudience, signing.PartnerTokenType)
 	s.signJWT = s.partnerJWTKind("sign", signing.RedemptionSignAudience, signing.RedemptionSignType)
@@ -131,7 +142,7 @@ type route struct {
 	name   string
 	method string
 	write  bool // a write: ApplyThen500Rate applies
-	bearer bool // needs a valid access token
+	bearer bool // needs a valid access token: a business endpoint, limited by Options.Capacity
 	handle func(s *Server, c *call) reply
 }
 
@@ -200,10 +211,20 @@ func (s *Server) serve(rt *route) http.HandlerFunc {
 				s.countMu.Unlock()
 			}
 		}
+		// free gives back the request's place of Options.Capacity, before
+		// its answer is written.
+		held := false
+		free := func() {
+			if held {
+				held = false
+				s.inFlight.Add(-1)
+			}
+		}
 		// drop closes the connection unanswered, counting the call first:
 		// the client may read the counters as soon as it sees the close.
-		drop := func() { count(); abort(w) }
+		drop := func() { free(); count(); abort(w) }
 		defer func() {
+			free()
 			count()
 			if ce := s.log.Check(zap.DebugLevel, "request"); ce != nil {
 				ce.Write(zap.String("endpoint", rt.name), zap.Int("status", status), zap.Duration("took", time.Since(start)))
@@ -214,6 +235,20 @@ func (s *Server) serve(rt *route) http.HandlerFunc {
 			rep.header = map[string]string{"Allow": rt.method}
 			status = writeReply(w, rep)
 			return
+		}
+		if rt.bearer && s.opts.Capacity > 0 {
+			if s.inFlight.Add(1) > int64(s.opts.Capacity) {
+				s.inFlight.Add(-1)
+				s.countMu.Lock()
+				s.overCapacity[rt.name]++
+				s.countMu.Unlock()
+				status = writeReply(w, s.overCapacityReply())
+				return
+			}
+			held = true
+		}
+		if s.handling != nil {
+			s.handling(rt.name)
 		}
 		p := s.planFaults(rt.name, rt.write)
 		if p.delay > 0 || p.hang {
@@ -241,6 +276,7 @@ func (s *Server) serve(rt *route) http.HandlerFunc {
 			if p.retryAfter != "" {
 				rep.header = map[string]string{"Retry-After": p.retryAfter}
 			}
+			free()
 			status = writeReply(w, rep)
 			return
 		}
@@ -255,8 +291,22 @@ func (s *Server) serve(rt *route) http.HandlerFunc {
 		if p.applyThen500 && rep.status == http.StatusOK {
 			rep = plainError(http.StatusInternalServerError)
 		}
+		free()
 		status = writeReply(w, rep)
 	}
+}
+
+// overCapacityReply answers a business request beyond Options.Capacity,
+// with the Retry-After of the faults in force.
+func (s *Server) overCapacityReply() reply {
+	rep := bizError(s.opts.OverCapacityStatus, CodeOverCapacity, s.overCapacityMsg)
+	s.faultsMu.Lock()
+	retryAfter := s.faults.retryAfterSeconds()
+	s.faultsMu.Unlock()
+	if retryAfter != "" {
+		rep.header = map[string]string{"Retry-After": retryAfter}
+	}
+	return rep
 }
 
 func (s *Server) planFaults(endpoint string, write bool) faultPlan {
@@ -372,6 +422,8 @@ const (
 	CodeTransactionNotFound  = "TRANSACTION_NOT_FOUND"
 	CodePartnerMemberInUse   = "PARTNER_MEMBER_ID_IN_USE"
 	CodeUnauthorized         = "UNAUTHORIZED"
+	// CodeOverCapacity answers a business request beyond Options.Capacity.
+	CodeOverCapacity = "OVER_CAPACITY"
 )
 
 // Spec-given link errors.
@@ -457,6 +509,15 @@ func (s *Server) TotalCalls(endpoint string) int {
 	return s.totals[endpoint]
 }
 
+// OverCapacity is how many requests to endpoint were answered
+// Options.OverCapacityStatus because Options.Capacity requests were being
+// handled (they are in Calls under that status too).
+func (s *Server) OverCapacity(endpoint string) int {
+	s.countMu.Lock()
+	defer s.countMu.Unlock()
+	return s.overCapacity[endpoint]
+}
+
 // TokensIssued counts successful password and refresh grants and
 // exchange-token calls.
 func (s *Server) TokensIssued() int {
@@ -470,13 +531,17 @@ type Counters struct {
 	TokensIssued int                    `json:"tokensIssued"`
 	Calls        map[string]map[int]int `json:"calls"`  // endpoint → status → answered
 	Totals       map[string]int         `json:"totals"` // endpoint → arrived
+	// OverCapacity: endpoint → answered over Options.Capacity (also in
+	// Calls).
+	OverCapacity map[string]int `json:"overCapacity"`
 }
 
 // Counters returns a copy of every counter.
 func (s *Server) Counters() Counters {
 	s.countMu.Lock()
 	defer s.countMu.Unlock()
-	c := Counters{TokensIssued: s.issued, Calls: map[string]map[int]int{}, Totals: maps.Clone(s.totals)}
+	c := Counters{TokensIssued: s.issued, Calls: map[string]map[int]int{}, Totals: maps.Clone(s.totals),
+		OverCapacity: maps.Clone(s.overCapacity)}
 	for k, n := range s.calls {
 		if c.Calls[k.endpoint] == nil {
 			c.Calls[k.endpoint] = map[int]int{}

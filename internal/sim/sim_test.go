@@ -87,6 +87,13 @@ type env struct {
 
 func newEnv(t testing.TB, mod func(*sim.Options)) *env {
 	t.Helper()
+	return newEnvHooked(t, mod, nil)
+}
+
+// newEnvHooked is newEnv with a handling hook (sim.SetHandling) in place
+// before the Server serves.
+func newEnvHooked(t testing.TB, mod func(*sim.Options), hook func(endpoint string)) *env {
+	t.Helper()
 	clk := newClock()
 	o := sim.Options{Members: 20, InitialBalance: 10_000, Now: clk.Now, AdminToken: "admin-secret",
 		PartnerKeys: []sim.PartnerKey{{KID: "rsa-1", Key: &rsaPartner().PublicKey}, {Key: &ecPartner().PublicKey}}}
@@ -96,6 +103,9 @@ func newEnv(t testing.TB, mod func(*sim.Options)) *env {
 	s, err := sim.New(o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if hook != nil {
+		sim.SetHandling(s, hook)
 	}
 	e := &env{t: t, sim: s, srv: httptest.NewServer(s), clk: clk,
 		client: &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}}
