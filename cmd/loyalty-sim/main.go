@@ -274,7 +274,7 @@ func banner(w io.Writer, addr string, c *config) {
 	}
 	admin := "off (set --admin-token)"
 	if o.AdminToken != "" {
-		admin = "on: " + base + sim.PathAdmin + "{faults,revoke-tokens,token-ttl,counters,ledger,members/ID} with header " + sim.AdminHeader
+		admin = "on: " + base + sim.PathAdmin + "{faults,revoke-tokens,credentials,token-ttl,counters,ledger,members/ID} with header " + sim.AdminHeader
 	}
 	fmt.Fprintf(w, `loyalty-sim: partner loyalty API simulator
   base_url = auth_url = %s

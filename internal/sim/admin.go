@@ -24,6 +24,7 @@ type tokenTTLs struct {
 //	GET  /__sim/faults          the faults in force (Faults JSON)
 //	PUT  /__sim/faults          replace them (400 with the problems if invalid)
 //	POST /__sim/revoke-tokens   RevokeTokens
+//	POST /__sim/credentials     RotateCredentials: {"clientSecret":…,"password":…,"revokeTokens":true}
 //	GET  /__sim/token-ttl       {"accessTokenTTL":"5m0s","refreshTokenTTL":"30m0s"}
 //	PUT  /__sim/token-ttl       change either or both
 //	GET  /__sim/counters        Counters
@@ -90,6 +91,21 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) reply {
 		}
 		s.RevokeTokens()
 		return adminOK(map[string]bool{"revoked": true})
+	case path == "credentials":
+		if r.Method != http.MethodPost {
+			return methodNotAllowed(http.MethodPost)
+		}
+		var c CredentialRotation
+		if err := readJSON(&c); err != nil {
+			return adminBad(err)
+		}
+		if c == (CredentialRotation{}) {
+			return adminBad(errors.New("nothing to change: give clientSecret, password or revokeTokens"))
+		}
+		s.RotateCredentials(c)
+		// The secrets are not echoed.
+		return adminOK(map[string]bool{"clientSecretRotated": c.ClientSecret != "", "passwordRotated": c.Password != "",
+			"tokensRevoked": c.RevokeTokens})
 	case path == "token-ttl":
 		switch r.Method {
 		case http.MethodGet:

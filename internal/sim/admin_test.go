@@ -37,6 +37,7 @@ func TestAdminAPIAuth(t *testing.T) {
 			for _, tc := range []struct{ method, path, body string }{
 				{http.MethodGet, "faults", ""}, {http.MethodPut, "faults", `{"dropRate":1}`}, {http.MethodPost, "revoke-tokens", ""},
 				{http.MethodPut, "token-ttl", `{"accessTokenTTL":"1s"}`}, {http.MethodGet, "counters", ""}, {http.MethodGet, "ledger", ""},
+				{http.MethodPost, "credentials", `{"password":"p2"}`},
 			} {
 				wantError(t, e.admin(tc.method, tc.path, tok, tc.body), 401, sim.CodeUnauthorized)
 			}

@@ -27,6 +27,14 @@
 // (RevokeTokens forgets all) and their exp, read on the Server's clock
 // (Options.Now), is ahead.
 //
+// The client secret and password can be rotated at run time
+// (RotateCredentials, POST /__sim/credentials), so that tests can revoke a
+// client's credentials: from then on the token endpoint refuses the old
+// ones (invalid_client, invalid_grant). Tokens issued before stay valid
+// until they expire, as at a real identity provider, unless the rotation
+// asks to revoke them too (RevokeTokens: true), which makes even a fresh
+// token answer 401 at once.
+//
 // # What the spec says and what is ours
 //
 // From the spec: paths, methods, request and response fields and types,

@@ -37,8 +37,11 @@ func TestLogsCarryNoSecretsOrPII(t *testing.T) {
 	e.sim.SetFaults(sim.Faults{})
 	e.sim.RevokeTokens()
 	e.call(http.MethodGet, sim.PathCustomerInfo+sim.MemberID(1), nil, login.body["access_token"].(string))
+	e.admin(http.MethodPost, "credentials", "admin-secret", `{"clientSecret":"rotated-secret","password":"rotated-password","revokeTokens":true}`)
+	e.sim.RotateCredentials(sim.CredentialRotation{Password: "rotated-again"})
 
 	secrets := []string{sim.DefaultClientSecret, sim.DefaultPassword, "wrong-secret", "wrong-password", "admin-secret",
+		"rotated-secret", "rotated-password", "rotated-again",
 		login.body["access_token"].(string), refresh, red["sign"].(string), "eyJ",
 		body["phone"].(string), "+84901234567", body["fullName"].(string), body["email"].(string), body["idNumber"].(string),
 		body["address"].(string), profile["phone"].(string), profile["email"].(string), profile["fullName"].(string)}

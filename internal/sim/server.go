@@ -83,6 +83,13 @@ type Server struct {
 	keysMu      sync.RWMutex
 	partnerKeys []PartnerKey
 
+	// credMu guards the secrets RotateCredentials changes. A grant holds
+	// it for reading from its check to its tokens being stored, so that a
+	// rotation that revokes tokens leaves none issued for the old secrets.
+	credMu       sync.RWMutex
+	clientSecret string
+	password     string
+
 	faultsMu sync.Mutex
 	faults   Faults
 	rng      *rand.Rand
@@ -123,6 +130,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		opts: o, log: o.Logger, now: o.Now, closing: make(chan struct{}),
 		signKey: key, partnerKeys: append([]PartnerKey(nil), o.PartnerKeys...),
+		clientSecret: o.ClientSecret, password: o.Password,
 		faults: o.Faults.clone(), rng: rand.New(rand.NewPCG(uint64(o.Seed), uint64(o.Seed)^0x9e3779b97f4a7c15)),
 		calls: map[callKey]int{}, totals: map[string]int{}, overCapacity: map[string]int{},
 		overCapacityMsg: fmt.Sprintf("more than %d requests at once", o.Capacity),

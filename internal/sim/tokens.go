@@ -85,11 +85,55 @@ func (s *Server) TokenTTLs() (access, refresh time.Duration) {
 // RevokeTokens invalidates every access and refresh token issued so far:
 // business calls with them answer 401, refresh grants invalid_grant.
 func (s *Server) RevokeTokens() {
-	s.tokens.mu.Lock()
-	n := len(s.tokens.live)
-	clear(s.tokens.live)
-	s.tokens.mu.Unlock()
+	n := s.tokens.revokeAll()
 	s.log.Info("tokens revoked", zap.Int("count", n))
+}
+
+// revokeAll forgets every token and says how many there were.
+func (ts *tokenStore) revokeAll() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	n := len(ts.live)
+	clear(ts.live)
+	return n
+}
+
+// CredentialRotation is a change of the partner's secrets at run time
+// (RotateCredentials, POST /__sim/credentials). An empty field leaves that
+// secret as it is.
+type CredentialRotation struct {
+	// ClientSecret is the new client_secret.
+	ClientSecret string `json:"clientSecret,omitempty"`
+	// Password is the new password of the password-grant user.
+	Password string `json:"password,omitempty"`
+	// RevokeTokens also forgets every token issued so far, as RevokeTokens
+	// does. Without it they stay valid until they expire, as at a real
+	// identity provider after a rotation; refresh grants then need the
+	// current client secret.
+	RevokeTokens bool `json:"revokeTokens,omitempty"`
+}
+
+// RotateCredentials replaces the client secret and/or password (the
+// client_id and username stay). Once it returns, a token request with a
+// replaced secret is refused as Keycloak refuses it: 401 invalid_client for
+// the client secret, 401 invalid_grant for the password. A grant running
+// meanwhile is checked against either the old or the new secrets, and
+// with RevokeTokens no token issued for the old ones stays valid.
+func (s *Server) RotateCredentials(r CredentialRotation) {
+	s.credMu.Lock()
+	if r.ClientSecret != "" {
+		s.clientSecret = r.ClientSecret
+	}
+	if r.Password != "" {
+		s.password = r.Password
+	}
+	revoked := 0
+	if r.RevokeTokens {
+		revoked = s.tokens.revokeAll()
+	}
+	s.credMu.Unlock()
+	s.log.Info("credentials rotated", zap.Bool("clientSecretChanged", r.ClientSecret != ""),
+		zap.Bool("passwordChanged", r.Password != ""), zap.Bool("tokensRevoked", r.RevokeTokens), zap.Int("revokedCount", revoked))
 }
 
 type simClaims struct {
@@ -226,13 +270,15 @@ func (s *Server) handleToken(c *call) reply {
 	if grant == "" {
 		return oauthFail(http.StatusBadRequest, "invalid_request", "Missing form parameter: grant_type")
 	}
-	if f.Get("client_id") != s.opts.ClientID || !equalSecret(f.Get("client_secret"), s.opts.ClientSecret) {
+	s.credMu.RLock()
+	defer s.credMu.RUnlock()
+	if f.Get("client_id") != s.opts.ClientID || !equalSecret(f.Get("client_secret"), s.clientSecret) {
 		return oauthFail(http.StatusUnauthorized, "invalid_client", "Invalid client or Invalid client credentials")
 	}
 	var p tokenPair
 	switch grant {
 	case "password":
-		if f.Get("username") != s.opts.Username || !equalSecret(f.Get("password"), s.opts.Password) {
+		if f.Get("username") != s.opts.Username || !equalSecret(f.Get("password"), s.password) {
 			return oauthFail(http.StatusUnauthorized, "invalid_grant", "Invalid user credentials")
 		}
 		if p, err = s.issue(c.r, s.opts.Username, ""); err != nil {
