@@ -149,7 +149,9 @@ func parse(e env, args []string) (*options, error) {
 		sc.ErrorRates[status] = rate
 		return nil
 	})
-	fs.DurationVar(&sc.RetryAfter, "retry-after", 0, "Retry-After of the simulator's 429 and 503 answers (0: its default, 1s)")
+	fs.DurationVar(&sc.RetryAfter, "retry-after", 0, "Retry-After of the simulator's 429 and 503 answers (0: its default, 1s; negative: none)")
+	fs.IntVar(&sc.Capacity, "capacity", 0, "business requests the simulator handles at once; the excess is answered at once with --over-capacity-status and Retry-After (0: unlimited)")
+	fs.IntVar(&sc.OverCapacityStatus, "over-capacity-status", 0, "429 or 503 (0: the simulator's default, 503)")
 	fs.IntVar(&maxInFlight, "max-in-flight", sc.MaxInFlight, "bridge --max-in-flight, and the ceiling's concurrent callers")
 	fs.IntVar(&perPartition, "max-in-flight-per-partition", 0, "bridge --max-in-flight-per-partition (0: the bridge's default)")
 	fs.IntVar(&sc.Rate, "rate", 0, "write the events at this many per second while each contestant runs (open loop; latency then measures the pipeline); 0: a backlog written before it starts")

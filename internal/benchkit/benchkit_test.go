@@ -139,6 +139,40 @@ func TestScenarioValidate(t *testing.T) {
 	}
 }
 
+// A degraded partner is described in the report as it was asked for, and
+// reaches the simulator's options.
+func TestScenarioFaults(t *testing.T) {
+	for _, tc := range []struct {
+		sc   Scenario
+		want string
+	}{
+		{Scenario{}, ""},
+		{Scenario{ErrorRates: map[int]float64{503: 0.1, 500: 0.05}, RetryAfter: time.Second}, "5% 500, 10% 503 (Retry-After 1s)"},
+		{Scenario{ErrorRates: map[int]float64{429: 0.2}, RetryAfter: -1}, "20% 429 (no Retry-After)"},
+		{Scenario{Capacity: 32}, "capacity 32"},
+		{Scenario{ErrorRates: map[int]float64{500: 0.1}, Capacity: 8}, "10% 500, capacity 8"},
+	} {
+		if got := tc.sc.FaultText(); got != tc.want {
+			t.Errorf("FaultText() = %q, want %q", got, tc.want)
+		}
+	}
+	sc := DefaultScenario()
+	sc.ErrorRates, sc.Capacity, sc.OverCapacityStatus = map[int]float64{503: 0.1}, 32, 429
+	o := sc.simOptions()
+	if o.Capacity != 32 || o.OverCapacityStatus != 429 || o.Faults.ErrorRates[503] != 0.1 || len(o.Faults.Endpoints) == 0 {
+		t.Fatalf("simulator options %+v", o)
+	}
+	for _, ep := range o.Faults.Endpoints {
+		if ep == "token" || ep == "exchange-token" {
+			t.Errorf("faults reach the token endpoint %s", ep)
+		}
+	}
+	sc.OverCapacityStatus = 500
+	if err := sc.Validate(); err == nil || !strings.Contains(err.Error(), "over-capacity status") {
+		t.Errorf("over-capacity status 500 accepted: %v", err)
+	}
+}
+
 func sampleReport(sweep bool) *Report {
 	r := newReport(Config{Scenario: DefaultScenario()})
 	res := func(name, kind string, rate float64) Result {

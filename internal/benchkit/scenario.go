@@ -37,6 +37,12 @@ type Scenario struct {
 	// (0: the simulator's default).
 	ErrorRates map[int]float64 `json:"errorRates,omitempty"`
 	RetryAfter time.Duration   `json:"retryAfter,omitempty"`
+	// Capacity, when positive, is how many business requests the
+	// simulator handles at once; the excess is answered at once with
+	// OverCapacityStatus (503 or 429) and Retry-After (a partner that
+	// sheds load).
+	Capacity           int `json:"capacity,omitempty"`
+	OverCapacityStatus int `json:"overCapacityStatus,omitempty"`
 	// MaxInFlight is the bridge's --max-in-flight and the ceiling's number
 	// of concurrent callers.
 	MaxInFlight int `json:"maxInFlight"`
@@ -83,6 +89,14 @@ func (s Scenario) Validate() error {
 	if err := s.faults().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("faults: %w", err))
 	}
+	if s.Capacity < 0 {
+		errs = append(errs, errors.New("capacity must not be negative"))
+	}
+	switch s.OverCapacityStatus {
+	case 0, 429, 503:
+	default:
+		errs = append(errs, fmt.Errorf("over-capacity status %d: want 429 or 503", s.OverCapacityStatus))
+	}
 	return errors.Join(errs...)
 }
 
@@ -107,10 +121,21 @@ func (s Scenario) faults() sim.Faults {
 	return f
 }
 
-// FaultText describes the scenario's error answers: "10% 503 (Retry-After 1s)", or "".
+// simOptions are the simulator's options for the scenario.
+func (s Scenario) simOptions() sim.Options {
+	return sim.Options{Members: s.Keys, Faults: s.faults(), Seed: s.Seed, Capacity: s.Capacity,
+		OverCapacityStatus: s.OverCapacityStatus}
+}
+
+// FaultText describes the scenario's error answers: "10% 503 (Retry-After
+// 1s), capacity 32", or "".
 func (s Scenario) FaultText() string {
+	capacity := ""
+	if s.Capacity > 0 {
+		capacity = fmt.Sprintf("capacity %d", s.Capacity)
+	}
 	if len(s.ErrorRates) == 0 {
-		return ""
+		return capacity
 	}
 	statuses := make([]int, 0, len(s.ErrorRates))
 	for st := range s.ErrorRates {
@@ -122,8 +147,14 @@ func (s Scenario) FaultText() string {
 		parts = append(parts, fmt.Sprintf("%g%% %d", 100*s.ErrorRates[st], st))
 	}
 	t := strings.Join(parts, ", ")
-	if s.RetryAfter > 0 {
+	switch {
+	case s.RetryAfter > 0:
 		t += fmt.Sprintf(" (Retry-After %s)", s.RetryAfter)
+	case s.RetryAfter < 0:
+		t += " (no Retry-After)"
+	}
+	if capacity != "" {
+		t += ", " + capacity
 	}
 	return t
 }

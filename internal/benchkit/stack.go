@@ -12,7 +12,6 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
 
 // stack is one contestant's world: Kafka, registry and simulator in this
@@ -34,7 +33,7 @@ func startStack(ctx context.Context, sc Scenario) (_ *stack, err error) {
 	ds, err := devstack.Start(ctx, devstack.Options{
 		KafkaAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0", SimAddr: "127.0.0.1:0",
 		Partitions: sc.Partitions, Topics: topics.All(),
-		Sim: sim.Options{Members: sc.Keys, Faults: sc.faults(), Seed: sc.Seed},
+		Sim: sc.simOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dev stack: %w", err)
