@@ -180,7 +180,7 @@ type BuildOptions struct {
 	// MaxConns is the connection bound when the section's is 0.
 	MaxConns int
 	// MaxCalls bounds partner API requests in progress (see
-	// loyalty.TransportOptions.MaxCalls); 0: the connection bound.
+	// loyalty.Options.MaxCalls); 0: no bound but the connections'.
 	MaxCalls int
 	// OnCalls is told the requests in progress whenever they change.
 	OnCalls func(inUse int)
@@ -222,7 +222,7 @@ func (a *API) Build(o BuildOptions) (*APIClient, error) {
 	if maxConns == 0 {
 		maxConns = o.MaxConns
 	}
-	hc, err := loyalty.NewHTTPClient(loyalty.TransportOptions{MaxConns: maxConns, MaxCalls: o.MaxCalls, OnCalls: o.OnCalls,
+	hc, err := loyalty.NewHTTPClient(loyalty.TransportOptions{MaxConns: maxConns,
 		TLS:  loyalty.TLSOptions{CAFile: a.CAFile, CertFile: a.CertFile, KeyFile: a.KeyFile},
 		Wrap: o.WrapTransport})
 	if err != nil {
@@ -263,7 +263,7 @@ func (a *API) Build(o BuildOptions) (*APIClient, error) {
 	c.Tokens = tokensource.NewCache(grant, tokensource.CacheOptions{FetchTimeout: a.Timeout, Logger: log.Named("token"), OnGrant: o.OnGrant})
 	opts := loyalty.Options{BaseURL: a.BaseURL, HTTPClient: hc, Tokens: c.Tokens, Timeout: a.Timeout,
 		Retry:             loyalty.RetryPolicy{MaxAttempts: a.MaxAttempts, MaxElapsed: a.MaxElapsed},
-		AccrualDateFormat: a.DateFormat, Logger: log.Named("api"), OnRetry: o.OnRetry}
+		AccrualDateFormat: a.DateFormat, Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, OnCalls: o.OnCalls}
 	if c.Signer != nil {
 		opts.Signer = c.Signer
 	}

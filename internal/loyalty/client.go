@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/apiendpoint"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/noredirect"
@@ -72,6 +73,17 @@ type Options struct {
 	// OnRetry, when set, is called before each retry with the endpoint name
 	// (e.g. for a retries metric).
 	OnRetry func(endpoint string)
+	// MaxCalls, when positive, bounds the requests in progress at once
+	// across every caller of the Client. A slot is held for one attempt,
+	// from before its request until its answer is read: never while a
+	// call waits to retry (back-off, Retry-After) or for a token, so a
+	// record waiting out a 503 does not keep another from the partner. The
+	// wait for a slot is not part of the attempt's Timeout. Token grants
+	// are not Client calls and take none. 0: no bound of the Client's own.
+	MaxCalls int
+	// OnCalls, when set, is told the attempts holding a slot whenever the
+	// number changes (a gauge).
+	OnCalls func(inUse int)
 
 	// Test hooks. Sleep waits d or until ctx ends (default a timer); Rand
 	// returns a float in [0,1) for jitter (default math/rand/v2); Now is the
@@ -107,6 +119,9 @@ type Client struct {
 	datefmt DateFormat
 	log     *zap.Logger
 	onRetry func(string)
+	calls   *semaphore.Weighted // nil: MaxCalls 0
+	inUse   atomic.Int64
+	onCalls func(int)
 	sleep   func(context.Context, time.Duration) error
 	rand    func() float64
 	now     func() time.Time
@@ -124,7 +139,7 @@ func New(opts Options) (*Client, error) {
 		errs = append(errs, errors.New("loyalty: Tokens is required"))
 	}
 	r := opts.Retry
-	if r.MaxAttempts < 0 || r.Initial < 0 || r.Max < 0 || r.MaxElapsed < 0 || r.MaxRetryAfter < 0 || opts.Timeout < 0 {
+	if r.MaxAttempts < 0 || r.Initial < 0 || r.Max < 0 || r.MaxElapsed < 0 || r.MaxRetryAfter < 0 || opts.Timeout < 0 || opts.MaxCalls < 0 {
 		errs = append(errs, errors.New("loyalty: retry settings and Timeout must not be negative"))
 	}
 	df, err := ParseDateFormat(string(opts.AccrualDateFormat))
@@ -133,7 +148,10 @@ func New(opts Options) (*Client, error) {
 	}
 	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), tokens: opts.Tokens, hc: opts.HTTPClient,
 		timeout: opts.Timeout, retry: r, signer: opts.Signer, datefmt: df, log: opts.Logger,
-		onRetry: opts.OnRetry, sleep: opts.Sleep, rand: opts.Rand, now: opts.Now}
+		onRetry: opts.OnRetry, onCalls: opts.OnCalls, sleep: opts.Sleep, rand: opts.Rand, now: opts.Now}
+	if opts.MaxCalls > 0 {
+		c.calls = semaphore.NewWeighted(int64(opts.MaxCalls))
+	}
 	if c.hc == nil {
 		hc, err := NewHTTPClient(TransportOptions{MaxConns: opts.MaxConns, TLS: opts.TLS})
 		if err != nil {
@@ -445,6 +463,18 @@ func businessError(ep endpoint, ref string, status int, body []byte) *BusinessEr
 // attempt makes one HTTP request, bounded by the per-attempt timeout, and
 // reads the whole answer.
 func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payload []byte, tok tokensource.Token) attemptResult {
+	if c.calls != nil {
+		// Before the attempt's timeout starts: waiting for a slot says
+		// nothing about the partner.
+		if err := c.calls.Acquire(ctx, 1); err != nil {
+			return attemptResult{err: transportErr(ctx, ctx, err)}
+		}
+		c.callsChanged(c.inUse.Add(1))
+		defer func() {
+			c.callsChanged(c.inUse.Add(-1))
+			c.calls.Release(1)
+		}()
+	}
 	actx, cancel := context.WithTimeout(apiendpoint.With(ctx, ep.name), c.timeout)
 	defer cancel()
 	var wrote atomic.Bool
@@ -489,6 +519,12 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payloa
 		res.body = nil // decodes as malformed, without scanning megabytes
 	}
 	return res
+}
+
+func (c *Client) callsChanged(n int64) {
+	if c.onCalls != nil {
+		c.onCalls(int(n))
+	}
 }
 
 // errAttemptTimeout is the cause of a TransientError when Options.Timeout

@@ -2,54 +2,36 @@ package loyalty_test
 
 import (
 	"context"
-	"io"
+	"errors"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/loyalty-bridge/loyalty-bridge/internal/apiendpoint"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
-// A call slot is held from sending until the answer's body is closed;
-// token grants take none.
-func TestCallSlots(t *testing.T) {
+// With MaxCalls 1, a second call waits for the first's answer before its
+// request is sent; a call whose context ends while it waits makes no
+// request; and the slot is free again once an answer is read.
+func TestMaxCalls(t *testing.T) {
 	release := make(chan struct{})
 	var arrived atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived.Add(1)
-		if r.URL.Path == "/slow" {
+	var inUse atomic.Int32
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		if arrived.Add(1) == 1 {
 			<-release
 		}
-		_, _ = io.WriteString(w, "{}")
-	}))
-	defer srv.Close()
-	defer close(release)
-	var inUse atomic.Int32
-	hc, err := loyalty.NewHTTPClient(loyalty.TransportOptions{MaxConns: 4, MaxCalls: 1, OnCalls: func(n int) { inUse.Store(int32(n)) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+		ok(w, `{"loyaltyId":"LB1","status":"ACTIVE"}`)
+	}, func(o *loyalty.Options) {
+		o.MaxCalls, o.OnCalls, o.Timeout = 1, func(n int) { inUse.Store(int32(n)) }, 20*time.Second
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	get := func(ctx context.Context, endpoint, path string) (*http.Response, error) {
-		req, err := http.NewRequestWithContext(apiendpoint.With(ctx, endpoint), http.MethodGet, srv.URL+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return hc.Do(req)
-	}
-	// The first call holds the only slot until the server answers.
-	first := make(chan *http.Response, 1)
+	first := make(chan error, 1)
 	go func() {
-		resp, err := get(ctx, "point-accrual", "/slow")
-		if err != nil {
-			t.Error(err)
-		}
-		first <- resp
+		_, _, err := f.client.CustomerInfo(ctx, "LB1")
+		first <- err
 	}()
 	for arrived.Load() < 1 {
 		time.Sleep(time.Millisecond) // polling, not synchronising
@@ -57,37 +39,33 @@ func TestCallSlots(t *testing.T) {
 	if inUse.Load() != 1 {
 		t.Fatalf("slots in use %d, want 1", inUse.Load())
 	}
-	// A second business call waits for the slot: it gives up at its
-	// deadline without reaching the server.
-	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
-	if _, err := get(short, "lookup-transaction", "/fast"); err == nil {
-		t.Fatal("a second call got a slot")
-	}
+	// Waiting for the slot, its context ends: no request is made.
+	short, cancelShort := context.WithCancel(ctx)
+	waiting := make(chan error, 1)
+	go func() {
+		_, _, err := f.client.CustomerInfo(short, "LB2")
+		waiting <- err
+	}()
 	cancelShort()
+	if err := <-waiting; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a call cancelled while waiting for a slot: %v", err)
+	}
 	if n := arrived.Load(); n != 1 {
 		t.Fatalf("%d requests reached the server", n)
 	}
-	// A token grant does not wait.
-	for _, ep := range []string{tokensource.EndpointToken, tokensource.EndpointExchange} {
-		resp, err := get(ctx, ep, "/token")
-		if err != nil {
-			t.Fatalf("%s while the slot is taken: %v", ep, err)
+	// A second call waits, and goes once the first is answered.
+	second := make(chan error, 1)
+	go func() {
+		_, _, err := f.client.CustomerInfo(ctx, "LB3")
+		second <- err
+	}()
+	close(release)
+	for _, ch := range []chan error{first, second} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
 		}
-		resp.Body.Close()
 	}
-	// The slot comes back when the first answer's body is closed.
-	release <- struct{}{}
-	resp := <-first
-	if inUse.Load() != 1 {
-		t.Fatalf("slot released before the body was closed (in use %d)", inUse.Load())
+	if n, u := arrived.Load(), inUse.Load(); n != 2 || u != 0 {
+		t.Fatalf("%d requests, %d slots in use after both answers", n, u)
 	}
-	resp.Body.Close()
-	if inUse.Load() != 0 {
-		t.Fatalf("slots in use %d after close", inUse.Load())
-	}
-	resp, err = get(ctx, "lookup-transaction", "/fast")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
 }

@@ -5,19 +5,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
-	"github.com/loyalty-bridge/loyalty-bridge/internal/apiendpoint"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/noredirect"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
 // TLSOptions adds a private CA and/or a client certificate to the
@@ -69,18 +62,7 @@ type TransportOptions struct {
 	// host, so a steady MaxConns concurrent callers never dial again
 	// (default 64).
 	MaxConns int
-	// MaxCalls bounds partner API requests in progress at once (default
-	// MaxConns). A slot is held from sending a request until its answer's
-	// body is closed, and never while a call waits to retry (back-off,
-	// Retry-After) or for a token: a record waiting out a 503 does not
-	// keep another record from the partner. Token grants take no slot, so
-	// a refresh never queues behind business calls. Unlike MaxConns it
-	// also bounds HTTP/2, where one connection carries many requests.
-	MaxCalls int
-	// OnCalls, when set, is told the number of requests holding a slot
-	// whenever it changes (a gauge).
-	OnCalls func(inUse int)
-	TLS     TLSOptions
+	TLS      TLSOptions
 	// Wrap, when set, wraps the transport (e.g. telemetry's
 	// InstrumentTransport). Every request the client and the token grants
 	// make names its endpoint in its context: apiendpoint.From.
@@ -119,63 +101,5 @@ func NewHTTPClient(o TransportOptions) (*http.Client, error) {
 	if o.Wrap != nil {
 		rt = o.Wrap(rt)
 	}
-	if o.MaxCalls <= 0 {
-		o.MaxCalls = o.MaxConns
-	}
-	// Outside the instrumentation, so that measured latencies are the
-	// partner's and not the wait for a slot.
-	rt = &callSlots{next: rt, sem: semaphore.NewWeighted(int64(o.MaxCalls)), onCalls: o.OnCalls}
 	return noredirect.Client(&http.Client{Transport: rt}), nil
-}
-
-// callSlots bounds business requests in progress (TransportOptions.MaxCalls).
-type callSlots struct {
-	next    http.RoundTripper
-	sem     *semaphore.Weighted
-	inUse   atomic.Int64
-	onCalls func(int)
-}
-
-func (c *callSlots) RoundTrip(req *http.Request) (*http.Response, error) {
-	switch name, _ := apiendpoint.From(req.Context()); name {
-	case tokensource.EndpointToken, tokensource.EndpointExchange:
-		return c.next.RoundTrip(req)
-	}
-	if err := c.sem.Acquire(req.Context(), 1); err != nil {
-		return nil, err
-	}
-	c.changed(c.inUse.Add(1))
-	var once sync.Once
-	release := func() {
-		once.Do(func() {
-			c.changed(c.inUse.Add(-1))
-			c.sem.Release(1)
-		})
-	}
-	resp, err := c.next.RoundTrip(req)
-	if err != nil {
-		release()
-		return nil, err
-	}
-	resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
-	return resp, nil
-}
-
-func (c *callSlots) changed(n int64) {
-	if c.onCalls != nil {
-		c.onCalls(int(n))
-	}
-}
-
-// releasingBody gives its request's slot back when closed (the client
-// always closes, on every path).
-type releasingBody struct {
-	io.ReadCloser
-	release func()
-}
-
-func (b *releasingBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.release()
-	return err
 }
