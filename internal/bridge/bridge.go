@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/authhold"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
@@ -73,6 +74,13 @@ type Options struct {
 	// business error or a refused credential is reported as success, so
 	// the breaker's default IsFailure is correct.
 	Breaker *circuit.Breaker
+	// Hold, when set, holds every attempt while the partner refuses the
+	// credentials (a refused grant, or a 401 to a renewed token): such an
+	// attempt waits and is made again once a token is obtainable, instead
+	// of ending its record as an AUTH error event. A 403 is still the
+	// record's AUTH error (see loyalty.IsCredentialRefused). nil: refused
+	// credentials are AUTH error events.
+	Hold *authhold.Hold
 	// RecordAttempts is the per-record budget of attempts at transient
 	// failures (each after the client's own retries), counted only for
 	// attempts the circuit let through while not probing. Default 5.

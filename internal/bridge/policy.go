@@ -31,17 +31,22 @@ type middleware func(handler) handler
 //
 //   - retry spends the record's budget on transient failures, with
 //     back-off, and marks the next write guarded after an ambiguous one;
+//   - the auth hold admits each attempt, or holds it while the partner
+//     refuses the credentials, and makes a refused attempt again once a
+//     token is obtainable, without spending the record's budget;
 //   - the circuit admits each attempt, or holds it while the API is down,
 //     and hears whether the attempt found the API healthy;
 //   - the guard looks a write's transaction up first when it may repeat an
 //     earlier one, and turns a found one (or a duplicate answer that a
 //     lookup confirms) into ALREADY_APPLIED.
 //
-// The order is the contract: the guard's lookups run inside the circuit's
+// The order is the contract: the hold sits inside retry so that a refused
+// attempt is not counted, and outside the circuit so that a held record
+// takes no half-open probe slot while it waits; the guard's lookups run inside the circuit's
 // admission (they are calls of that attempt), and a failed lookup is an
 // attempt failure that retry sees.
 func (b *Bridge) policy(st *recordState, h handler) handler {
-	return chain(h, b.retry(st), b.circuit(st), b.guard(st))
+	return chain(h, b.retry(st), b.hold(st), b.circuit(st), b.guard(st))
 }
 
 // chain wraps h in ms; ms[0] ends up outermost.
@@ -81,6 +86,33 @@ func (b *Bridge) retry(st *recordState) middleware {
 				if err := sleep(ctx, b.backoff(tries)); err != nil {
 					return nil, err
 				}
+			}
+		}
+	}
+}
+
+// hold makes each attempt wait while the partner refuses the credentials
+// (without a Hold, it is next): an attempt refused for the credentials
+// (loyalty.IsCredentialRefused) waits in the hold and is made again once a
+// token is obtainable; it never reaches retry, so it spends no budget and
+// never becomes an AUTH error event.
+func (b *Bridge) hold(st *recordState) middleware {
+	return func(next handler) handler {
+		if b.o.Hold == nil {
+			return next
+		}
+		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) {
+			for {
+				done, err := b.o.Hold.Admit(ctx)
+				if err != nil {
+					return nil, err
+				}
+				r, err := next(ctx, p)
+				done(err)
+				if !loyalty.IsCredentialRefused(err) || ctx.Err() != nil {
+					return r, err
+				}
+				b.log.Debug("attempt refused for the credentials; held", zap.String("transactionId", st.id), zap.Error(err))
 			}
 		}
 	}

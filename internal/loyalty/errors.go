@@ -227,6 +227,24 @@ func IsAPIFailure(err error) bool {
 	return errors.As(err, &te) || errors.As(err, &me)
 }
 
+// IsCredentialRefused reports whether err says the partner refuses the
+// bridge's credentials, not one record: the token grant was refused (or
+// failed without a usable answer), or the API answered 401 to a token
+// renewed for that call. Every record would fail the same way until the
+// credentials are fixed, so the bridge holds records instead of reporting
+// them (see internal/authhold). A 403 is not: the token was accepted and
+// the API forbids this one resource or action, which waiting does not
+// change; the spec names no way to tell a 403 of a disabled client from one
+// of a resource, and the simulator never answers 403, so a 403 stays a
+// record's AUTH error event.
+func IsCredentialRefused(err error) bool {
+	var ae *AuthError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	return ae.Err != nil || ae.HTTPStatus == http.StatusUnauthorized
+}
+
 // IsAmbiguous reports whether err says the request may have been applied.
 // The bridge then looks the transaction up before trying again.
 func IsAmbiguous(err error) bool {
