@@ -416,7 +416,7 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"LoyaltyBridgeLagGrowing", "LoyaltyBridgeErrorEvents", "LoyaltyBridgeCircuitOpen",
-		"LoyaltyBridgeTokenRefreshFailing", "LoyaltyBridgeNoProgress"} {
+		"LoyaltyBridgeTokenRefreshFailing", "LoyaltyBridgeCredentialsRefused", "LoyaltyBridgeNoProgress"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s", want)
 		}

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/authhold"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
@@ -65,6 +66,7 @@ type Deps struct {
 	Client    *loyalty.Client
 	Tokens    *tokensource.Cache
 	Breaker   *circuit.Breaker
+	Hold      *authhold.Hold  // holds records while the partner refuses the credentials
 	Signer    *signing.Signer // nil without --partner-key
 
 	admin *kgo.Client
@@ -137,6 +139,20 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 	if d.Breaker, err = circuit.New(bo); err != nil {
 		return nil, fmt.Errorf("circuit breaker: %w", err)
 	}
+	// A held record probes no more often than a closed circuit would after
+	// an outage: one source for "how long held records wait between tries".
+	if d.Hold, err = authhold.New(authhold.Options{Tokens: d.Tokens, MaxBackoff: cfg.Processing.BreakerOpen,
+		OnRefused: d.Metrics.AuthFailures.Inc,
+		OnChange: func(held bool) {
+			v := 0.0
+			if held {
+				v = 1
+			}
+			d.Metrics.AuthHeld.Set(v)
+		},
+		Logger: d.Log.Named("auth")}); err != nil {
+		return nil, fmt.Errorf("auth hold: %w", err)
+	}
 	return d, nil
 }
 
@@ -151,13 +167,14 @@ func (d *Deps) Bridge(replay bool) (*bridge.Bridge, error) {
 		d.Log.Warn("--include-original: error events carry their original records, personal data included, readable by every reader of the error topics")
 	}
 	o := cfg.Processing.BuildBridge()
-	o.Client, o.Codec, o.Topics, o.Breaker, o.Signer = d.Client, d.Codec, cfg.Topics.Build(), d.Breaker, d.Signer
+	o.Client, o.Codec, o.Topics, o.Breaker, o.Hold, o.Signer = d.Client, d.Codec, cfg.Topics.Build(), d.Breaker, d.Hold, d.Signer
 	o.Replay, o.Metrics, o.Logger = replay, d.Metrics, d.Log.Named("bridge")
 	return bridge.New(o)
 }
 
 // New connects (see Connect) and builds the live bridge: the consumer
-// group pipeline with the bridge's handlers, gated by the circuit breaker.
+// group pipeline with the bridge's handlers, gated by the circuit breaker
+// and the auth hold.
 func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err error) {
 	d, err := Connect(ctx, cfg, o)
 	if err != nil {
@@ -181,7 +198,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 	po := cfg.Pipeline()
 	// Records of upstream transactions that aborted are not events.
 	po.ClientOpts = append(append([]kgo.Opt(nil), d.KafkaOpts...), kgo.WithHooks(kp), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	po.Handler, po.Fallback, po.Gate, po.Observer, po.Logger = s.bridge.Handle, s.bridge.Fallback, d.Breaker, obs, d.Log.Named("pipeline")
+	po.Handler, po.Fallback, po.Gate, po.Observer, po.Logger = s.bridge.Handle, s.bridge.Fallback, d.Gate(), obs, d.Log.Named("pipeline")
 	s.pipe, err = pipeline.New(po)
 	if err != nil {
 		return nil, err
@@ -195,6 +212,9 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 	// The token cache's state, not a grant: a probe that logs in would
 	// retry a rotated password on every probe and could lock the account.
 	d.Health.Check("token", func(context.Context) error { return d.Tokens.Health() })
+	// A grant that succeeds does not prove the API takes its tokens: the
+	// hold knows when it refuses them.
+	d.Health.Check("credentials", func(context.Context) error { return d.Hold.Health() })
 	d.Health.Check("registry", func(ctx context.Context) error {
 		_, err := d.Registry.Subjects(ctx)
 		return err
@@ -205,6 +225,21 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 		}
 	}
 	return s, nil
+}
+
+// Gate is what holds the pipeline's dispatch: the circuit breaker while
+// the API is down, then the auth hold while the credentials are refused.
+func (d *Deps) Gate() pipeline.Gate { return gates{d.Breaker, d.Hold} }
+
+type gates []pipeline.Gate
+
+func (gs gates) Ready(ctx context.Context) error {
+	for _, g := range gs {
+		if err := g.Ready(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // buildClient builds the partner API client stack (see config.API.Build)

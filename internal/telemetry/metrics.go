@@ -29,6 +29,8 @@ type Metrics struct {
 	AlreadyApplied   *prometheus.CounterVec   // topic
 	TokenRefreshes   *prometheus.CounterVec   // result: ok, error; one per grant call (see TokenGrant)
 	CircuitState     prometheus.Gauge         // 0 closed, 1 half-open, 2 open
+	AuthFailures     prometheus.Counter       // attempts and probes refused for the credentials
+	AuthHeld         prometheus.Gauge         // 1 while records are held for refused credentials
 	InFlight         prometheus.Gauge
 	APICallsInFlight prometheus.Gauge     // partner requests holding a call slot
 	Held             prometheus.Gauge     // records held back while the circuit is open
@@ -68,6 +70,10 @@ func NewMetrics() *Metrics {
 		Name: "token_refreshes_total", Help: "Access-token grants (login, refresh, exchange), by result."}, []string{"result"})
 	m.CircuitState = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
 		Name: "circuit_state", Help: "Partner API circuit: 0 closed, 1 half-open, 2 open."})
+	m.AuthFailures = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "auth_failures_total", Help: "Partner API attempts and hold probes refused for the credentials (a refused token grant, or a 401 to a renewed token); each holds records instead of ending them."})
+	m.AuthHeld = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
+		Name: "auth_held", Help: "1 while the partner refuses the credentials and records are held, else 0."})
 	m.InFlight = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
 		Name: "in_flight_records", Help: "Records dispatched and not yet completed (calling the partner or waiting to retry)."})
 	m.APICallsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
@@ -80,7 +86,7 @@ func NewMetrics() *Metrics {
 		Name: "consumer_lag", Help: "High watermark minus committed offset, per partition."}, []string{"topic", "partition"})
 
 	for _, c := range []prometheus.Collector{m.RecordsConsumed, m.RecordsCompleted, m.ErrorEvents, m.APICalls,
-		m.APILatency, m.APIRetries, m.GuardLookups, m.AlreadyApplied, m.TokenRefreshes, m.CircuitState,
+		m.APILatency, m.APIRetries, m.GuardLookups, m.AlreadyApplied, m.TokenRefreshes, m.CircuitState, m.AuthFailures, m.AuthHeld,
 		m.InFlight, m.APICallsInFlight, m.Held, m.CommittedOffset, m.Lag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
