@@ -60,6 +60,7 @@ type API struct {
 	AllowInsecure *bool
 
 	prefix     string
+	binder     *flagenv.Binder // which secrets came from *_FILE
 	grant      *choice[Grant]
 	dateFormat *choice[loyalty.DateFormat]
 }
@@ -75,7 +76,7 @@ const APIEnvPrefix = EnvPrefix + "API_"
 // the TLS files): `run` uses "api-" beside its other settings, `api` none.
 // The credentials' flags have no prefix in either.
 func (a *API) Define(b *flagenv.Binder, prefix string) {
-	a.prefix = prefix
+	a.prefix, a.binder = prefix, b
 	fs := b.FlagSet()
 	conn := func(name string) string { return prefix + name }
 	bind := func(flagName, name string) { b.Env(flagName, flagenv.VarName(APIEnvPrefix, name)) }
@@ -173,6 +174,39 @@ func (a *API) Validate() error {
 	return errors.Join(errs...)
 }
 
+// secrets re-reads the client secret and password that came from
+// LOYALTY_BRIDGE_API_CLIENT_SECRET_FILE and _PASSWORD_FILE before every
+// grant, so that a rotated Kubernetes Secret (its files are replaced in
+// place) heals the bridge at its next login without a restart. nil when
+// neither came from a file: the values given are used as they are.
+func (a *API) secrets() func() (string, string, error) {
+	if a.binder == nil {
+		return nil
+	}
+	secretFile, passwordFile := a.binder.SecretFile("client-secret"), a.binder.SecretFile("password")
+	if secretFile == "" && passwordFile == "" {
+		return nil
+	}
+	read := func(path, value, name string) (string, error) {
+		if path == "" {
+			return value, nil
+		}
+		v, err := flagenv.ReadSecretFile(path)
+		if err != nil {
+			return "", fmt.Errorf("%s_FILE: %w", flagenv.VarName(APIEnvPrefix, name), err)
+		}
+		return v, nil
+	}
+	return func() (string, string, error) {
+		secret, err := read(secretFile, a.ClientSecret, "client-secret")
+		if err != nil {
+			return "", "", err
+		}
+		password, err := read(passwordFile, a.Password, "password")
+		return secret, password, err
+	}
+}
+
 // BuildOptions are what a command adds to the section when it builds the
 // client stack.
 type BuildOptions struct {
@@ -254,7 +288,7 @@ func (a *API) Build(o BuildOptions) (*APIClient, error) {
 	} else {
 		grant, err = tokensource.NewPassword(tokensource.PasswordOptions{AuthURL: a.AuthURL, Realm: a.Realm,
 			ClientID: a.ClientID, ClientSecret: a.ClientSecret, Username: a.Username, Password: a.Password,
-			HTTPClient: hc, Logger: log.Named("token")})
+			Secrets: a.secrets(), HTTPClient: hc, Logger: log.Named("token")})
 	}
 	if err != nil {
 		c.Close()

@@ -20,6 +20,7 @@ type Binder struct {
 	prefix string
 	env    map[string]string // flag name → variable name
 	secret map[string]bool   // flag name → also read <variable>_FILE
+	files  map[string]string // flag name → the <variable>_FILE path its value came from
 
 	warnings []string
 	shared   map[string]bool // file keys of other commands' settings
@@ -175,6 +176,7 @@ func scalar(v any) (string, error) {
 }
 
 func (b *Binder) applyEnv(given map[string]bool, lookup func(string) (string, bool)) error {
+	b.files = nil
 
 	names := make([]string, 0, len(b.env))
 	for n := range b.env {
@@ -201,6 +203,10 @@ func (b *Binder) applyEnv(given map[string]bool, lookup func(string) (string, bo
 					b.warnings = append(b.warnings, variable+"_FILE: "+warning)
 				}
 				value, ok = strings.TrimSpace(string(data)), true
+				if b.files == nil {
+					b.files = map[string]string{}
+				}
+				b.files[name] = path
 			}
 		}
 		if !ok {
@@ -226,6 +232,24 @@ func (b *Binder) ShareFile(names ...string) {
 	for _, n := range names {
 		b.shared[n] = true
 	}
+}
+
+// SecretFile is the path of the <variable>_FILE that secret flag name was
+// read from by the last Parse, or "" when the value came from elsewhere (a
+// flag, the variable itself, a configuration file) or was not set. A
+// caller that must follow a rotated secret re-reads the file (with
+// ReadSecretFile) instead of keeping the value.
+func (b *Binder) SecretFile(name string) string { return b.files[name] }
+
+// ReadSecretFile reads a secret file as Parse does: bounded in size, and
+// with surrounding white space trimmed. Its error names the path, never
+// the content.
+func ReadSecretFile(path string) (string, error) {
+	data, _, err := secretfile.Read(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(data)), nil
 }
 
 // Warnings are the problems found while parsing that do not stop it: a

@@ -143,8 +143,9 @@ func sanitizeDescription(s string) string {
 	return s
 }
 
-// PasswordOptions configures NewPassword. ClientID, ClientSecret, Username,
-// Password and one of AuthURL or TokenURL are required.
+// PasswordOptions configures NewPassword. ClientID, Username, one of
+// AuthURL or TokenURL, and either Secrets or both ClientSecret and Password
+// are required.
 type PasswordOptions struct {
 	AuthURL string // {auth_url}; the token endpoint is derived with Realm
 	Realm   string // default DefaultRealm
@@ -154,6 +155,13 @@ type PasswordOptions struct {
 	ClientSecret string
 	Username     string
 	Password     string
+	// Secrets, when set, is called before every grant call for the current
+	// client secret and password, which then replace ClientSecret and
+	// Password: a secret read from a file that an operator rotates (a
+	// Kubernetes Secret) takes effect at the next login, without a restart.
+	// Its error fails that grant (not transient, so the token cache backs
+	// off); it must not carry a secret.
+	Secrets func() (clientSecret, password string, err error)
 	// RefreshMargin: a refresh token with less than this left is not used
 	// (default 5 s).
 	RefreshMargin time.Duration
@@ -188,8 +196,12 @@ func NewPassword(opts PasswordOptions) (*Password, error) {
 	} else if u, err := url.Parse(target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, errors.New("tokensource: auth URL must be an absolute http(s) URL"))
 	}
-	for _, f := range []struct{ v, name string }{{opts.ClientID, "client id"}, {opts.ClientSecret, "client secret"},
-		{opts.Username, "username"}, {opts.Password, "password"}} {
+	required := []struct{ v, name string }{{opts.ClientID, "client id"}, {opts.Username, "username"}}
+	if opts.Secrets == nil {
+		required = append(required, struct{ v, name string }{opts.ClientSecret, "client secret"},
+			struct{ v, name string }{opts.Password, "password"})
+	}
+	for _, f := range required {
 		if f.v == "" {
 			errs = append(errs, fmt.Errorf("tokensource: %s is required", f.name))
 		}
@@ -237,24 +249,47 @@ func (p *Password) Token(ctx context.Context) (Token, error) {
 	return p.Login(ctx)
 }
 
+// secrets are the client secret and password for the next grant call.
+func (p *Password) secrets(grant string) (clientSecret, password string, err error) {
+	if p.opts.Secrets == nil {
+		return p.opts.ClientSecret, p.opts.Password, nil
+	}
+	clientSecret, password, err = p.opts.Secrets()
+	if err == nil && (clientSecret == "" || password == "") {
+		err = errors.New("client secret or password is empty")
+	}
+	if err != nil {
+		return "", "", &Error{Grant: grant, Err: fmt.Errorf("%w: %w", errSecrets, err)}
+	}
+	return clientSecret, password, nil
+}
+
 // Login is the Retrieve Access Token call (grant_type=password).
 func (p *Password) Login(ctx context.Context) (Token, error) {
+	secret, password, err := p.secrets("password")
+	if err != nil {
+		return Token{}, err
+	}
 	form := url.Values{
 		"grant_type":    {"password"},
 		"client_id":     {p.opts.ClientID},
-		"client_secret": {p.opts.ClientSecret},
+		"client_secret": {secret},
 		"username":      {p.opts.Username},
-		"password":      {p.opts.Password},
+		"password":      {password},
 	}
 	return p.remember(p.p.post(ctx, "password", p.tokenURL, "application/x-www-form-urlencoded", []byte(form.Encode())))
 }
 
 // Refresh is the Refresh Token call (grant_type=refresh_token).
 func (p *Password) Refresh(ctx context.Context, refreshToken string) (Token, error) {
+	secret, _, err := p.secrets("refresh_token")
+	if err != nil {
+		return Token{}, err
+	}
 	form := url.Values{
 		"grant_type":    {"refresh_token"},
 		"client_id":     {p.opts.ClientID},
-		"client_secret": {p.opts.ClientSecret},
+		"client_secret": {secret},
 		"refresh_token": {refreshToken},
 	}
 	t, err := p.p.post(ctx, "refresh_token", p.tokenURL, "application/x-www-form-urlencoded", []byte(form.Encode()))

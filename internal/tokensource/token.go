@@ -96,7 +96,7 @@ func (e *Error) Unwrap() error { return e.Err }
 func (e *Error) Transient() bool {
 	switch {
 	case e.Status == 0:
-		return !errors.Is(e.Err, errDecode) && !errors.Is(e.Err, context.Canceled)
+		return !errors.Is(e.Err, errDecode) && !errors.Is(e.Err, errSecrets) && !errors.Is(e.Err, context.Canceled)
 	case e.Status == http.StatusRequestTimeout, e.Status == http.StatusTooManyRequests, e.Status >= 500:
 		return true
 	}
@@ -111,6 +111,10 @@ func IsTransient(err error) bool {
 }
 
 var errDecode = errors.New("malformed token response")
+
+// errSecrets marks a failure of PasswordOptions.Secrets: not transient, an
+// operator must fix the secret.
+var errSecrets = errors.New("reading the credentials")
 
 // cleanTransportErr strips the *url.Error wrapper, whose text repeats the
 // request URL, keeping the cause.

@@ -469,3 +469,44 @@ func TestCacheBacksOffFailedGrants(t *testing.T) {
 		t.Fatalf("Health after a success: %v", err)
 	}
 }
+
+// Secrets is asked before every grant call: a rotated secret is used at
+// the next login, and a failure to read it is a clean, non-transient grant
+// error.
+func TestPasswordSecretsReadPerGrant(t *testing.T) {
+	srv := &idp{}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	var calls atomic.Int64
+	var current atomic.Value
+	current.Store(password)
+	p, err := tokensource.NewPassword(tokensource.PasswordOptions{AuthURL: ts.URL, ClientID: "cid", Username: "user",
+		Secrets: func() (string, string, error) {
+			calls.Add(1)
+			pw := current.Load().(string)
+			if pw == "" {
+				return "", "", errors.New("PASSWORD_FILE: no such file")
+			}
+			return secret, pw, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := p.Login(ctx); err != nil || calls.Load() != 1 {
+		t.Fatalf("login: %v after %d reads", err, calls.Load())
+	}
+	current.Store("wrong")
+	var ge *tokensource.Error
+	if _, err := p.Login(ctx); !errors.As(err, &ge) || ge.Code != "invalid_grant" || calls.Load() != 2 {
+		t.Fatalf("login with a changed password: %v after %d reads", err, calls.Load())
+	}
+	current.Store("")
+	_, err = p.Login(ctx)
+	if err == nil || tokensource.IsTransient(err) || strings.Contains(err.Error(), secret) {
+		t.Fatalf("unreadable secrets: %v (transient %v)", err, tokensource.IsTransient(err))
+	}
+	if srv.logins.Load() != 1 {
+		t.Fatalf("%d logins", srv.logins.Load())
+	}
+}
