@@ -140,9 +140,9 @@ func (h *Hold) Admit(ctx context.Context) (done func(error), err error) {
 			}
 			return h.done(true), nil
 		}
-		wake := h.changed
+		wake, probing := h.changed, h.probing
 		h.mu.Unlock()
-		if err := sleep(ctx, wake, wait, h.probing); err != nil {
+		if err := sleep(ctx, wake, wait, probing); err != nil {
 			return nil, err
 		}
 		h.mu.Lock()
