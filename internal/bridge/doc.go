@@ -54,6 +54,12 @@
 // The breaker hears only API failures (loyalty.IsAPIFailure): a business error or a
 // refused credential is an answer from a healthy API and reported as a
 // success, so a stream of bad events cannot open the circuit.
+// Refused credentials (loyalty.IsCredentialRefused: a refused token grant,
+// or a 401 to a renewed token) are a partner outage too: with
+// Options.Hold, such an attempt waits in the auth hold (internal/authhold)
+// until a token is obtainable and is then made again, spending no budget
+// and never becoming an AUTH error event. A 403 stays the record's AUTH
+// error: the token was accepted, this resource was not.
 // A half-open probe that fails does not count against its record: it
 // measured the API, not the record, and the probing record would otherwise
 // be exhausted after a few open periods while every other record waits.
@@ -82,8 +88,8 @@
 //   - pure per-event handlers (handlers.go): (ctx, event, partner) →
 //     outcome or error; they build requests and map answers, nothing else;
 //   - the attempt policy (policy.go), wrapped around a handler the way
-//     middleware wraps an HTTP handler: retry (budget, back-off), circuit
-//     (admission, health) and guard (lookups before writes that may repeat
+//     middleware wraps an HTTP handler: retry (budget, back-off), auth
+//     hold (refused credentials), circuit (admission, health) and guard (lookups before writes that may repeat
 //     an earlier one, duplicate answers), in that order, outermost first.
 //
 // Whether an error says the partner API is unwell is decided in one place,
