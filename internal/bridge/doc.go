@@ -33,11 +33,10 @@
 // DUPLICATE_TRANSACTION answer is looked up the same way; a partner that
 // answers duplicates with the original data (the simulator's
 // return-original policy) applies nothing and the result is APPLIED again.
-// Fresh covers the pipeline's FreshWindow; a member killed without any
-// commit may have written records beyond it (a poll can overshoot the
-// buffer, and finished records wait up to a CommitInterval to be committed),
-// and for those the partner's duplicate answer is the only protection. With
-// a partner that does not deduplicate, size FreshWindow generously.
+// Fresh is exact: the pipeline marks the records between the committed
+// offset and the dispatch horizon a previous owner left, which covers
+// everything it can have sent, however it died (see the pipeline's doc), so
+// no protection rests on the partner rejecting a repeated transactionId.
 // Onboarding has no idempotency key: an ambiguous onboarding is not retried
 // but reported (TRANSIENT_EXHAUSTED, retryable) so that an operator checks
 // before replaying it.

@@ -23,7 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -222,27 +221,24 @@ func (s *stack) dupWrites() int {
 	return s.sim.Calls(sim.EndpointAccrual, http.StatusBadRequest) + s.sim.Calls(sim.EndpointRedemption, http.StatusBadRequest)
 }
 
-// refuseCommits makes the broker refuse every offset commit while on is
-// true: a member stopped then has committed nothing, as after a kill.
-func (s *stack) refuseCommits(on *atomic.Bool) {
+// freezeCommits keeps every committed offset at 0 (the start of the test's
+// topics) while on is true, but lets the commits' metadata, the pipeline's
+// dispatch horizon, through: a member stopped then has committed none of
+// its progress, as after a kill -9, while what it may have sent to the
+// partner is on record, as the pipeline makes sure before sending.
+func (s *stack) freezeCommits(on *atomic.Bool) {
 	s.cluster.ControlKey(int16(kmsg.OffsetCommit), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		s.cluster.KeepControl()
 		if !on.Load() {
 			return nil, nil, false
 		}
 		req := kreq.(*kmsg.OffsetCommitRequest)
-		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.OffsetMetadataTooLarge.Code
-				st.Partitions = append(st.Partitions, sp)
+		for i := range req.Topics {
+			for k := range req.Topics[i].Partitions {
+				req.Topics[i].Partitions[k].Offset = 0
 			}
-			resp.Topics = append(resp.Topics, st)
 		}
-		return resp, nil, true
+		return nil, nil, false // kfake handles the rewritten request
 	})
 }
 
@@ -341,7 +337,6 @@ type memberOpts struct {
 	maxInFlight int
 	drain       time.Duration
 	commit      time.Duration
-	freshWindow int
 }
 
 func (s *stack) start(o memberOpts) *member {
@@ -357,7 +352,7 @@ func (s *stack) start(o memberOpts) *member {
 	}
 	po := pipeline.Options{Brokers: s.brokers, Group: o.group, Topics: o.bridge.Inputs(),
 		Handler: o.bridge.Handle, Fallback: o.bridge.Fallback, MaxInFlight: o.maxInFlight,
-		CommitInterval: o.commit, DrainTimeout: o.drain, FreshWindow: o.freshWindow, Logger: s.log.Named("pipeline"),
+		CommitInterval: o.commit, DrainTimeout: o.drain, Logger: s.log.Named("pipeline"),
 		ClientOpts: []kgo.Opt{kgo.HeartbeatInterval(100 * time.Millisecond), kgo.SessionTimeout(6 * time.Second)}}
 	if o.gate != nil {
 		po.Gate = o.gate

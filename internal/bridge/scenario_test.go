@@ -206,13 +206,10 @@ func TestOutageHoldsRecords(t *testing.T) {
 // member, seeing the old one's uncommitted records again as Fresh, looked
 // them up instead of writing them a second time.
 //
-// "killed" also refuses every offset commit, as after kill -9 (nothing
-// committed since the start): the new member must then treat everything the
-// dead one may have touched as Fresh. The pipeline's default FreshWindow
-// (MaxBufferedPerPartition) does not cover that — a poll may overshoot the
-// buffer, and done-but-uncommitted records pile up for a CommitInterval — so
-// the subtest sizes the window to the partition; with the default, the
-// partner's duplicate answer is what prevents a second effect.
+// "killed" also keeps every offset commit at the start, as after kill -9
+// before anything was committed; only the dispatch horizons get through,
+// and the pipeline commits one before it dispatches past it. The new member
+// must then guard everything the dead one may have sent, and only that.
 func TestCrashRestart(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -243,7 +240,7 @@ func crashRestart(t *testing.T, killed bool) {
 	p.flush()
 	var refuse atomic.Bool
 	refuse.Store(killed)
-	s.refuseCommits(&refuse)
+	s.freezeCommits(&refuse)
 	a := s.start(memberOpts{bridge: s.bridge(nil), drain: time.Millisecond})
 	waitFor(t, time.Minute, func() string {
 		if c := out.count(); c < n/4 {
@@ -257,11 +254,7 @@ func crashRestart(t *testing.T, killed bool) {
 	if atCrash >= n {
 		t.Errorf("all %d answered before the crash: nothing left to recover", atCrash)
 	}
-	restart := memberOpts{bridge: s.bridge(nil)}
-	if killed {
-		restart.freshWindow = n
-	}
-	s.start(restart)
+	s.start(memberOpts{bridge: s.bridge(nil)})
 	out.waitAll(t, ids, 2*time.Minute)
 	repeated := 0
 	for _, id := range ids {

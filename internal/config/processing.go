@@ -30,7 +30,6 @@ type Processing struct {
 	MaxInFlightPerPartition int
 	MaxBuffered             int
 	CommitInterval          time.Duration
-	FreshWindow             int
 	DrainTimeout            time.Duration
 	ShutdownTimeout         time.Duration
 	Linger                  time.Duration
@@ -58,7 +57,6 @@ func (p *Processing) Define(b *flagenv.Binder) {
 	fs.IntVar(&p.MaxInFlightPerPartition, "max-in-flight-per-partition", 0, "records handled at once per partition (0: no bound of its own)")
 	fs.IntVar(&p.MaxBuffered, "max-buffered", 0, "records taken from Kafka and not yet committed, and the most handled at once, calling or waiting to retry (0: 4 × --max-in-flight)")
 	fs.DurationVar(&p.CommitInterval, "commit-interval", pipeline.DefaultCommitInterval, "how often completed offsets are committed")
-	fs.IntVar(&p.FreshWindow, "fresh-window", 0, "records per newly assigned partition that are guarded by a lookup (0: what a previous owner may have had in flight, --max-buffered/2; raise it to cover rate × --commit-interval when the partner API applies duplicate transaction ids twice)")
 	fs.DurationVar(&p.DrainTimeout, "drain-timeout", pipeline.DefaultDrainTimeout, "how long a revoke or shutdown waits for in-flight records")
 	fs.DurationVar(&p.ShutdownTimeout, "shutdown-timeout", pipeline.DefaultDrainTimeout+pipeline.DefaultShutdownMargin,
 		"bound on a graceful shutdown, from the signal to exit: drain, produce, commit, leave the group (must exceed --drain-timeout)")
@@ -82,9 +80,6 @@ func (p *Processing) Validate() error {
 	}
 	if p.MaxInFlightPerPartition < 0 {
 		bad("--max-in-flight-per-partition %d: must not be negative", p.MaxInFlightPerPartition)
-	}
-	if p.FreshWindow < 0 {
-		bad("--fresh-window %d: must not be negative", p.FreshWindow)
 	}
 	if p.MaxBuffered != 0 && p.MaxBuffered < p.MaxInFlight {
 		bad("--max-buffered %d: must be at least --max-in-flight (%d)", p.MaxBuffered, p.MaxInFlight)
@@ -142,7 +137,7 @@ func (p *Processing) Build() pipeline.Options {
 		perPartition = max(perPartition, handling)
 	}
 	return pipeline.Options{Mode: p.Ordering, MaxInFlight: buffered, MaxInFlightPerPartition: handling,
-		MaxBuffered: buffered, MaxBufferedPerPartition: perPartition, CommitInterval: p.CommitInterval, FreshWindow: p.FreshWindow,
+		MaxBuffered: buffered, MaxBufferedPerPartition: perPartition, CommitInterval: p.CommitInterval,
 		DrainTimeout: p.DrainTimeout, ShutdownTimeout: p.ShutdownTimeout, Linger: p.Linger}
 }
 

@@ -6,19 +6,22 @@
 // # Model
 //
 // One franz-go client both consumes (consumer group, BlockRebalanceOnPoll,
-// AutoCommitMarks) and produces (idempotent, acks=all, a short deliberate
+// the pipeline's own offset commits) and produces (idempotent, acks=all, a short deliberate
 // linger). Three kinds of goroutine, all owned by Run:
 //
 //   - the poll loop takes at most as many records as the buffer has room
 //     for and hands them to a per-partition ordering.Scheduler and
-//     ordering.Tracker, pausing a partition whose buffer is full;
+//     ordering.Tracker, pausing a partition whose buffer is full; a record
+//     at or past its partition's dispatch horizon waits for the horizon
+//     to move before it is scheduled;
 //   - the dispatcher waits on the Gate, then hands a runnable record (the
 //     lowest runnable offset of its partition) to a worker while the global
 //     and per-partition in-flight limits allow;
 //   - MaxInFlight workers run the Handler and call Produce with a promise; they
 //     never wait for acknowledgements. The last promise of a record marks it
-//     done, which may advance the partition's commit point, which is marked for
-//     franz-go's autocommit at once.
+//     done, which may advance the partition's commit point;
+//   - a committer commits the commit points every CommitInterval, and moves
+//     dispatch horizons when asked.
 //
 // Ordering applies to handler calls: the next record of a lane (a key in
 // ordering.Key mode, the partition in ordering.Partition mode) is dispatched
@@ -59,6 +62,25 @@
 // are not committed either: the next owner processes them again, and the
 // Fresh flag lets the handler guard against repeating an effect.
 //
+// # The dispatch horizon
+//
+// Which records a new owner must guard is not guessed. Every offset commit
+// carries, in its metadata, the partition's dispatch horizon: an offset
+// below which records may have been dispatched (and so may have reached the
+// partner). No record is dispatched until a commit covering it with the
+// horizon has succeeded; the horizon is moved HorizonStep records past the
+// highest offset taken whenever less than half a step is left, one commit
+// for many records, and a clean revoke or stop lowers it to just past the
+// highest offset dispatched. The next owner reads the committed offset and
+// horizon before it fetches, and marks Fresh exactly the records between
+// them, however a previous owner died: nothing before the committed offset
+// is processed again, nothing at or after the horizon was ever sent. A
+// partition with no commit was never dispatched by such a member; a commit
+// without a horizon (an older version, an offsets tool) gets a buffer's
+// worth (MaxBufferedPerPartition) of Fresh records. While commits fail,
+// records past the horizon wait. Exactly-once mode commits in transactions
+// and keeps its own rule (below).
+//
 // # Exactly once
 //
 // With Delivery ExactlyOnce the client is a franz-go GroupTransactSession
@@ -96,9 +118,9 @@
 //
 // On revoke the pipeline stops dispatching the partition, drops its records
 // not yet dispatched, waits for its in-flight records (at most DrainTimeout),
-// marks and synchronously commits the contiguous point, then returns from the
-// callback. On loss it drops everything without committing. On assignment the
-// first FreshWindow records of each partition carry Meta.Fresh. When Run's
+// commits the contiguous point (with the lowered horizon), then returns from
+// the callback. On loss it drops everything without committing. On
+// assignment the committed offset and horizon are read. When Run's
 // context is canceled: stop polling and dispatching, drain (at most
 // DrainTimeout), commit, flush, leave the group, close. In ExactlyOnce mode
 // a revocation aborts the round instead of draining it, and shutdown gives

@@ -30,11 +30,13 @@ type Handler func(ctx context.Context, rec *kgo.Record, meta Meta) ([]*kgo.Recor
 
 // Meta is what the pipeline knows about a record beyond its contents.
 type Meta struct {
-	// Fresh is true for the first FreshWindow records taken from a
-	// partition after it was assigned to this member: a previous owner may
-	// have processed them without committing, so an effect they cause may
-	// already have happened. In ExactlyOnce mode it is also true for every
-	// record taken again after its round was aborted.
+	// Fresh is true for a record that a previous owner of its partition
+	// may have handled without committing, so an effect it causes may
+	// already have happened: in AtLeastOnce mode the records between the
+	// committed offset and the dispatch horizon the previous owner left
+	// (see the package doc); in ExactlyOnce mode the first MaxBuffered
+	// records after an assignment (one round) and every record taken
+	// again after its round was aborted.
 	Fresh bool
 }
 
@@ -130,13 +132,13 @@ type Options struct {
 	// MaxInFlightPerPartition. A single poll may overshoot it, never
 	// MaxBuffered.
 	MaxBufferedPerPartition int
-	// FreshWindow is how many records after an assignment carry
-	// Meta.Fresh; default MaxBufferedPerPartition, what a previous owner
-	// may have had beyond its commit point. Records a previous owner
-	// finished after its last commit (CommitInterval) are not covered.
-	// In ExactlyOnce mode the default is MaxBuffered, a whole round, which
-	// covers everything a previous owner can have done uncommitted.
-	FreshWindow int
+	// HorizonStep is how far (in records) the dispatch horizon is moved
+	// ahead of the highest offset taken, in AtLeastOnce mode; default
+	// MaxBufferedPerPartition/2. A move costs one offset commit, made
+	// when less than half a step is left, so a larger step means fewer
+	// commits, and more records guarded (looked up before they are sent)
+	// by the next owner after a member dies without a clean stop.
+	HorizonStep int
 
 	// Linger is how long the producer waits to batch outputs; default 2ms.
 	// Workers never wait for it (acknowledgements arrive by promise); it
@@ -224,7 +226,7 @@ func (o Options) withDefaults() (Options, error) {
 	neg("MaxInFlightPerPartition", o.MaxInFlightPerPartition)
 	neg("MaxBuffered", o.MaxBuffered)
 	neg("MaxBufferedPerPartition", o.MaxBufferedPerPartition)
-	neg("FreshWindow", o.FreshWindow)
+	neg("HorizonStep", o.HorizonStep)
 	if o.CommitInterval < 0 || (o.CommitInterval > 0 && o.CommitInterval < 100*time.Millisecond) {
 		bad("CommitInterval must be at least 100ms (franz-go's minimum), got %v", o.CommitInterval)
 	}
@@ -265,11 +267,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxBufferedPerPartition < o.MaxInFlightPerPartition {
 		bad("MaxBufferedPerPartition %d is below MaxInFlightPerPartition %d", o.MaxBufferedPerPartition, o.MaxInFlightPerPartition)
 	}
-	if o.FreshWindow == 0 {
-		o.FreshWindow = o.MaxBufferedPerPartition
-		if o.Delivery == ExactlyOnce {
-			o.FreshWindow = o.MaxBuffered
-		}
+	if o.HorizonStep == 0 {
+		o.HorizonStep = max(o.MaxBufferedPerPartition/2, 1)
 	}
 	if o.TransactionTimeout == 0 {
 		o.TransactionTimeout = DefaultTransactionTimeout

@@ -43,7 +43,11 @@ type Pipeline struct {
 	isDrained  bool
 	failure    error
 	stop       context.CancelCauseFunc
-	markBuf    map[string]map[int32]kgo.EpochOffset
+
+	// At-least-once mode: offset commits with the dispatch horizon
+	// (horizon.go).
+	wakeCommit chan struct{} // capacity 1: a horizon must move
+	commitMu   sync.Mutex    // one commit at a time, so none lands after a later one
 
 	// Exactly-once mode (transact.go); all guarded by mu but sess.
 	eos       bool
@@ -74,13 +78,24 @@ type partition struct {
 	last      int64 // highest offset taken, -1 before the first
 	inFlight  int
 	handling  int // bounded by MaxInFlightPerPartition
-	fresh     int // records still to be marked Fresh
+	fresh     int // records still to be marked Fresh (exactly once; a legacy commit)
 	paused    bool
 	revoking  bool
 	idle      chan struct{} // while revoking: closed when inFlight reaches 0
 	abandoned int           // records given up while in flight (drain timeout, loss)
 	taken     int           // exactly once: records taken in the current round
 	stopped   chan struct{} // exactly once, while revoking: closed when handling reaches 0
+
+	// At-least-once mode: the dispatch horizon (horizon.go).
+	known       bool   // the assignment's committed offset was read
+	committed   int64  // the offset to commit while nothing is done; -1 before it is known
+	guardBelow  int64  // records below it are Fresh: the previous owner's horizon
+	horizon     int64  // durable: records below it may be dispatched
+	want        int64  // the horizon asked of the committer
+	held        []*job // taken at or past the horizon, in offset order
+	maxSent     int64  // highest offset dispatched, -1 before the first
+	sentAt      int64  // last offset committed, -1 before
+	sentHorizon int64  // last horizon committed, -1 before
 }
 
 // job is one record from dispatch to done.
@@ -123,7 +138,7 @@ func New(opts Options) (*Pipeline, error) {
 		wakePoll:     make(chan struct{}, 1),
 		parts:        make(map[tp]*partition),
 		drained:      make(chan struct{}),
-		markBuf:      make(map[string]map[int32]kgo.EpochOffset),
+		wakeCommit:   make(chan struct{}, 1),
 		eos:          o.Delivery == ExactlyOnce,
 		roundWake:    make(chan struct{}, 1),
 		outFailed:    make(map[tp]map[int64]outFailure),
@@ -166,9 +181,11 @@ func (p *Pipeline) clientOpts() []kgo.Opt {
 	if p.eos {
 		opts = append(opts, p.transactOpts()...)
 	} else {
+		// The pipeline commits itself (commitLoop): every commit carries
+		// the dispatch horizon in its metadata, which autocommit cannot.
 		opts = append(opts,
-			kgo.AutoCommitMarks(),
-			kgo.AutoCommitInterval(p.o.CommitInterval),
+			kgo.DisableAutoCommit(),
+			kgo.OnOffsetsFetched(p.onFetched),
 			kgo.OnPartitionsRevoked(p.onRevoked),
 			kgo.OnPartitionsLost(p.onLost))
 	}
@@ -205,9 +222,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		zap.Stringer("mode", p.o.Mode), zap.Int("max_in_flight", p.o.MaxInFlight),
 		zap.Int("max_in_flight_per_partition", p.o.MaxInFlightPerPartition), zap.Int("max_buffered", p.o.MaxBuffered))
 
-	var front, workers errgroup.Group
+	var front, workers, committer errgroup.Group
 	front.Go(func() error { p.pollLoop(runCtx); return nil })
 	front.Go(func() error { p.dispatch(runCtx); return nil })
+	commitCtx, stopCommits := context.WithCancel(workCtx)
+	committer.Go(func() error { p.commitLoop(commitCtx, cl); return nil })
 	for range p.o.MaxInFlight {
 		workers.Go(func() error { p.worker(); return nil })
 	}
@@ -231,16 +250,19 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	timer.Stop()
 	stopWork()
 	p.waitWorkers(&workers, deadline)
+	stopCommits()
+	_ = committer.Wait()
 
 	// Commit what is contiguous, flush what was produced, leave.
 	p.mu.Lock()
+	parts := make([]*partition, 0, len(p.parts))
 	for _, part := range p.parts {
-		p.markLocked(cl, part)
+		parts = append(parts, part)
 		p.reportLeftLocked(part)
 	}
 	p.mu.Unlock()
-	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within(deadline, p.o.DrainTimeout))
-	if err := cl.CommitMarkedOffsets(commitCtx); err != nil {
+	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within(deadline, p.o.DrainTimeout))
+	if err := p.commit(finalCtx, cl, parts); err != nil {
 		// Leaving the group waits for a rebalance in progress and then
 		// revokes every partition; onRevoked commits the marks again.
 		p.log.Warn("final commit failed; retried as the member leaves the group", zap.Error(err))
@@ -489,14 +511,18 @@ func (p *Pipeline) enqueue(fs kgo.Fetches) map[string][]int32 {
 		part.last = r.Offset
 		j := &job{p: part, rec: r}
 		j.promise = j.onAck(p)
-		if part.fresh > 0 {
-			j.fresh = true
-			part.fresh--
-		}
-		part.sched.Push(r.Offset, r.Key, j)
 		part.track.Add(r.Offset, r.LeaderEpoch)
 		p.buffered++
 		n++
+		if !p.eos {
+			p.admitLocked(part, j)
+		} else {
+			if part.fresh > 0 {
+				j.fresh = true
+				part.fresh--
+			}
+			part.sched.Push(r.Offset, r.Key, j)
+		}
 		if p.eos { // a round is one poll: nothing to pause
 			j.round = p.roundID
 			p.round = append(p.round, j)
@@ -536,12 +562,19 @@ func (p *Pipeline) logPause(tps map[string][]int32, paused bool) {
 func (p *Pipeline) newPartitionLocked(key tp) *partition {
 	ctx, cancel := context.WithCancel(p.workCtx)
 	part := &partition{
-		tp:     key,
-		ctx:    ctx,
-		cancel: cancel,
-		sched:  ordering.NewScheduler[*job](p.o.Mode),
-		last:   -1,
-		fresh:  p.o.FreshWindow,
+		tp:          key,
+		ctx:         ctx,
+		cancel:      cancel,
+		sched:       ordering.NewScheduler[*job](p.o.Mode),
+		last:        -1,
+		committed:   -1,
+		maxSent:     -1,
+		sentAt:      -1,
+		sentHorizon: -1,
+	}
+	if p.eos {
+		// A previous owner can have done at most one uncommitted round.
+		part.fresh = p.o.MaxBuffered
 	}
 	p.parts[key] = part
 	return part
@@ -601,6 +634,7 @@ func (p *Pipeline) nextLocked() *job {
 		j := task.Value
 		j.task = task
 		j.started = time.Now()
+		part.maxSent = max(part.maxSent, task.Offset)
 		part.inFlight++
 		p.inFlight++
 		part.handling++
@@ -821,7 +855,7 @@ func (p *Pipeline) finish(j *job, outcome Outcome) {
 		}
 		p.buffered -= before - part.track.Len()
 		if advanced && !part.revoking {
-			p.markLocked(p.cl, part)
+			p.commitPointLocked(part)
 		}
 	}
 	if part.revoking && part.inFlight == 0 && part.idle != nil {
@@ -845,25 +879,12 @@ func (p *Pipeline) finish(j *job, outcome Outcome) {
 	wake(p.wakePoll)
 }
 
-// markLocked marks part's commit point for franz-go's autocommit. Only live
-// partitions are ever marked: MarkCommitOffsets does not check ownership.
-func (p *Pipeline) markLocked(cl *kgo.Client, part *partition) {
-	next, epoch, ok := part.track.Commit()
-	if !ok {
-		return
+// commitPointLocked reports that part's commit point moved; commitLoop
+// commits it.
+func (p *Pipeline) commitPointLocked(part *partition) {
+	if next, _, ok := part.track.Commit(); ok {
+		p.obs.CommitPoint(part.topic, part.partition, next)
 	}
-	m := p.markBuf[part.topic]
-	if m == nil {
-		m = make(map[int32]kgo.EpochOffset, 1)
-		p.markBuf[part.topic] = m
-	}
-	m[part.partition] = kgo.EpochOffset{Epoch: epoch, Offset: next}
-	cl.MarkCommitOffsets(p.markBuf)
-	delete(m, part.partition)
-	if len(m) == 0 {
-		delete(p.markBuf, part.topic)
-	}
-	p.obs.CommitPoint(part.topic, part.partition, next)
 }
 
 func (p *Pipeline) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
@@ -927,7 +948,7 @@ wait:
 
 	p.mu.Lock()
 	for _, part := range parts {
-		p.markLocked(cl, part)
+		p.commitPointLocked(part)
 	}
 	resume := p.dropLocked(parts)
 	p.mu.Unlock()
@@ -936,7 +957,7 @@ wait:
 	}
 
 	commitCtx, cancel := context.WithTimeout(ctx, p.o.DrainTimeout)
-	err := cl.CommitMarkedOffsets(commitCtx)
+	err := p.commit(commitCtx, cl, parts)
 	cancel()
 	for topic, ns := range revoked {
 		if err != nil {

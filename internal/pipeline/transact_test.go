@@ -58,8 +58,8 @@ func TestExactlyOnceOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.o.FreshWindow != 300 || p.o.TransactionTimeout != 10*time.Second {
-		t.Errorf("exactly-once defaults: FreshWindow %d (want MaxBuffered 300), TransactionTimeout %v", p.o.FreshWindow, p.o.TransactionTimeout)
+	if p.o.TransactionTimeout != 10*time.Second {
+		t.Errorf("exactly-once defaults: TransactionTimeout %v", p.o.TransactionTimeout)
 	}
 }
 

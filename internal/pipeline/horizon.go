@@ -1,0 +1,297 @@
+package pipeline
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// The dispatch horizon (at-least-once mode). A record is dispatched, and so
+// may reach the partner, only once its offset is below its partition's
+// horizon, and the horizon is durable before it moves: it travels in the
+// metadata of the partition's committed offset. The next owner of the
+// partition reads it back and marks Fresh exactly the records between the
+// committed offset and the horizon: the only ones a previous owner can have
+// sent without committing. Everything after the horizon is new.
+//
+// The horizon moves ahead in steps (HorizonStep records past the highest
+// taken offset, asked for when less than half a step is left), so it costs
+// one offset commit per half step of each partition, not one per record. A
+// clean stop lowers it to just past the highest dispatched offset, so that
+// a rebalance after a drain guards only what is truly uncertain.
+
+// horizonPrefix starts the offset commit metadata this package writes.
+// Metadata written by anything else (an older bridge, an offsets tool,
+// franz-go's member ID) is not a horizon.
+const horizonPrefix = "loyalty-bridge/horizon="
+
+func horizonMetadata(h int64) string { return horizonPrefix + strconv.FormatInt(h, 10) }
+
+// parseHorizon reads a horizon from offset commit metadata; ok is false when
+// the metadata is not one.
+func parseHorizon(meta string) (int64, bool) {
+	s, ok := strings.CutPrefix(meta, horizonPrefix)
+	if !ok {
+		return 0, false
+	}
+	h, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || h < 0 {
+		return 0, false
+	}
+	return h, true
+}
+
+// onFetched learns, for each newly assigned partition, its committed offset
+// and the horizon its previous owner left, before franz-go starts fetching
+// it: records below that horizon are Fresh. A partition with no commit was
+// never dispatched by a member that keeps a horizon; one whose commit
+// carries no horizon was committed by something else, and gets the old
+// guess, a buffer's worth of Fresh records.
+func (p *Pipeline) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	type fetched struct {
+		at   int64
+		meta *string
+	}
+	got := map[tp]fetched{}
+	add := func(topic string, ps []kmsg.OffsetFetchResponseTopicPartition) {
+		for _, rp := range ps {
+			if kerr.ErrorForCode(rp.ErrorCode) != nil {
+				continue // franz-go retries or reports it; the partition stays unknown
+			}
+			got[tp{topic, rp.Partition}] = fetched{rp.Offset, rp.Metadata}
+		}
+	}
+	for _, g := range resp.Groups {
+		for _, t := range g.Topics {
+			ps := make([]kmsg.OffsetFetchResponseTopicPartition, 0, len(t.Partitions))
+			for _, gp := range t.Partitions {
+				ps = append(ps, kmsg.OffsetFetchResponseTopicPartition{Partition: gp.Partition, Offset: gp.Offset, Metadata: gp.Metadata, ErrorCode: gp.ErrorCode})
+			}
+			add(t.Topic, ps)
+		}
+	}
+	for _, t := range resp.Topics {
+		add(t.Topic, t.Partitions)
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, f := range got {
+		part := p.parts[key]
+		if part == nil || part.known {
+			continue
+		}
+		part.known = true
+		switch h, ok := parseHorizon(deref(f.meta)); {
+		case f.at < 0:
+			// Nothing committed: nothing dispatched by a member of this
+			// version, which commits a horizon before its first dispatch.
+		case ok:
+			part.committed = f.at
+			part.guardBelow = h
+			if h > f.at {
+				p.log.Info("partition assigned with uncertain records: those up to the previous owner's dispatch horizon are guarded",
+					zap.String("topic", key.topic), zap.Int32("partition", key.partition),
+					zap.Int64("committed", f.at), zap.Int64("horizon", h), zap.Int64("guarded", h-f.at))
+			}
+		default:
+			part.committed = f.at
+			part.fresh = p.o.MaxBufferedPerPartition
+			p.log.Info("committed offset carries no dispatch horizon (committed by an older version or another tool); guarding a buffer's worth of records",
+				zap.String("topic", key.topic), zap.Int32("partition", key.partition),
+				zap.Int64("committed", f.at), zap.Int("guarded", part.fresh))
+		}
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// admitLocked decides, for a record just taken, whether it may be scheduled
+// now (below the horizon, and nothing before it is held) or must wait for
+// the horizon to move, and asks for a move when the horizon is near.
+func (p *Pipeline) admitLocked(part *partition, j *job) {
+	if !part.known { // adopted without an assignment callback: the old guess
+		part.known = true
+		part.fresh = p.o.MaxBufferedPerPartition
+	}
+	switch {
+	case j.rec.Offset < part.guardBelow:
+		j.fresh = true
+	case part.fresh > 0:
+		j.fresh = true
+		part.fresh--
+	}
+	if part.committed < 0 {
+		part.committed = j.rec.Offset // where this member started: nothing done yet
+	}
+	if len(part.held) == 0 && j.rec.Offset < part.horizon {
+		part.sched.Push(j.rec.Offset, j.rec.Key, j)
+	} else {
+		part.held = append(part.held, j)
+	}
+	if part.horizon-(j.rec.Offset+1) < int64(p.o.HorizonStep)/2 {
+		if want := j.rec.Offset + 1 + int64(p.o.HorizonStep); want > part.want {
+			part.want = want
+			wake(p.wakeCommit)
+		}
+	}
+}
+
+// advancedLocked makes a horizon that became durable effective: the held
+// records below it are scheduled.
+func (p *Pipeline) advancedLocked(part *partition, h int64) {
+	if h <= part.horizon {
+		return
+	}
+	part.horizon = h
+	n := 0
+	for _, j := range part.held {
+		if j.rec.Offset >= h {
+			break
+		}
+		part.sched.Push(j.rec.Offset, j.rec.Key, j)
+		n++
+	}
+	if n > 0 {
+		clear(part.held[:n])
+		part.held = part.held[n:]
+		wake(p.wakeDispatch)
+	}
+}
+
+// commitLoop commits the live partitions' commit points every
+// CommitInterval, and at once when a horizon must move. It replaces
+// franz-go's autocommit, which cannot carry metadata.
+func (p *Pipeline) commitLoop(ctx context.Context, cl *kgo.Client) {
+	tick := time.NewTicker(p.o.CommitInterval)
+	defer tick.Stop()
+	failing := false
+	for {
+		select {
+		case <-tick.C:
+		case <-p.wakeCommit:
+		case <-ctx.Done():
+			return
+		}
+		err := p.commit(ctx, cl, nil)
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			failing = true
+			p.log.Warn("offset commit failing; records past the dispatch horizon wait for it, the others are processed and committed later",
+				zap.Error(err))
+		case err == nil && failing:
+			failing = false
+			p.log.Info("offset commits succeed again")
+		}
+	}
+}
+
+// commit commits, for the partitions in only (nil: every live partition
+// not being revoked), their commit points with their horizons, and makes
+// the horizons that became durable effective. With only set it is a final
+// commit of partitions that dispatch no more: their horizon is lowered to
+// just past the highest offset dispatched.
+func (p *Pipeline) commit(ctx context.Context, cl *kgo.Client, only []*partition) error {
+	p.commitMu.Lock()
+	defer p.commitMu.Unlock()
+
+	type sent struct {
+		part    *partition
+		at      int64
+		horizon int64
+	}
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	sending := map[tp]sent{}
+	add := func(part *partition, final bool) {
+		at, epoch, ok := part.track.Commit()
+		if !ok {
+			at, epoch = part.committed, -1
+		}
+		if at < 0 {
+			return // nothing taken yet: nothing to say
+		}
+		h := max(part.horizon, part.want)
+		if final {
+			h = max(at, part.maxSent+1)
+		}
+		if at == part.sentAt && h == part.sentHorizon {
+			return
+		}
+		if offsets[part.topic] == nil {
+			offsets[part.topic] = map[int32]kgo.EpochOffset{}
+		}
+		offsets[part.topic][part.partition] = kgo.EpochOffset{Epoch: epoch, Offset: at}
+		sending[part.tp] = sent{part, at, h}
+	}
+	p.mu.Lock()
+	if only == nil {
+		for _, part := range p.parts {
+			if !part.revoking {
+				add(part, false)
+			}
+		}
+	} else {
+		for _, part := range only {
+			add(part, true)
+		}
+	}
+	p.mu.Unlock()
+	if len(sending) == 0 {
+		return nil
+	}
+
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			t := &req.Topics[i]
+			for k := range t.Partitions {
+				if s, ok := sending[tp{t.Topic, t.Partitions[k].Partition}]; ok {
+					meta := horizonMetadata(s.horizon)
+					t.Partitions[k].Metadata = &meta
+				}
+			}
+		}
+		return nil
+	})
+	var failed error
+	ok := map[tp]bool{}
+	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			failed = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, rp := range t.Partitions {
+				if perr := kerr.ErrorForCode(rp.ErrorCode); perr != nil {
+					failed = perr
+					continue
+				}
+				ok[tp{t.Topic, rp.Partition}] = true
+			}
+		}
+	})
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, s := range sending {
+		if !ok[key] || p.parts[key] != s.part && only == nil {
+			continue
+		}
+		s.part.sentAt, s.part.sentHorizon = s.at, s.horizon
+		if only == nil {
+			p.advancedLocked(s.part, s.horizon)
+		}
+	}
+	return failed
+}
