@@ -12,6 +12,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 )
 
@@ -349,13 +350,5 @@ func (b *Bridge) backoff(n int) time.Duration {
 	return time.Duration(rand.Int64N(int64(ceil) + 1))
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// sleep frees the record's pipeline slot while it waits (pipeline.Wait).
+func sleep(ctx context.Context, d time.Duration) error { return pipeline.Wait(ctx, d) }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -223,6 +224,9 @@ type BuildOptions struct {
 	// OnGrant and OnRetry are passed to the token cache and the client.
 	OnGrant func(error)
 	OnRetry func(endpoint string)
+	// Wait is how the client waits before a retry (default a timer); the
+	// bridge passes pipeline.Wait, which frees the record's slot meanwhile.
+	Wait func(ctx context.Context, d time.Duration) error
 }
 
 // APIClient is the partner API client stack: one HTTP client shared by the
@@ -297,7 +301,7 @@ func (a *API) Build(o BuildOptions) (*APIClient, error) {
 	c.Tokens = tokensource.NewCache(grant, tokensource.CacheOptions{FetchTimeout: a.Timeout, Logger: log.Named("token"), OnGrant: o.OnGrant})
 	opts := loyalty.Options{BaseURL: a.BaseURL, HTTPClient: hc, Tokens: c.Tokens, Timeout: a.Timeout,
 		Retry:             loyalty.RetryPolicy{MaxAttempts: a.MaxAttempts, MaxElapsed: a.MaxElapsed},
-		AccrualDateFormat: a.DateFormat, Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, OnCalls: o.OnCalls}
+		AccrualDateFormat: a.DateFormat, Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, OnCalls: o.OnCalls, Sleep: o.Wait}
 	if c.Signer != nil {
 		opts.Signer = c.Signer
 	}

@@ -139,19 +139,20 @@ func TestShutdownTimeoutExceedsDrain(t *testing.T) {
 // most half the buffer unless --max-in-flight-per-partition asks more.
 func TestProcessingBuild(t *testing.T) {
 	for _, tc := range []struct {
-		maxInFlight, perPartition, buffered  int
-		handling, handlingPerP, bufferedPerP int
+		maxInFlight, perPartition, buffered, mib int
+		handlingPerP, wantBuffered, bufferedPerP int
 	}{
-		{64, 0, 0, 256, 128, 128},
-		{64, 0, 1000, 1000, 500, 500},
-		{64, 300, 0, 256, 256, 256},
-		{1, 0, 0, 4, 2, 2},
+		{64, 0, 0, 64, 64, 65536, 32768},
+		{64, 0, 1000, 64, 64, 1000, 500},
+		{64, 300, 1000, 64, 64, 1000, 500}, // per partition capped at --max-in-flight
+		{64, 16, 0, 1, 16, 1024, 512},
+		{1000, 0, 0, 1, 1000, 4000, 2000},
 	} {
-		p := Processing{MaxInFlight: tc.maxInFlight, MaxInFlightPerPartition: tc.perPartition, MaxBuffered: tc.buffered}
+		p := Processing{MaxInFlight: tc.maxInFlight, MaxInFlightPerPartition: tc.perPartition, MaxBuffered: tc.buffered, MaxBufferedMiB: tc.mib}
 		o := p.Build()
-		if o.MaxInFlight != tc.handling || o.MaxBuffered != tc.handling || o.MaxInFlightPerPartition != tc.handlingPerP ||
-			o.MaxBufferedPerPartition != tc.bufferedPerP {
-			t.Errorf("%+v: handling %d/%d, buffered %d/%d", tc, o.MaxInFlight, o.MaxInFlightPerPartition, o.MaxBuffered, o.MaxBufferedPerPartition)
+		if o.MaxInFlight != tc.maxInFlight || o.MaxBuffered != tc.wantBuffered || o.MaxInFlightPerPartition != tc.handlingPerP ||
+			o.MaxBufferedPerPartition != tc.bufferedPerP || o.MaxBufferedBytes != tc.mib<<20 {
+			t.Errorf("%+v: handling %d/%d, buffered %d/%d, bytes %d", tc, o.MaxInFlight, o.MaxInFlightPerPartition, o.MaxBuffered, o.MaxBufferedPerPartition, o.MaxBufferedBytes)
 		}
 	}
 }

@@ -29,6 +29,7 @@ type Processing struct {
 	MaxInFlight             int
 	MaxInFlightPerPartition int
 	MaxBuffered             int
+	MaxBufferedMiB          int
 	CommitInterval          time.Duration
 	DrainTimeout            time.Duration
 	ShutdownTimeout         time.Duration
@@ -55,7 +56,8 @@ func (p *Processing) Define(b *flagenv.Binder) {
 	}
 	fs.IntVar(&p.MaxInFlight, "max-in-flight", maxInFlight, "partner API calls in progress at once, across all partitions (a record waiting to retry holds none)")
 	fs.IntVar(&p.MaxInFlightPerPartition, "max-in-flight-per-partition", 0, "records handled at once per partition (0: no bound of its own)")
-	fs.IntVar(&p.MaxBuffered, "max-buffered", 0, "records taken from Kafka and not yet committed, and the most handled at once, calling or waiting to retry (0: 4 × --max-in-flight)")
+	fs.IntVar(&p.MaxBuffered, "max-buffered", 0, "records taken from Kafka and not yet committed: waiting, calling, waiting to retry, or done behind one that is not (0: 1,024 per MiB of --max-buffered-mib, at least 4 × --max-in-flight)")
+	fs.IntVar(&p.MaxBufferedMiB, "max-buffered-mib", pipeline.DefaultMaxBufferedBytes>>20, "memory for those records, keys, values and bookkeeping, in MiB: the window behind a record that waits (a Retry-After); one partition takes at most half")
 	fs.DurationVar(&p.CommitInterval, "commit-interval", pipeline.DefaultCommitInterval, "how often completed offsets are committed")
 	fs.DurationVar(&p.DrainTimeout, "drain-timeout", pipeline.DefaultDrainTimeout, "how long a revoke or shutdown waits for in-flight records")
 	fs.DurationVar(&p.ShutdownTimeout, "shutdown-timeout", pipeline.DefaultDrainTimeout+pipeline.DefaultShutdownMargin,
@@ -83,6 +85,9 @@ func (p *Processing) Validate() error {
 	}
 	if p.MaxBuffered != 0 && p.MaxBuffered < p.MaxInFlight {
 		bad("--max-buffered %d: must be at least --max-in-flight (%d)", p.MaxBuffered, p.MaxInFlight)
+	}
+	if p.MaxBufferedMiB < 1 || p.MaxBufferedMiB > 1<<20 {
+		bad("--max-buffered-mib %d: want 1 to 1048576", p.MaxBufferedMiB)
 	}
 	if p.RecordAttempts < 1 {
 		bad("--record-attempts %d: must be at least 1", p.RecordAttempts)
@@ -116,29 +121,30 @@ func (p *Processing) Buffered() int {
 	if p.MaxBuffered > 0 {
 		return p.MaxBuffered
 	}
-	return 4 * p.MaxInFlight
+	return max(4*p.MaxInFlight, p.MaxBufferedMiB<<10)
 }
 
-// Build returns the pipeline options the section sets. The pipeline
-// handles as many records at once as it buffers: --max-in-flight bounds
-// the partner calls among them (API.Build's MaxCalls), so a record
-// waiting out a back-off or a Retry-After keeps neither a call slot nor
-// another record from being handled.
+// Build returns the pipeline options the section sets. --max-in-flight
+// bounds both the partner calls (API.Build's MaxCalls) and the records
+// handled at once; a record waiting out a back-off or a Retry-After gives
+// its slot back meanwhile (pipeline.Wait), so it keeps neither a call slot
+// nor another record from being handled. The window behind it is the
+// buffer, bounded by --max-buffered-mib.
 //
 // One partition may buffer half of it (or --max-in-flight-per-partition
-// if more), as before: a partition whose commit point is stuck behind a
-// waiting record must not take the whole buffer from the others.
+// if more): a partition whose commit point is stuck behind a waiting
+// record must not take the whole buffer from the others.
 func (p *Processing) Build() pipeline.Options {
 	buffered := p.Buffered()
 	perPartition := max(buffered/2, 1)
-	handling := perPartition
+	handling := p.MaxInFlight
 	if p.MaxInFlightPerPartition > 0 {
-		handling = min(p.MaxInFlightPerPartition, buffered)
+		handling = min(p.MaxInFlightPerPartition, p.MaxInFlight)
 		perPartition = max(perPartition, handling)
 	}
-	return pipeline.Options{Mode: p.Ordering, MaxInFlight: buffered, MaxInFlightPerPartition: handling,
-		MaxBuffered: buffered, MaxBufferedPerPartition: perPartition, CommitInterval: p.CommitInterval,
-		DrainTimeout: p.DrainTimeout, ShutdownTimeout: p.ShutdownTimeout, Linger: p.Linger}
+	return pipeline.Options{Mode: p.Ordering, MaxInFlight: p.MaxInFlight, MaxInFlightPerPartition: handling,
+		MaxBuffered: buffered, MaxBufferedPerPartition: perPartition, MaxBufferedBytes: p.MaxBufferedMiB << 20,
+		CommitInterval: p.CommitInterval, DrainTimeout: p.DrainTimeout, ShutdownTimeout: p.ShutdownTimeout, Linger: p.Linger}
 }
 
 // BuildBreaker returns the circuit options the section sets.

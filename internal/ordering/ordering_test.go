@@ -354,3 +354,32 @@ func BenchmarkSchedulerTracker(b *testing.B) {
 		})
 	}
 }
+
+// TestTrackerBytes: Bytes counts the sizes of the offsets not yet below the
+// commit point, done or not.
+func TestTrackerBytes(t *testing.T) {
+	var tr Tracker
+	for i, size := range []int{10, 20, 30, -5} {
+		tr.AddSized(int64(i), 0, size)
+	}
+	steps := []struct {
+		done  int64
+		bytes int
+	}{
+		{1, 60}, // a gap at 0: nothing leaves
+		{0, 30}, // 0 and 1 leave
+		{3, 30}, // a negative size counts as 0
+		{2, 0},
+	}
+	if tr.Bytes() != 60 {
+		t.Fatalf("bytes %d after adding, want 60", tr.Bytes())
+	}
+	for _, s := range steps {
+		if _, err := tr.Done(s.done); err != nil {
+			t.Fatal(err)
+		}
+		if tr.Bytes() != s.bytes {
+			t.Errorf("after done %d: bytes %d, want %d", s.done, tr.Bytes(), s.bytes)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package ordering
 
 import (
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -19,22 +20,30 @@ type Tracker struct {
 	last    int64 // highest offset added, valid if added
 	added   bool
 	notDone int // entries not done
+	bytes   int // sizes of the entries held
 }
 
 type entry struct {
 	offset int64
 	epoch  int32
+	size   int32
 	done   bool
 }
 
 // Add records that offset, read under the given leader epoch, was taken.
 // Offsets must be added in strictly increasing order; Add panics otherwise,
 // because a violation means the caller lost track of the partition.
-func (t *Tracker) Add(offset int64, epoch int32) {
+func (t *Tracker) Add(offset int64, epoch int32) { t.AddSized(offset, epoch, 0) }
+
+// AddSized is Add for a record of size bytes (the caller's measure), which
+// Bytes counts until the commit point passes it.
+func (t *Tracker) AddSized(offset int64, epoch int32, size int) {
 	if t.added && offset <= t.last {
 		panic(fmt.Sprintf("ordering: offset %d added after %d", offset, t.last))
 	}
-	t.q.push(entry{offset: offset, epoch: epoch})
+	size = min(max(size, 0), math.MaxInt32)
+	t.bytes += size
+	t.q.push(entry{offset: offset, epoch: epoch, size: int32(size)})
 	t.last, t.added = offset, true
 	t.notDone++
 }
@@ -60,6 +69,7 @@ func (t *Tracker) Done(offset int64) (advanced bool, err error) {
 	}
 	for t.q.len() > 0 && t.q.at(0).done {
 		e := t.q.pop()
+		t.bytes -= int(e.size)
 		t.next, t.epoch, t.moved = e.offset+1, e.epoch, true
 	}
 	return true, nil
@@ -84,6 +94,9 @@ func (t *Tracker) First() (offset int64, ok bool) {
 // Len returns how many taken offsets are at or above the commit point, done
 // or not.
 func (t *Tracker) Len() int { return t.q.len() }
+
+// Bytes returns the sizes given to AddSized of the offsets Len counts.
+func (t *Tracker) Bytes() int { return t.bytes }
 
 // Pending returns how many taken offsets are not done.
 func (t *Tracker) Pending() int { return t.notDone }

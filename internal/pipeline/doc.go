@@ -15,9 +15,9 @@
 //     at or past its partition's dispatch horizon waits for the horizon
 //     to move before it is scheduled;
 //   - the dispatcher waits on the Gate, then hands a runnable record (the
-//     lowest runnable offset of its partition) to a worker while the global
-//     and per-partition in-flight limits allow;
-//   - MaxInFlight workers run the Handler and call Produce with a promise; they
+//     lowest runnable offset of its partition) to a goroutine of its own
+//     while the global and per-partition in-flight limits allow;
+//   - that goroutine runs the Handler and calls Produce with a promise; it
 //     never wait for acknowledgements. The last promise of a record marks it
 //     done, which may advance the partition's commit point;
 //   - a committer commits the commit points every CommitInterval, and moves
@@ -31,18 +31,23 @@
 // unless an output fails (its fallback output then comes later).
 //
 // MaxInFlight bounds handler calls: a slot is taken at dispatch and freed
-// when the handler (and its Fallback, if any) returns. Records whose outputs
+// when the handler (and its Fallback, if any) returns, and also for as long
+// as the handler waits in Wait (a back-off, a Retry-After): the record
+// keeps its lane and its place in the commit order, and takes a slot again,
+// ahead of new records, when the wait ends. Records whose outputs
 // await Kafka's acknowledgement hold no slot (holding one costs a produce
 // round trip per record, a third of the throughput against a 20 ms API,
 // measured with loyalty-bench); they stay buffered, so MaxBuffered bounds
 // them. A record is in flight, for drains and revocations, until its last
 // output is acknowledged.
 // Buffered records (taken but not yet below the commit point: waiting,
-// in flight, or done above a gap) are bounded by MaxBuffered globally and,
-// softly, by MaxBufferedPerPartition; a full partition is paused with
+// in flight, or done above a gap) are bounded by MaxBuffered and
+// MaxBufferedBytes globally and, softly, by MaxBufferedPerPartition and
+// half the bytes per partition; a full partition is paused with
 // PauseFetchPartitions (franz-go drops and later refetches what it had
 // buffered for it) while the other partitions go on. Memory is therefore
-// bounded by configuration: MaxBuffered records here, plus franz-go's fetch
+// bounded by configuration: MaxBuffered records (MaxBufferedBytes) here,
+// a goroutine for each record waiting in Wait, plus franz-go's fetch
 // buffers (about one fetch response per broker, FetchMaxBytes 1 MiB here)
 // and its produce buffer. FetchMaxWait is 250ms rather than franz-go's 5s:
 // a resumed partition waits for the fetch in flight for the others.

@@ -112,7 +112,7 @@ type Options struct {
 	// restarted with its TransactionalID, holds back read_committed readers.
 	TransactionTimeout time.Duration
 	// MaxInFlight bounds handler calls running at once across all
-	// partitions; default 256. It is also the number of worker goroutines.
+	// partitions, not counting handlers waiting in Wait; default 256.
 	// Records awaiting acknowledgement of their outputs are bounded by
 	// MaxBuffered instead.
 	MaxInFlight int
@@ -125,6 +125,13 @@ type Options struct {
 	// partition's commit point, across all partitions; it is what the poll
 	// loop asks for at most. Default 4 × MaxInFlight; at least MaxInFlight.
 	MaxBuffered int
+	// MaxBufferedBytes bounds the same records by size (their keys,
+	// values and headers, plus a fixed allowance per record for the
+	// structures around them); default 64 MiB. A partition is paused at
+	// half of it. This, not a record count, is what bounds memory when
+	// records wait long (a Retry-After) and the window behind them must be
+	// deep; a single poll may overshoot it by one fetch.
+	MaxBufferedBytes int
 	// MaxBufferedPerPartition pauses fetching a partition once it has this
 	// many buffered records (resumed at half), so that a partition whose
 	// commit point is stuck behind a slow record cannot fill the whole
@@ -134,7 +141,7 @@ type Options struct {
 	MaxBufferedPerPartition int
 	// HorizonStep is how far (in records) the dispatch horizon is moved
 	// ahead of the highest offset taken, in AtLeastOnce mode; default
-	// MaxBufferedPerPartition/2. A move costs one offset commit, made
+	// MaxBufferedPerPartition/2, at most DefaultMaxHorizonStep. A move costs one offset commit, made
 	// when less than half a step is left, so a larger step means fewer
 	// commits, and more records guarded (looked up before they are sent)
 	// by the next owner after a member dies without a clean stop.
@@ -187,6 +194,10 @@ const (
 	DefaultDrainTimeout       = 10 * time.Second
 	DefaultTransactionTimeout = 10 * time.Second
 	DefaultLinger             = 2 * time.Millisecond
+	DefaultMaxBufferedBytes   = 64 << 20
+	// DefaultMaxHorizonStep caps the default HorizonStep: a deep buffer
+	// must not make a crash's successor guard that many records more.
+	DefaultMaxHorizonStep = 1024
 	// DefaultShutdownMargin is what ShutdownTimeout adds to DrainTimeout by
 	// default: time for the final produce, commit and leaving the group.
 	DefaultShutdownMargin = 20 * time.Second
@@ -226,6 +237,7 @@ func (o Options) withDefaults() (Options, error) {
 	neg("MaxInFlightPerPartition", o.MaxInFlightPerPartition)
 	neg("MaxBuffered", o.MaxBuffered)
 	neg("MaxBufferedPerPartition", o.MaxBufferedPerPartition)
+	neg("MaxBufferedBytes", o.MaxBufferedBytes)
 	neg("HorizonStep", o.HorizonStep)
 	if o.CommitInterval < 0 || (o.CommitInterval > 0 && o.CommitInterval < 100*time.Millisecond) {
 		bad("CommitInterval must be at least 100ms (franz-go's minimum), got %v", o.CommitInterval)
@@ -261,6 +273,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxBuffered < o.MaxInFlight {
 		bad("MaxBuffered %d is below MaxInFlight %d", o.MaxBuffered, o.MaxInFlight)
 	}
+	if o.MaxBufferedBytes == 0 {
+		o.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
 	if o.MaxBufferedPerPartition == 0 {
 		o.MaxBufferedPerPartition = max(o.MaxBuffered/2, o.MaxInFlightPerPartition)
 	}
@@ -268,7 +283,7 @@ func (o Options) withDefaults() (Options, error) {
 		bad("MaxBufferedPerPartition %d is below MaxInFlightPerPartition %d", o.MaxBufferedPerPartition, o.MaxInFlightPerPartition)
 	}
 	if o.HorizonStep == 0 {
-		o.HorizonStep = max(o.MaxBufferedPerPartition/2, 1)
+		o.HorizonStep = max(min(o.MaxBufferedPerPartition/2, DefaultMaxHorizonStep), 1)
 	}
 	if o.TransactionTimeout == 0 {
 		o.TransactionTimeout = DefaultTransactionTimeout

@@ -24,8 +24,8 @@ type Pipeline struct {
 	ran atomic.Bool
 	cl  *kgo.Client
 
-	work chan *job // dispatcher → workers
-	redo chan *job // promise → workers: records whose outputs failed
+	workers *errgroup.Group // a goroutine per dispatched record; only the dispatcher adds
+	redo    chan *job       // promise → fallback workers: records whose outputs failed
 
 	wakeDispatch chan struct{} // capacity 1: something may be dispatchable
 	wakePoll     chan struct{} // capacity 1: room in the buffer, or a resume
@@ -34,9 +34,13 @@ type Pipeline struct {
 
 	mu         sync.Mutex
 	parts      map[tp]*partition
-	inFlight   int // dispatched, not done; includes records of dropped partitions
-	handling   int // dispatched, handler (or fallback) not yet returned: bounded by MaxInFlight
-	buffered   int // sum of the live partitions' tracker lengths
+	inFlight   int           // dispatched, not done; includes records of dropped partitions
+	handling   int           // dispatched, handler (or fallback) not yet returned
+	active     int           // handling and not waiting in Wait: bounded by MaxInFlight
+	reclaim    int           // handlers back from Wait, waiting for a slot: served before new records
+	slotFree   chan struct{} // closed (and replaced) when a slot frees while reclaim > 0
+	buffered   int           // sum of the live partitions' tracker lengths
+	bytes      int           // sum of the live partitions' tracker bytes (recordSize)
 	pollCancel context.CancelFunc
 	closing    bool
 	drained    chan struct{} // closed when inFlight reaches 0 while closing
@@ -77,7 +81,8 @@ type partition struct {
 	track     ordering.Tracker
 	last      int64 // highest offset taken, -1 before the first
 	inFlight  int
-	handling  int // bounded by MaxInFlightPerPartition
+	handling  int // handlers not returned
+	active    int // handling and not waiting in Wait: bounded by MaxInFlightPerPartition
 	fresh     int // records still to be marked Fresh (exactly once; a legacy commit)
 	paused    bool
 	revoking  bool
@@ -127,10 +132,10 @@ func New(opts Options) (*Pipeline, error) {
 		return nil, err
 	}
 	return &Pipeline{
-		o:    o,
-		log:  o.Logger.Named("pipeline"),
-		obs:  o.Observer,
-		work: make(chan *job),
+		o:        o,
+		log:      o.Logger.Named("pipeline"),
+		obs:      o.Observer,
+		slotFree: make(chan struct{}),
 		// One entry per record whose outputs failed; those are live
 		// partitions' records, all within MaxBuffered.
 		redo:         make(chan *job, o.MaxBuffered),
@@ -223,13 +228,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		zap.Int("max_in_flight_per_partition", p.o.MaxInFlightPerPartition), zap.Int("max_buffered", p.o.MaxBuffered))
 
 	var front, workers, committer errgroup.Group
+	p.workers = &workers
 	front.Go(func() error { p.pollLoop(runCtx); return nil })
 	front.Go(func() error { p.dispatch(runCtx); return nil })
 	commitCtx, stopCommits := context.WithCancel(workCtx)
 	committer.Go(func() error { p.commitLoop(commitCtx, cl); return nil })
-	for range p.o.MaxInFlight {
-		workers.Go(func() error { p.worker(); return nil })
-	}
+	p.startFallbackWorkers(&workers)
 
 	<-runCtx.Done()
 	deadline := time.Now().Add(p.o.ShutdownTimeout)
@@ -403,6 +407,9 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 			}
 			resume = p.resumableLocked()
 			room = p.o.MaxBuffered - p.buffered
+			if p.bytes >= p.o.MaxBufferedBytes {
+				room = 0
+			}
 			if room > 0 || resume != nil {
 				break
 			}
@@ -465,7 +472,7 @@ func (p *Pipeline) pollBackoff(fs kgo.Fetches, backoff time.Duration) time.Durat
 func (p *Pipeline) resumableLocked() map[string][]int32 {
 	var resume map[string][]int32
 	for _, part := range p.parts {
-		if part.paused && part.track.Len() <= p.o.MaxBufferedPerPartition/2 {
+		if part.paused && p.drainedLocked(part) {
 			part.paused = false
 			if resume == nil {
 				resume = make(map[string][]int32)
@@ -511,8 +518,9 @@ func (p *Pipeline) enqueue(fs kgo.Fetches) map[string][]int32 {
 		part.last = r.Offset
 		j := &job{p: part, rec: r}
 		j.promise = j.onAck(p)
-		part.track.Add(r.Offset, r.LeaderEpoch)
+		part.track.AddSized(r.Offset, r.LeaderEpoch, recordSize(r))
 		p.buffered++
+		p.bytes += recordSize(r)
 		n++
 		if !p.eos {
 			p.admitLocked(part, j)
@@ -530,7 +538,7 @@ func (p *Pipeline) enqueue(fs kgo.Fetches) map[string][]int32 {
 			part.taken++
 			return
 		}
-		if !part.paused && part.track.Len() >= p.o.MaxBufferedPerPartition {
+		if !part.paused && (part.track.Len() >= p.o.MaxBufferedPerPartition || part.track.Bytes() >= p.o.MaxBufferedBytes/2) {
 			part.paused = true
 			if pause == nil {
 				pause = make(map[string][]int32)
@@ -543,6 +551,28 @@ func (p *Pipeline) enqueue(fs kgo.Fetches) map[string][]int32 {
 	}
 	return pause
 }
+
+// drainedLocked reports whether a paused partition's buffer drained
+// enough to fetch it again: to half its record bound and a quarter of the
+// byte bound (a partition may take half).
+func (p *Pipeline) drainedLocked(part *partition) bool {
+	return part.track.Len() <= p.o.MaxBufferedPerPartition/2 && part.track.Bytes() <= p.o.MaxBufferedBytes/4
+}
+
+// recordSize is what a buffered record is counted as against
+// MaxBufferedBytes: its key, value and headers, and a fixed allowance for
+// the record, job and bookkeeping structures around them.
+func recordSize(r *kgo.Record) int {
+	n := recordOverhead + len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// recordOverhead approximates a buffered record's memory besides its bytes:
+// the kgo.Record, the job, scheduler and tracker entries.
+const recordOverhead = 512
 
 // logPause logs at debug level: under a backlog, pausing and resuming is
 // routine flow control that happens many times a second.
@@ -609,22 +639,19 @@ func (p *Pipeline) dispatch(ctx context.Context) {
 				zap.Int64("offset", j.rec.Offset), zap.Bool("fresh", j.fresh))
 		}
 		p.obs.RecordStarted(j.rec.Topic, j.rec.Partition, j.fresh)
-		select {
-		case p.work <- j:
-		case <-p.workCtx.Done(): // drain timed out before a worker was free
-			p.finish(j, Abandoned)
-			return
-		}
+		// A goroutine per record rather than a pool: a handler waiting
+		// out a retry (Wait) gives its slot back but keeps its goroutine.
+		p.workers.Go(func() error { p.process(j); return nil })
 	}
 }
 
 // nextLocked picks the next record to run, or nil.
 func (p *Pipeline) nextLocked() *job {
-	if p.handling >= p.o.MaxInFlight || p.failure != nil || p.doomed {
+	if p.active >= p.o.MaxInFlight || p.reclaim > 0 || p.failure != nil || p.doomed {
 		return nil
 	}
 	for _, part := range p.parts { // map order: no partition is always first
-		if part.revoking || part.handling >= p.o.MaxInFlightPerPartition {
+		if part.revoking || part.active >= p.o.MaxInFlightPerPartition {
 			continue
 		}
 		task, ok := part.sched.Next()
@@ -639,22 +666,28 @@ func (p *Pipeline) nextLocked() *job {
 		p.inFlight++
 		part.handling++
 		p.handling++
+		part.active++
+		p.active++
 		p.obs.InFlight(p.inFlight, p.buffered)
 		return j
 	}
 	return nil
 }
 
-func (p *Pipeline) worker() {
-	for {
-		select {
-		case j := <-p.work:
-			p.process(j)
-		case j := <-p.redo:
-			p.fallBack(j, j.produceErr())
-		case <-p.workCtx.Done():
-			return
-		}
+// startFallbackWorkers starts the goroutines that turn records whose
+// outputs failed into fallback outputs (rare: after franz-go's own retries).
+func (p *Pipeline) startFallbackWorkers(workers *errgroup.Group) {
+	for range min(p.o.MaxInFlight, 4) {
+		workers.Go(func() error {
+			for {
+				select {
+				case j := <-p.redo:
+					p.fallBack(j, j.produceErr())
+				case <-p.workCtx.Done():
+					return nil
+				}
+			}
+		})
 	}
 }
 
@@ -689,7 +722,7 @@ func (p *Pipeline) handle(j *job) (outs []*kgo.Record, err error) {
 			outs, err = nil, fmt.Errorf("handler panic: %v", r)
 		}
 	}()
-	return p.o.Handler(j.p.ctx, j.rec, Meta{Fresh: j.fresh})
+	return p.o.Handler(handlerContext(p, j), j.rec, Meta{Fresh: j.fresh})
 }
 
 func (p *Pipeline) callFallback(j *job, cause error) (outs []*kgo.Record, err error) {
@@ -757,6 +790,9 @@ func (p *Pipeline) releaseLocked(j *job) {
 	j.p.sched.Done(j.task)
 	j.p.handling--
 	p.handling--
+	j.p.active--
+	p.active--
+	p.slotFreedLocked()
 	if p.eos {
 		if j.p.handling == 0 && j.p.stopped != nil {
 			close(j.p.stopped)
@@ -847,13 +883,14 @@ func (p *Pipeline) finish(j *job, outcome Outcome) {
 	}
 	live := p.parts[part.tp] == part
 	if live && (outcome == Processed || outcome == FellBack) {
-		before := part.track.Len()
+		before, beforeBytes := part.track.Len(), part.track.Bytes()
 		advanced, err := part.track.Done(j.rec.Offset)
 		if err != nil { // a bookkeeping bug: never commit past it
 			p.failLocked(j, err)
 			outcome = Failed
 		}
 		p.buffered -= before - part.track.Len()
+		p.bytes -= beforeBytes - part.track.Bytes()
 		if advanced && !part.revoking {
 			p.commitPointLocked(part)
 		}
@@ -863,7 +900,7 @@ func (p *Pipeline) finish(j *job, outcome Outcome) {
 		part.idle = nil
 	}
 	p.closeDrainedLocked()
-	if live && part.paused && part.track.Len() <= p.o.MaxBufferedPerPartition/2 && p.pollCancel != nil {
+	if live && part.paused && p.drainedLocked(part) && p.pollCancel != nil {
 		p.pollCancel() // the poll loop may be waiting on the other partitions
 		p.pollCancel = nil
 	}
@@ -1012,6 +1049,7 @@ func (p *Pipeline) dropLocked(parts []*partition) map[string][]int32 {
 		delete(p.outFailed, part.tp)
 		delete(p.txnDone, part.tp)
 		p.buffered -= part.track.Len()
+		p.bytes -= part.track.Bytes()
 		part.revoking = true
 		part.cancel()
 		if part.idle != nil {

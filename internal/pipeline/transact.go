@@ -78,10 +78,9 @@ func (p *Pipeline) runTransactional(ctx context.Context) error {
 	// finish and commit within DrainTimeout.
 	dispatchCtx, stopDispatch := context.WithCancel(workCtx)
 	var front, workers errgroup.Group
+	p.workers = &workers
 	front.Go(func() error { p.dispatch(dispatchCtx); return nil })
-	for range p.o.MaxInFlight {
-		workers.Go(func() error { p.worker(); return nil })
-	}
+	p.startFallbackWorkers(&workers)
 
 	// A round's produce and its End wait on Kafka, with workCtx. On
 	// shutdown they get until the deadline; then workCtx ends them, or a
@@ -352,6 +351,7 @@ func (p *Pipeline) resetRound() {
 	for key, part := range p.parts {
 		part.cancel()
 		p.buffered -= part.track.Len()
+		p.bytes -= part.track.Bytes()
 		fresh := part.fresh + part.taken
 		p.newPartitionLocked(key).fresh = fresh
 	}

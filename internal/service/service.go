@@ -250,7 +250,8 @@ func (d *Deps) buildClient(ctx context.Context) error {
 		MaxCalls: cfg.Processing.MaxInFlight, OnCalls: func(n int) { d.Metrics.APICallsInFlight.Set(float64(n)) },
 		WrapTransport: d.Metrics.InstrumentTransport,
 		OnGrant:       d.Metrics.TokenGrant,
-		OnRetry:       func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() }})
+		OnRetry:       func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() },
+		Wait:          pipeline.Wait})
 	if err != nil {
 		return err
 	}
