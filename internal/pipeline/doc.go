@@ -33,8 +33,10 @@
 // MaxInFlight bounds handler calls: a slot is taken at dispatch and freed
 // when the handler (and its Fallback, if any) returns, and also for as long
 // as the handler waits in Wait (a back-off, a Retry-After): the record
-// keeps its lane and its place in the commit order, and takes a slot again,
-// ahead of new records, when the wait ends. Records whose outputs
+// keeps its lane and its place in the commit order, and takes its slot back
+// at once when the wait ends, even above MaxInFlight (new records wait until
+// the count is under it again: waiting for a slot could deadlock behind
+// handlers that wait on this one, such as a circuit's probe). Records whose outputs
 // await Kafka's acknowledgement hold no slot (holding one costs a produce
 // round trip per record, a third of the throughput against a 20 ms API,
 // measured with loyalty-bench); they stay buffered, so MaxBuffered bounds

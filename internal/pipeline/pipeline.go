@@ -34,13 +34,11 @@ type Pipeline struct {
 
 	mu         sync.Mutex
 	parts      map[tp]*partition
-	inFlight   int           // dispatched, not done; includes records of dropped partitions
-	handling   int           // dispatched, handler (or fallback) not yet returned
-	active     int           // handling and not waiting in Wait: bounded by MaxInFlight
-	reclaim    int           // handlers back from Wait, waiting for a slot: served before new records
-	slotFree   chan struct{} // closed (and replaced) when a slot frees while reclaim > 0
-	buffered   int           // sum of the live partitions' tracker lengths
-	bytes      int           // sum of the live partitions' tracker bytes (recordSize)
+	inFlight   int // dispatched, not done; includes records of dropped partitions
+	handling   int // dispatched, handler (or fallback) not yet returned
+	active     int // handling and not waiting in Wait: bounded by MaxInFlight
+	buffered   int // sum of the live partitions' tracker lengths
+	bytes      int // sum of the live partitions' tracker bytes (recordSize)
 	pollCancel context.CancelFunc
 	closing    bool
 	drained    chan struct{} // closed when inFlight reaches 0 while closing
@@ -132,10 +130,9 @@ func New(opts Options) (*Pipeline, error) {
 		return nil, err
 	}
 	return &Pipeline{
-		o:        o,
-		log:      o.Logger.Named("pipeline"),
-		obs:      o.Observer,
-		slotFree: make(chan struct{}),
+		o:   o,
+		log: o.Logger.Named("pipeline"),
+		obs: o.Observer,
 		// One entry per record whose outputs failed; those are live
 		// partitions' records, all within MaxBuffered.
 		redo:         make(chan *job, o.MaxBuffered),
@@ -647,7 +644,7 @@ func (p *Pipeline) dispatch(ctx context.Context) {
 
 // nextLocked picks the next record to run, or nil.
 func (p *Pipeline) nextLocked() *job {
-	if p.active >= p.o.MaxInFlight || p.reclaim > 0 || p.failure != nil || p.doomed {
+	if p.active >= p.o.MaxInFlight || p.failure != nil || p.doomed {
 		return nil
 	}
 	for _, part := range p.parts { // map order: no partition is always first
@@ -792,7 +789,6 @@ func (p *Pipeline) releaseLocked(j *job) {
 	p.handling--
 	j.p.active--
 	p.active--
-	p.slotFreedLocked()
 	if p.eos {
 		if j.p.handling == 0 && j.p.stopped != nil {
 			close(j.p.stopped)

@@ -7,8 +7,8 @@ import (
 
 // Wait waits d, or until ctx ends (returning its error), like a timer. Called
 // from a Handler with the context it was given, it also gives the record's
-// in-flight slot back for the wait and takes one again after it, ahead of
-// records not yet started: a record waiting out a back-off or a Retry-After
+// in-flight slot back for the wait and takes it again after it, before any
+// record not yet started can have it: a record waiting out a back-off or a Retry-After
 // keeps its lane (later records of its key still wait behind it) and its
 // place in the commit order, but not a slot that another record could use.
 // Outside a Handler it is a plain wait.
@@ -19,7 +19,7 @@ func Wait(ctx context.Context, d time.Duration) error {
 	}
 	h.p.yield(h.j)
 	err := sleep(ctx, d)
-	h.p.reclaimSlot(ctx, h.j)
+	h.p.reclaimSlot(h.j)
 	return err
 }
 
@@ -54,37 +54,19 @@ func (p *Pipeline) yield(j *job) {
 	p.mu.Lock()
 	j.p.active--
 	p.active--
-	p.slotFreedLocked()
 	p.mu.Unlock()
 	wake(p.wakeDispatch)
 }
 
-// reclaimSlot takes a slot for j again, before any record not yet started.
-// When ctx has ended it takes one at once, over the limit if need be: the
-// handler is about to return and give it back.
-func (p *Pipeline) reclaimSlot(ctx context.Context, j *job) {
+// reclaimSlot gives j its slot back at once, even above MaxInFlight: new
+// records wait until the count is under it again. Waiting for a slot
+// instead could deadlock: the handlers holding every slot may themselves be
+// waiting on this one (a circuit breaker's probe that this record holds, in
+// a retry inside the probe). What talks to the partner keeps its own bound
+// (the client's call limit), so the overshoot costs no partner capacity.
+func (p *Pipeline) reclaimSlot(j *job) {
 	p.mu.Lock()
-	p.reclaim++
-	for ctx.Err() == nil && (p.active >= p.o.MaxInFlight || j.p.active >= p.o.MaxInFlightPerPartition) {
-		free := p.slotFree
-		p.mu.Unlock()
-		select {
-		case <-free:
-		case <-ctx.Done():
-		}
-		p.mu.Lock()
-	}
-	p.reclaim--
 	j.p.active++
 	p.active++
 	p.mu.Unlock()
-	wake(p.wakeDispatch) // new records were held back while this one waited
-}
-
-// slotFreedLocked tells handlers waiting in reclaimSlot that a slot is free.
-func (p *Pipeline) slotFreedLocked() {
-	if p.reclaim > 0 {
-		close(p.slotFree)
-		p.slotFree = make(chan struct{})
-	}
 }

@@ -75,3 +75,39 @@ func TestWaitOutsideAHandler(t *testing.T) {
 		t.Fatalf("Wait on a canceled context = %v", err)
 	}
 }
+
+// TestWaitReturnsAboveTheLimit: a record coming back from Wait gets its slot
+// at once, even when every slot is taken by handlers waiting on it (as
+// records blocked on a circuit breaker wait on the probe that retries):
+// waiting for a slot would deadlock.
+func TestWaitReturnsAboveTheLimit(t *testing.T) {
+	e := newEnv(t, 1)
+	keys := []string{"a", "b"}
+	e.produce(len(keys), func(i int) string { return keys[i] }, func(int) int32 { return 0 })
+	waiting, resumed := make(chan struct{}), make(chan struct{})
+	o := e.opts("g", echo(func(ctx context.Context, r *kgo.Record, _ Meta) error {
+		switch r.Offset {
+		case 0: // the probe: waits to retry while offset 1 takes the only slot
+			close(waiting)
+			if err := Wait(ctx, 20*time.Millisecond); err != nil {
+				return err
+			}
+			close(resumed)
+		case 1: // blocked on the probe, holding the only slot
+			<-waiting
+			select {
+			case <-resumed:
+			case <-time.After(30 * time.Second):
+				return errors.New("offset 0 never came back from Wait: it waited for the slot offset 1 holds")
+			}
+		}
+		return nil
+	}))
+	o.MaxInFlight = 1
+	o.Fallback = func(_ *kgo.Record, cause error) ([]*kgo.Record, error) {
+		t.Error(cause)
+		return nil, nil
+	}
+	start(t, o)
+	e.waitCommittedToEnd("g")
+}
