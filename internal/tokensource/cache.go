@@ -17,7 +17,10 @@ const (
 	DefaultRefreshBefore   = 30 * time.Second
 	DefaultFetchTimeout    = 30 * time.Second
 	DefaultGrantBackoff    = time.Second
-	DefaultMaxGrantBackoff = time.Minute
+	// DefaultMaxGrantBackoff bounds how long after credentials are restored
+	// the bridge notices: records held through a credentials outage resume
+	// within it. One failed grant per 4 s per replica is no storm.
+	DefaultMaxGrantBackoff = 4 * time.Second
 )
 
 // CacheOptions configures NewCache. The zero value gives the defaults.
@@ -35,7 +38,7 @@ type CacheOptions struct {
 	FetchTimeout time.Duration
 	// After a failed grant, callers get that failure back without a new
 	// grant call until GrantBackoff × 2^(failures−1), capped at
-	// MaxGrantBackoff, has passed (defaults 1 s and 1 min). A refused
+	// MaxGrantBackoff, has passed (defaults 1 s and 4 s). A refused
 	// password retried by every record and every readiness probe could
 	// lock the partner account.
 	GrantBackoff    time.Duration
