@@ -15,7 +15,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultBackoff    = 500 * time.Millisecond
-	DefaultMaxBackoff = 30 * time.Second
+	DefaultMaxBackoff = 4 * time.Second // resume within seconds of a restore
 )
 
 // Tokens is what a probe asks for a token (a *tokensource.Cache).
