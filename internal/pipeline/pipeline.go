@@ -515,9 +515,10 @@ func (p *Pipeline) enqueue(fs kgo.Fetches) map[string][]int32 {
 		part.last = r.Offset
 		j := &job{p: part, rec: r}
 		j.promise = j.onAck(p)
-		part.track.AddSized(r.Offset, r.LeaderEpoch, recordSize(r))
+		size := recordSize(r)
+		part.track.AddSized(r.Offset, r.LeaderEpoch, size)
 		p.buffered++
-		p.bytes += recordSize(r)
+		p.bytes += size
 		n++
 		if !p.eos {
 			p.admitLocked(part, j)
