@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -121,36 +120,6 @@ func TestHorizonCleanRun(t *testing.T) {
 	}
 }
 
-// killSwitch is a dialer whose connections can all be cut at once, as a
-// kill -9 or a lost node does to a member.
-type killSwitch struct {
-	mu    sync.Mutex
-	dead  bool
-	conns []net.Conn
-}
-
-func (s *killSwitch) dial(ctx context.Context, network, host string) (net.Conn, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dead {
-		return nil, errors.New("member killed")
-	}
-	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
-	if err == nil {
-		s.conns = append(s.conns, c)
-	}
-	return c, err
-}
-
-func (s *killSwitch) cut() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.dead = true
-	for _, c := range s.conns {
-		c.Close()
-	}
-}
-
 // TestHorizonAfterKill: a member dispatches about 2,000 records with
 // nothing committed past the first (stuck) one, and dies. The next owner
 // guards exactly the records between the committed offset and the horizon
@@ -162,7 +131,7 @@ func TestHorizonAfterKill(t *testing.T) {
 	e.produce(n, strconv.Itoa, func(int) int32 { return 0 })
 
 	var handled atomic.Int32
-	sw := &killSwitch{}
+	sw := &netSwitch{}
 	o := e.opts("g", echo(func(ctx context.Context, r *kgo.Record, _ Meta) error {
 		if r.Offset == 0 { // holds the commit point at 0 until the kill
 			<-ctx.Done()
