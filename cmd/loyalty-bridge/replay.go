@@ -121,7 +121,7 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		return &exitError{code: 2, err: err}
 	}
 
-	deps, err := service.Connect(ctx, cfg, service.Options{NoAPI: f.dryRun, Warnings: b.Warnings()})
+	deps, err := service.Connect(ctx, cfg, service.Options{NoAPI: f.dryRun, Warnings: b.Warnings(), LogOutput: e.stderr})
 	if err != nil {
 		return err
 	}

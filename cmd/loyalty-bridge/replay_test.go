@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -82,7 +81,7 @@ func (s *replayStack) cli(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errb bytes.Buffer
+	var out, errb syncBuffer // the logger and the progress both write stderr
 	code := run(ctx, env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, lookup: s.lookup}, args)
 	return code, out.String(), errb.String()
 }

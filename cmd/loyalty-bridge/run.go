@@ -65,7 +65,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	if verr != nil {
 		return &exitError{code: 2, err: verr}
 	}
-	svc, err := service.New(ctx, cfg, service.Options{Warnings: b.Warnings()})
+	svc, err := service.New(ctx, cfg, service.Options{Warnings: b.Warnings(), LogOutput: e.stderr})
 	if err != nil {
 		return err
 	}

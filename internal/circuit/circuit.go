@@ -25,6 +25,11 @@ func (s State) String() string { return gobreaker.State(s).String() }
 
 // Options configures a Breaker. The zero value is usable.
 type Options struct {
+	// Off makes a Breaker that never opens: every attempt proceeds however
+	// the API fares, so a record spends its retry budget against a failing
+	// partner and ends as an error event instead of being held. The
+	// thresholds below are then ignored.
+	Off bool
 	// ConsecutiveFailures opens the circuit after this many failed attempts
 	// in a row. Default 20.
 	ConsecutiveFailures uint32
@@ -112,6 +117,9 @@ func New(opts Options) (*Breaker, error) {
 		Interval:    opts.Window,
 		Timeout:     opts.OpenTimeout,
 		ReadyToTrip: func(c gobreaker.Counts) bool {
+			if opts.Off {
+				return false
+			}
 			if c.ConsecutiveFailures >= opts.ConsecutiveFailures {
 				return true
 			}

@@ -183,3 +183,20 @@ func TestAbandonedProbeKeepsCircuitOpen(t *testing.T) {
 		t.Fatal("an abandoned probe closed the circuit")
 	}
 }
+
+// Off never opens, whatever fails, so nothing ever waits in Acquire or
+// Ready: failures reach the caller's retry budget at once.
+func TestOffNeverOpens(t *testing.T) {
+	b := newTestBreaker(t, Options{Off: true, ConsecutiveFailures: 1, FailureRatio: 0.1, MinRequests: 1, OpenTimeout: time.Hour})
+	for range 50 {
+		attempt(t, b, errTransient)
+	}
+	if b.State() != Closed {
+		t.Fatalf("state = %v, want closed", b.State())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a wait would return this error
+	if err := b.Ready(ctx); err != nil {
+		t.Fatalf("Ready: %v", err)
+	}
+}

@@ -156,3 +156,59 @@ func TestProcessingBuild(t *testing.T) {
 		}
 	}
 }
+
+// --breaker-failures takes off (or 0) to turn the breaker off, ratio
+// included; --print-config writes it back as off.
+func TestBreakerOff(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		off  bool
+		err  string
+	}{
+		{nil, "", false, ""},
+		{[]string{"--breaker-failures", "off"}, "", true, ""},
+		{[]string{"--breaker-failures", "OFF"}, "", true, ""},
+		{[]string{"--breaker-failures", "0"}, "", true, ""},
+		{nil, "off", true, ""},
+		{[]string{"--breaker-failures", "3"}, "", false, ""},
+		{[]string{"--breaker-failures", "-1"}, "", false, "--breaker-failures -1: want a number of failures, or off (0)"},
+		{[]string{"--breaker-failures", "never"}, "", false, "want a number or off"},
+		{nil, "never", false, "LOYALTY_BRIDGE_BREAKER_FAILURES: invalid value for --breaker-failures"},
+	} {
+		env := map[string]string{}
+		for k, v := range creds {
+			env[k] = v
+		}
+		if tc.env != "" {
+			env["LOYALTY_BRIDGE_BREAKER_FAILURES"] = tc.env
+		}
+		c, err := parse(t, tc.args, env)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v env %q: error %v, want %q", tc.args, tc.env, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v env %q: %v", tc.args, tc.env, err)
+			continue
+		}
+		o := c.Processing.BuildBreaker()
+		if o.Off != tc.off || c.Processing.BreakerOff() != tc.off {
+			t.Errorf("%v env %q: breaker options %+v, want off %v", tc.args, tc.env, o, tc.off)
+		}
+	}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	_, b := Define(fs)
+	if err := b.Parse([]string{"--breaker-failures", "0"}, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	if got := fs.Lookup("breaker-failures").Value.String(); got != "off" {
+		t.Errorf("--breaker-failures 0 shows as %q, want off", got)
+	}
+	if !strings.Contains(fs.Lookup("breaker-failures").Usage, "off (or 0) turns the circuit breaker off") {
+		t.Errorf("the help does not document off: %q", fs.Lookup("breaker-failures").Usage)
+	}
+}

@@ -3,7 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -65,8 +69,10 @@ func (p *Processing) Define(b *flagenv.Binder) {
 	fs.DurationVar(&p.Linger, "linger", pipeline.DefaultLinger, "producer linger")
 	fs.IntVar(&p.RecordAttempts, "record-attempts", bridge.DefaultRecordAttempts, "attempts per record at transient API failures while the circuit allows them, then TRANSIENT_EXHAUSTED")
 	fs.DurationVar(&p.RecordBackoff, "record-backoff", bridge.DefaultRetryBackoff, "base back-off between a record's attempts (full jitter)")
-	fs.IntVar(&p.BreakerFailures, "breaker-failures", circuit.DefaultConsecutiveFailures, "consecutive failed API attempts that open the circuit")
-	fs.Float64Var(&p.BreakerRatio, "breaker-failure-ratio", DefaultBreakerRatio, "share of failed attempts (of 20 or more in 30 s) that opens the circuit; 0 turns it off")
+	p.BreakerFailures = circuit.DefaultConsecutiveFailures
+	fs.Var(offInt{&p.BreakerFailures}, "breaker-failures",
+		"consecutive failed API attempts that open the circuit; off (or 0) turns the circuit breaker off altogether, ratio included: records are not held while the partner fails, each spends its --record-attempts and ends as an error event")
+	fs.Float64Var(&p.BreakerRatio, "breaker-failure-ratio", DefaultBreakerRatio, "share of failed attempts (of 20 or more in 30 s) that opens the circuit; 0 turns the ratio off")
 	fs.DurationVar(&p.BreakerOpen, "breaker-open-timeout", circuit.DefaultOpenTimeout, "how long the circuit stays open before a probe")
 	fs.BoolVar(&p.Enrich, "enrich", false, "add non-PII profile fields (tierClass, status, eKycStatus) to member results")
 	fs.BoolVar(&p.IncludeOriginal, "include-original", false, "carry the original record key and value in error events; they may hold personal data, which every reader of the error topics would see (off: replay reads originals from their source position)")
@@ -92,8 +98,8 @@ func (p *Processing) Validate() error {
 	if p.RecordAttempts < 1 {
 		bad("--record-attempts %d: must be at least 1", p.RecordAttempts)
 	}
-	if p.BreakerFailures < 1 {
-		bad("--breaker-failures %d: must be at least 1", p.BreakerFailures)
+	if p.BreakerFailures < 0 {
+		bad("--breaker-failures %d: want a number of failures, or off (0)", p.BreakerFailures)
 	}
 	if p.BreakerRatio < 0 || p.BreakerRatio > 1 {
 		bad("--breaker-failure-ratio %v: want 0 to 1", p.BreakerRatio)
@@ -147,9 +153,41 @@ func (p *Processing) Build() pipeline.Options {
 		CommitInterval: p.CommitInterval, DrainTimeout: p.DrainTimeout, ShutdownTimeout: p.ShutdownTimeout, Linger: p.Linger}
 }
 
+// BreakerOff reports whether --breaker-failures turned the circuit breaker
+// off.
+func (p *Processing) BreakerOff() bool { return p.BreakerFailures == 0 }
+
 // BuildBreaker returns the circuit options the section sets.
 func (p *Processing) BuildBreaker() circuit.Options {
-	return circuit.Options{ConsecutiveFailures: uint32(p.BreakerFailures), FailureRatio: p.BreakerRatio, OpenTimeout: p.BreakerOpen}
+	return circuit.Options{Off: p.BreakerOff(), ConsecutiveFailures: uint32(min(max(p.BreakerFailures, 0), math.MaxUint32)),
+		FailureRatio: p.BreakerRatio, OpenTimeout: p.BreakerOpen}
+}
+
+// offInt is an int flag that also reads "off" as 0, and shows 0 as off:
+// --print-config writes what an operator would type.
+type offInt struct{ p *int }
+
+func (f offInt) String() string {
+	switch {
+	case f.p == nil:
+		return ""
+	case *f.p == 0:
+		return "off"
+	}
+	return strconv.Itoa(*f.p)
+}
+
+func (f offInt) Set(s string) error {
+	if strings.EqualFold(s, "off") {
+		*f.p = 0
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("want a number or off")
+	}
+	*f.p = n
+	return nil
 }
 
 // BuildBridge returns the bridge options the section sets.
@@ -241,7 +279,8 @@ func (o *Ops) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Build returns the logger the section describes, writing to stderr.
-func (o *Ops) Build() (*zap.Logger, error) {
-	return telemetry.NewLogger(telemetry.LogOptions{Format: o.LogFormat, Level: o.LogLevel})
+// Build returns the logger the section describes, writing to w (nil:
+// stderr).
+func (o *Ops) Build(w io.Writer) (*zap.Logger, error) {
+	return telemetry.NewLogger(telemetry.LogOptions{Format: o.LogFormat, Level: o.LogLevel, Output: w})
 }

@@ -34,8 +34,11 @@ import (
 // command and tests pass their own logger and listener.
 type Options struct {
 	// Logger; nil builds one from the config's --log-format and --log-level
-	// writing to stderr.
+	// writing to LogOutput.
 	Logger *zap.Logger
+	// LogOutput is where that logger writes (nil: stderr): a command
+	// passes the stderr it was given.
+	LogOutput io.Writer
 	// MetricsListener, when set, serves /metrics, /healthz and /readyz
 	// instead of listening on --metrics-addr.
 	MetricsListener net.Listener
@@ -100,7 +103,7 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 		}
 	}()
 	if d.Log == nil {
-		if d.Log, err = cfg.Ops.Build(); err != nil {
+		if d.Log, err = cfg.Ops.Build(o.LogOutput); err != nil {
 			return nil, err
 		}
 	}

@@ -47,7 +47,8 @@ func NewLogger(opts LogOptions) (*zap.Logger, error) {
 	default:
 		return nil, fmt.Errorf("log format %q: want json or console", opts.Format)
 	}
-	core := zapcore.NewCore(enc, zapcore.AddSync(out), level)
+	// Locked: a command's stderr need not be safe for concurrent writes.
+	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(out)), level)
 	return zap.New(RedactingCore(core)), nil
 }
 
