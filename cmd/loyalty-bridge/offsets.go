@@ -88,7 +88,7 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 	}
 	errs = append(errs, cfg.Kafka.Validate(), cfg.Group.Validate(), cfg.Topics.Validate())
 	var targets []offsets.Target
-	at, atErr := parseWhen(*toTime, time.Now())
+	at, atErr := config.ParseWhen(*toTime, time.Now())
 	if *toTime != "" {
 		targets = append(targets, offsets.ToTime(at))
 	}

@@ -383,26 +383,17 @@ func TestReplayUsageErrors(t *testing.T) {
 		{[]string{"replay", "--topic", "loyalty.purchase", "--since", "1h", "--rate", "fast"}, "--rate"},
 		{[]string{"replay", "--topic", "loyalty.purchase", "--since", "1h", "--category", "AUTH"}, "--category goes with --from-errors"},
 		{[]string{"replay", "--topic", "loyalty.purchase", "--since", "1h", "--trust-error-originals"}, "--trust-error-originals goes with --from-errors"},
+		{[]string{"replay", "--topic", "loyalty.purchase", "--partition", "-1", "--from-offset", "0"}, "--partition -1: must be 0 or more"},
+		{[]string{"replay", "--topic", "loyalty.purchase", "--partition", "0", "--from-offset", "-5"}, "--from-offset -5: must be 0 or more"},
+		{[]string{"replay", "--topic", "loyalty.purchase", "--partition", "0", "--from-offset", "1", "--to-offset", "-1"}, "--to-offset -1: must be 0 or more"},
+		{[]string{"replay", "--topic", "loyalty.purchase", "--partition", "4294967296", "--since", "1h"}, "--partition 4294967296: must be 0 or more"},
+		{[]string{"replay", "--topic", "loyalty.purchase", "--since", "1h", "--until", "2h"}, "is not after --since"},
+		{[]string{"replay", "--topic", "loyalty.purchase", "--since", "2026-11-23T10:00:00Z", "--until", "2026-11-23T09:00:00Z"},
+			"--until 2026-11-23T09:00:00Z is not after --since 2026-11-23T10:00:00Z"},
 	} {
 		code, _, errs := s.cli(t, tc.args...)
 		if code != 2 || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q (want %q)", tc.args, code, errs, tc.want)
-		}
-	}
-}
-
-func TestReplayParseRate(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want float64
-		ok   bool
-	}{
-		{"", 0, true}, {"50", 50, true}, {"50/s", 50, true}, {"120/m", 2, true}, {"0.5", 0.5, true},
-		{"0", 0, false}, {"-1", 0, false}, {"5/h", 0, false}, {"NaN", 0, false}, {"Inf", 0, false}, {"x/s", 0, false},
-	} {
-		got, err := parseRate(tc.in)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("parseRate(%q) = %v, %v", tc.in, got, err)
 		}
 	}
 }
@@ -631,5 +622,51 @@ func TestReplayFromErrorsRefusesOtherTopics(t *testing.T) {
 		if n := s.st.Sim.TotalCalls(ep) - before[ep]; n != 0 && ep != sim.EndpointToken && ep != sim.EndpointExchangeToken {
 			t.Errorf("%s called %d times", ep, n)
 		}
+	}
+}
+
+// A window that cannot match what the topic holds is a usage error (exit
+// 2) naming the flag and what the topic holds, and nothing is called.
+func TestReplayWindowsThatCannotMatch(t *testing.T) {
+	s := newReplayStack(t)
+	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	s.produce(t, func(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }, ids("w", 6)...)
+	s.errorEvent(t, s.write(t, s.purchaseRecord(t, codec.DefaultPurchaseTopic, 0, "failed-1"))[0], nil)
+	future := time.Now().AddDate(1, 0, 0).UTC().Format(time.RFC3339)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--topic", "loyalty.purchase", "--since", future},
+			[]string{"--since " + future + " is in the future (now ", "): the records of loyalty.purchase were written from 2026-11-20T10:00:00Z to "}},
+		{[]string{"--topic", "loyalty.purchase", "--partition", "1", "--since", "2026-11-20T10:06:00Z"},
+			[]string{"--since 2026-11-20T10:06:00Z is after the last record: the records of loyalty.purchase/1 were written from 2026-11-20T10:01:00Z to 2026-11-20T10:05:00Z"}},
+		{[]string{"--topic", "loyalty.purchase", "--since", "2025-11-20T10:00:00Z", "--until", "2025-11-20T11:00:00Z"},
+			[]string{"--until 2025-11-20T11:00:00Z is not after the first record: the records of loyalty.purchase were written from 2026-11-20T10:00:00Z to "}},
+		{[]string{"--from-errors", "loyalty.purchase.error", "--since", future},
+			[]string{"--since " + future + " is in the future (now ", "): the records of loyalty.purchase.error were all written at "}},
+		{[]string{"--topic", "loyalty.purchase", "--partition", "1", "--from-offset", "5000", "--to-offset", "6000"},
+			[]string{"--from-offset 5000 is beyond the end of loyalty.purchase/1, which holds offsets 0 to 2"}},
+		{[]string{"--topic", "loyalty.purchase", "--partition", "1", "--from-offset", "1", "--to-offset", "60"},
+			[]string{"--to-offset 60 is beyond the end of loyalty.purchase/1, which holds offsets 0 to 2 (leave --to-offset out to replay to the end)"}},
+		{[]string{"--topic", "loyalty.purchase", "--partition", "7", "--from-offset", "0"},
+			[]string{"--partition 7: topic loyalty.purchase has no partition 7 (it has 2: 0 to 1)"}},
+	} {
+		code, out, errs := s.cli(t, append([]string{"replay"}, tc.args...)...)
+		ok := code == 2
+		for _, w := range tc.want {
+			ok = ok && strings.Contains(errs, w)
+		}
+		if !ok {
+			t.Errorf("%v: exit %d\n%s\n%s", tc.args, code, out, errs)
+		}
+	}
+	if n := s.st.Sim.TotalCalls(sim.EndpointAccrual) + s.st.Sim.TotalCalls(sim.EndpointLookup); n != 0 {
+		t.Errorf("%d partner calls", n)
+	}
+	// A window between two records is no mistake: nothing to replay.
+	code, out, errs := s.cli(t, "replay", "--topic", "loyalty.purchase", "--since", "2026-11-20T10:00:30Z", "--until", "2026-11-20T10:00:40Z")
+	if code != 0 || !strings.Contains(errs, "nothing to replay: no records in that window") {
+		t.Errorf("a window between records: exit %d\n%s\n%s", code, out, errs)
 	}
 }

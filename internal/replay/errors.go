@@ -60,7 +60,8 @@ func (c coord) compare(d coord) int {
 }
 
 // FromErrors replays the source records named by the error events on
-// errorTopic that f chooses, each once however many error events name it,
+// errorTopic that f chooses (f.Since in the future is a *RequestError
+// saying when the error events were written), each once however many error events name it,
 // in source offset order. The error topic is read up to its end when
 // FromErrors is called, so the error events the replay itself writes are
 // not replayed again.
@@ -91,6 +92,9 @@ func (r *Replayer) FromErrors(ctx context.Context, errorTopic string, f ErrorFil
 	input, ok := r.inputOf(errorTopic)
 	if !ok {
 		return sum, fmt.Errorf("replay: %s is not the error topic of an input topic (%s)", errorTopic, strings.Join(r.o.Inputs, ", "))
+	}
+	if err := r.sinceInFuture(ctx, errorTopic, f.Since); err != nil {
+		return sum, err
 	}
 	parts, err := r.partitions(ctx, errorTopic, -1)
 	if err != nil {

@@ -83,6 +83,9 @@ type Options struct {
 	Progress func(done, total int)
 	// Logger; nil means no logs.
 	Logger *zap.Logger
+	// Now is the clock that tells a window in the future from one after a
+	// topic's last record (default time.Now).
+	Now func() time.Time
 }
 
 // Range is the offsets [From, To) of one partition.
@@ -140,6 +143,9 @@ func New(o Options) (*Replayer, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	// Outputs go out as the live bridge's do: idempotent, acks=all, a
 	// short linger (a replay waits for each record's outputs).
 	cl, err := kgo.NewClient(append(slices.Clone(o.Kafka),
@@ -170,7 +176,7 @@ func (r *Replayer) partitions(ctx context.Context, topic string, p int32) ([]int
 		return all, nil
 	}
 	if !slices.Contains(all, p) {
-		return nil, fmt.Errorf("topic %s has no partition %d (it has %d)", topic, p, len(all))
+		return nil, requestError("--partition", "%d: topic %s has no partition %d (it has %d: 0 to %d)", p, topic, p, len(all), len(all)-1)
 	}
 	return []int32{p}, nil
 }
@@ -179,6 +185,14 @@ func (r *Replayer) partitions(ctx context.Context, topic string, p int32) ([]int
 // stable offset, so that a transaction open when the replay starts is
 // neither waited for nor half read.
 type bounds struct{ start, end int64 }
+
+// holds says what offsets b holds, for a message.
+func (b bounds) holds() string {
+	if b.start >= b.end {
+		return fmt.Sprintf("holds no records (its next offset is %d)", b.end)
+	}
+	return fmt.Sprintf("holds offsets %d to %d", b.start, b.end-1)
+}
 
 func (r *Replayer) bounds(ctx context.Context, topic string) (map[int32]bounds, error) {
 	starts, err := r.adm.ListStartOffsets(ctx, topic)
@@ -205,11 +219,12 @@ func (r *Replayer) bounds(ctx context.Context, topic string) (map[int32]bounds, 
 
 // OffsetRanges plans the offsets [from, to) of partition p of topic (every
 // partition if p < 0); to < 0 means the end when called: records produced
-// later are not replayed. from below a partition's log start is an error
-// (those records are gone); a range that is empty is left out.
+// later are not replayed. A range that cannot match is a *RequestError
+// naming the partition's offsets: from below a partition's log start
+// (those records are gone), from at or past its end, to past its end.
 func (r *Replayer) OffsetRanges(ctx context.Context, topic string, p int32, from, to int64) ([]Range, error) {
 	if from < 0 {
-		return nil, fmt.Errorf("from offset %d is negative", from)
+		return nil, requestError("--from-offset", "%d: must be 0 or more", from)
 	}
 	parts, err := r.partitions(ctx, topic, p)
 	if err != nil {
@@ -222,16 +237,21 @@ func (r *Replayer) OffsetRanges(ctx context.Context, topic string, p int32, from
 	var out []Range
 	for _, part := range parts {
 		b := bs[part]
-		if from < b.start {
-			return nil, fmt.Errorf("%s/%d: offset %d is below the log start %d (deleted by retention)", topic, part, from, b.start)
+		switch {
+		case from < b.start:
+			return nil, requestError("--from-offset", "%d is below the log start of %s/%d, which %s (earlier records were deleted by retention)",
+				from, topic, part, b.holds())
+		case from >= b.end:
+			return nil, requestError("--from-offset", "%d is beyond the end of %s/%d, which %s", from, topic, part, b.holds())
+		case to > b.end:
+			return nil, requestError("--to-offset", "%d is beyond the end of %s/%d, which %s (leave --to-offset out to replay to the end)",
+				to, topic, part, b.holds())
 		}
 		end := b.end
 		if to >= 0 {
-			end = min(to, b.end)
+			end = to
 		}
-		if from < end {
-			out = append(out, Range{Topic: topic, Partition: part, From: from, To: end})
-		}
+		out = append(out, Range{Topic: topic, Partition: part, From: from, To: end})
 	}
 	return out, nil
 }
@@ -241,9 +261,15 @@ func (r *Replayer) OffsetRanges(ctx context.Context, topic string, p int32, from
 // until (a zero until: the end when called). Like Kafka's own tools it goes
 // by offsets: a record whose producer stamped it out of order inside the
 // window is replayed with its neighbours.
+//
+// A window that holds no record because it lies outside what the topic
+// holds is a *RequestError saying when the topic's records were written:
+// since after the last record (in the future, typically a mistyped year),
+// until before the first one still held, or no records at all. A window
+// between two records is no error: it plans nothing.
 func (r *Replayer) TimeRanges(ctx context.Context, topic string, p int32, since, until time.Time) ([]Range, error) {
 	if !until.IsZero() && !until.After(since) {
-		return nil, fmt.Errorf("until %s is not after since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
+		return nil, requestError("--until", "%s is not after --since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
 	}
 	parts, err := r.partitions(ctx, topic, p)
 	if err != nil {
@@ -274,7 +300,104 @@ func (r *Replayer) TimeRanges(ctx context.Context, topic string, p int32, since,
 			out = append(out, Range{Topic: topic, Partition: part, From: from, To: to})
 		}
 	}
-	return out, nil
+	if len(out) > 0 {
+		return out, nil
+	}
+	return nil, r.outside(ctx, topic, p, parts, bs, since, until)
+}
+
+// outside explains a time window of topic that holds no record: a
+// *RequestError when the window lies outside the records of parts (or they
+// hold none), nil when it falls between two records.
+func (r *Replayer) outside(ctx context.Context, topic string, p int32, parts []int32, bs map[int32]bounds, since, until time.Time) error {
+	where := topic
+	if p >= 0 {
+		where = fmt.Sprintf("%s/%d", topic, p)
+	}
+	sp := r.span(ctx, topic, parts, bs)
+	now := r.o.Now()
+	switch {
+	case sp.empty:
+		return requestError("--since", "%s: %s", since.Format(time.RFC3339), sp.describe(where))
+	case since.After(now):
+		return requestError("--since", "%s is in the future (now %s): %s", since.Format(time.RFC3339), now.Format(time.RFC3339), sp.describe(where))
+	case !sp.last.IsZero() && since.After(sp.last):
+		return requestError("--since", "%s is after the last record: %s", since.Format(time.RFC3339), sp.describe(where))
+	case !until.IsZero() && !sp.first.IsZero() && !until.After(sp.first):
+		return requestError("--until", "%s is not after the first record: %s", until.Format(time.RFC3339), sp.describe(where))
+	}
+	return nil
+}
+
+// span is when the records of some partitions were written (by their
+// timestamps): zero times when unknown.
+type span struct {
+	first, last time.Time
+	empty       bool // the partitions hold no records
+}
+
+// span asks Kafka when the records of topic's parts were written: the
+// first record at or after the epoch and the record with the greatest
+// timestamp (Kafka 3.0 or later; unknown otherwise). Best effort: it only
+// explains an error.
+func (r *Replayer) span(ctx context.Context, topic string, parts []int32, bs map[int32]bounds) span {
+	s := span{empty: !slices.ContainsFunc(parts, func(p int32) bool { return bs[p].start < bs[p].end })}
+	if s.empty {
+		return s
+	}
+	firsts, err := r.adm.ListOffsetsAfterMilli(ctx, 0, topic)
+	if err == nil {
+		firsts.Each(func(l kadm.ListedOffset) {
+			if slices.Contains(parts, l.Partition) && l.Err == nil && l.Timestamp >= 0 {
+				if t := time.UnixMilli(l.Timestamp).UTC(); s.first.IsZero() || t.Before(s.first) {
+					s.first = t
+				}
+			}
+		})
+	}
+	lasts, err := r.adm.ListMaxTimestampOffsets(ctx, topic)
+	if err == nil {
+		lasts.Each(func(l kadm.ListedOffset) {
+			if slices.Contains(parts, l.Partition) && l.Err == nil && l.Offset >= 0 && l.Timestamp >= 0 {
+				if t := time.UnixMilli(l.Timestamp).UTC(); t.After(s.last) {
+					s.last = t
+				}
+			}
+		})
+	}
+	return s
+}
+
+// describe says when the records of where were written.
+func (s span) describe(where string) string {
+	first, last := s.first.Format(time.RFC3339), s.last.Format(time.RFC3339)
+	switch {
+	case s.empty:
+		return where + " holds no records"
+	case s.first.IsZero() || s.last.IsZero():
+		return fmt.Sprintf("the records of %s carry no timestamps Kafka can list", where)
+	case first == last:
+		return fmt.Sprintf("the records of %s were all written at %s", where, first)
+	}
+	return fmt.Sprintf("the records of %s were written from %s to %s", where, first, last)
+}
+
+// sinceInFuture is a *RequestError when since is after now, saying when
+// the records of topic were written; nil otherwise (asking Kafka nothing).
+func (r *Replayer) sinceInFuture(ctx context.Context, topic string, since time.Time) error {
+	now := r.o.Now()
+	if !since.After(now) {
+		return nil
+	}
+	where := "when the records of " + topic + " were written is unknown"
+	parts, err := r.partitions(ctx, topic, -1)
+	if err == nil {
+		var bs map[int32]bounds
+		if bs, err = r.bounds(ctx, topic); err == nil {
+			where = r.span(ctx, topic, parts, bs).describe(topic)
+		}
+	}
+	return requestError("--since", "%s is in the future (now %s): %s", since.Format(time.RFC3339), now.Format(time.RFC3339), where)
 }
 
 // afterMilli is, per partition, the first offset at or after t (the end

@@ -294,8 +294,42 @@ func TestReplayBelowTheLogStartIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := h.replayer(nil)
-	if _, err := r.OffsetRanges(ctxT(t), topics.Purchase, 0, 1, -1); err == nil || !strings.Contains(err.Error(), "log start 3") {
+	_, err := r.OffsetRanges(ctxT(t), topics.Purchase, 0, 1, -1)
+	var re *RequestError
+	if !errors.As(err, &re) || re.Flag != "--from-offset" ||
+		err.Error() != "--from-offset 1 is below the log start of loyalty.purchase/0, which holds offsets 3 to 4 (earlier records were deleted by retention)" {
 		t.Fatalf("offset below the log start: %v", err)
+	}
+}
+
+// An offset range that cannot match is a RequestError naming the flag and
+// the partition's offsets, not an empty replay.
+func TestOffsetRangesBeyondTheEnd(t *testing.T) {
+	h := newHarness(t)
+	for i := range 5 {
+		h.produce(h.purchase(1, "L-1", fmt.Sprintf("T-%d", i), time.Time{}))
+	}
+	r := h.replayer(nil)
+	for _, tc := range []struct {
+		p        int32
+		from, to int64
+		flag     string
+		want     string
+	}{
+		{1, 5000, 6000, "--from-offset", "--from-offset 5000 is beyond the end of loyalty.purchase/1, which holds offsets 0 to 4"},
+		{1, 5, -1, "--from-offset", "--from-offset 5 is beyond the end of loyalty.purchase/1, which holds offsets 0 to 4"},
+		{1, 2, 6, "--to-offset", "--to-offset 6 is beyond the end of loyalty.purchase/1, which holds offsets 0 to 4 (leave --to-offset out to replay to the end)"},
+		{0, 0, -1, "--from-offset", "--from-offset 0 is beyond the end of loyalty.purchase/0, which holds no records (its next offset is 0)"},
+		{2, 0, -1, "--partition", "--partition 2: topic loyalty.purchase has no partition 2 (it has 2: 0 to 1)"},
+	} {
+		_, err := r.OffsetRanges(ctxT(t), topics.Purchase, tc.p, tc.from, tc.to)
+		var re *RequestError
+		if !errors.As(err, &re) || re.Flag != tc.flag || err.Error() != tc.want {
+			t.Errorf("partition %d [%d, %d): %v\nwant %s", tc.p, tc.from, tc.to, err, tc.want)
+		}
+	}
+	if got, err := r.OffsetRanges(ctxT(t), topics.Purchase, 1, 2, 5); err != nil || fmt.Sprint(got) != fmt.Sprint([]Range{{topics.Purchase, 1, 2, 5}}) {
+		t.Errorf("up to the end: %v %v", got, err)
 	}
 }
 
@@ -316,8 +350,8 @@ func TestReplayTimeRanges(t *testing.T) {
 		{"window", 1, t0.Add(3 * time.Minute), t0.Add(7 * time.Minute), []Range{{topics.Purchase, 1, 3, 7}}},
 		{"between records", 1, t0.Add(150 * time.Second), t0.Add(270 * time.Second), []Range{{topics.Purchase, 1, 3, 5}}},
 		{"open end, every partition", -1, t0.Add(8 * time.Minute), time.Time{}, []Range{{topics.Purchase, 1, 8, 10}}},
-		{"after the last record", 1, t0.Add(time.Hour), time.Time{}, nil},
 		{"before the first", 1, t0.Add(-time.Hour), t0.Add(time.Minute), []Range{{topics.Purchase, 1, 0, 1}}},
+		{"between two records", 1, t0.Add(61 * time.Second), t0.Add(62 * time.Second), nil},
 	} {
 		got, err := r.TimeRanges(c, topics.Purchase, tc.p, tc.since, tc.until)
 		if err != nil {
@@ -329,6 +363,30 @@ func TestReplayTimeRanges(t *testing.T) {
 	}
 	if _, err := r.TimeRanges(c, topics.Purchase, 1, t0, t0); err == nil {
 		t.Error("empty window accepted")
+	}
+	// Windows that cannot match say so, naming the flag and when the
+	// records were written. The clock is the harness's: 2026-11-24.
+	now := t0.Add(24 * time.Hour)
+	r = h.replayer(func(o *Options) { o.Now = func() time.Time { return now } })
+	const span = "the records of loyalty.purchase were written from 2026-11-23T10:00:00Z to 2026-11-23T10:09:00Z"
+	for _, tc := range []struct {
+		name         string
+		p            int32
+		since, until time.Time
+		flag, want   string
+	}{
+		{"a mistyped year", -1, t0.AddDate(1, 0, 0), time.Time{}, "--since",
+			"--since 2027-11-23T10:00:00Z is in the future (now 2026-11-24T10:00:00Z): " + span},
+		{"after the last record", -1, t0.Add(time.Hour), time.Time{}, "--since", "--since 2026-11-23T11:00:00Z is after the last record: " + span},
+		{"before the first record", -1, t0.Add(-2 * time.Hour), t0.Add(-time.Hour), "--until",
+			"--until 2026-11-23T09:00:00Z is not after the first record: " + span},
+		{"an empty partition", 0, t0, time.Time{}, "--since", "--since 2026-11-23T10:00:00Z: loyalty.purchase/0 holds no records"},
+	} {
+		_, err := r.TimeRanges(c, topics.Purchase, tc.p, tc.since, tc.until)
+		var re *RequestError
+		if !errors.As(err, &re) || re.Flag != tc.flag || err.Error() != tc.want {
+			t.Errorf("%s: %v\nwant %s", tc.name, err, tc.want)
+		}
 	}
 	ranges, _ := r.TimeRanges(c, topics.Purchase, 1, t0.Add(3*time.Minute), t0.Add(7*time.Minute))
 	sum, err := r.Ranges(c, ranges)
