@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"slices"
 	"syscall"
+	"time"
 )
 
 // env is what a subcommand may touch of the outside world; tests pass their
@@ -23,6 +24,9 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	lookup func(string) (string, bool)
+	// tick is how often progress lines are drawn on schedule (0: their
+	// default, 2 s); tests shorten it.
+	tick time.Duration
 }
 
 type command struct {

@@ -51,7 +51,15 @@ externalIds it names (or use --dry-run) before replaying the member topic.
 TIME is RFC 3339 (2026-11-23T10:00:00Z) or a duration ago (90m).
 --rate is records started per second (N or N/s) or per minute (N/m).
 
-Progress goes to stderr, the summary by outcome to stdout. Exit status 1
+Progress goes to stderr, a line every 2 s (a bar on a terminal) saying
+what the records wait for when something holds them (the circuit open, the
+credentials refused, calls waiting out a Retry-After); the summary by
+outcome goes to stdout. A replay against a partner that is still down
+waits: --max-wait gives up when no record has finished for that long,
+--fail-fast as soon as the partner is known to be failing ("still failing,
+replay later", exit 1).
+
+Exit status 1
 when something was not replayed: an error event refused or whose original
 differs from its source, a source record no longer retained (and not
 replayed from a trusted original), a replay that ended in a retryable error
@@ -106,7 +114,14 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		DrainTimeout: cfg.Processing.DrainTimeout, Inputs: cfg.Topics.Build().Inputs(), Logger: deps.Log.Named("replay")}
 	q.Apply(&opts)
 	if !q.DryRun { // a dry run's lines are its progress
-		opts.Progress = prog.Show
+		opts.Tick, opts.WaitingFor = e.tick, deps.WaitingFor
+		opts.Progress = func(p replay.Progress) {
+			if p.Tick {
+				prog.Tick(p.Done, p.Planned, p.Note())
+			} else {
+				prog.Update(p.Done, p.Planned)
+			}
+		}
 		br, err := deps.Bridge(true)
 		if err != nil {
 			return err
@@ -131,10 +146,12 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		}
 		fmt.Fprint(e.stdout, sum.Table())
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
-	}
-	if !sum.OK() {
+	case sum.GaveUp != "":
+		return errors.New(sum.StillFailing())
+	case !sum.OK():
 		return errors.New("not everything was replayed (see the summary)")
 	}
 	return nil

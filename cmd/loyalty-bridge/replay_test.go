@@ -34,6 +34,7 @@ type replayStack struct {
 	envs map[string]string
 	cd   *codec.Codec
 	adm  *kadm.Client
+	tick time.Duration // progress lines' schedule (0: 2 s)
 }
 
 func newReplayStack(t *testing.T) *replayStack {
@@ -82,7 +83,7 @@ func (s *replayStack) cli(t *testing.T, args ...string) (int, string, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, errb syncBuffer // the logger and the progress both write stderr
-	code := run(ctx, env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, lookup: s.lookup}, args)
+	code := run(ctx, env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, lookup: s.lookup, tick: s.tick}, args)
 	return code, out.String(), errb.String()
 }
 

@@ -51,6 +51,7 @@ type Hold struct {
 
 	mu        sync.Mutex
 	held      bool
+	since     time.Time     // when the hold started
 	cause     error         // the refusal that started or prolonged the hold
 	probing   bool          // an admitted probe is in progress
 	waiting   int           // attempts inside Admit while held
@@ -86,6 +87,14 @@ func (h *Hold) Held() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.held
+}
+
+// Status reports whether attempts are held, since when, and the refusal
+// that holds them (which names no secret).
+func (h *Hold) Status() (held bool, since time.Time, cause error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held, h.since, h.cause
 }
 
 // Health is nil unless attempts are held; then it is ErrHeld with the
@@ -201,8 +210,8 @@ func (h *Hold) refusedLocked(err error, probe bool) {
 	}
 	h.cause = err
 	if !h.held {
-		h.held, h.failures = true, 0
-		h.nextProbe = time.Now().Add(h.o.Backoff)
+		h.held, h.failures, h.since = true, 0, time.Now()
+		h.nextProbe = h.since.Add(h.o.Backoff)
 		h.log.Warn("partner refuses the credentials; records are held until a token is obtainable again", zap.Error(err))
 		if h.o.OnChange != nil {
 			h.o.OnChange(true)

@@ -64,9 +64,38 @@ type Breaker struct {
 	openTimeout time.Duration
 	isFailure   func(error) bool
 
-	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced on every transition or probe completion
-	openedAt time.Time
+	mu            sync.Mutex
+	changed       chan struct{} // closed and replaced on every transition or probe completion
+	openedAt      time.Time
+	lastFailure   error
+	lastFailureAt time.Time
+	lastSuccessAt time.Time
+}
+
+// Status is what a Breaker knows of the API's health, for an operator
+// asking why records wait.
+type Status struct {
+	State State
+	// OpenedAt is when the circuit last opened (zero: never); the next
+	// probe is due OpenTimeout later.
+	OpenedAt    time.Time
+	OpenTimeout time.Duration
+	// LastFailure is the last attempt counted as a failure, at
+	// LastFailureAt; LastSuccessAt is when an attempt last found the API
+	// healthy (an answer, an error envelope included). Abandoned attempts
+	// say nothing and are not recorded.
+	LastFailure                  error
+	LastFailureAt, LastSuccessAt time.Time
+}
+
+// Status reports the circuit's state and the last attempts' verdicts. Safe
+// for concurrent use.
+func (b *Breaker) Status() Status {
+	state := b.State()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return Status{State: state, OpenedAt: b.openedAt, OpenTimeout: b.openTimeout,
+		LastFailure: b.lastFailure, LastFailureAt: b.lastFailureAt, LastSuccessAt: b.lastSuccessAt}
 }
 
 // Defaults of Options.
@@ -175,6 +204,7 @@ func (b *Breaker) Acquire(ctx context.Context) (done func(error), err error) {
 		if err == nil {
 			probe := b.State() == HalfOpen
 			return func(attemptErr error) {
+				abandoned := errors.Is(attemptErr, context.Canceled)
 				switch {
 				case probe && errors.Is(attemptErr, context.Canceled):
 					// An abandoned probe learnt nothing: counting it a
@@ -184,6 +214,9 @@ func (b *Breaker) Acquire(ctx context.Context) (done func(error), err error) {
 					attemptErr = errProbeAbandoned
 				case attemptErr != nil && !b.isFailure(attemptErr):
 					attemptErr = nil
+				}
+				if !abandoned {
+					b.note(attemptErr)
 				}
 				report(attemptErr)
 				b.signal() // a finished probe frees a half-open slot
@@ -226,6 +259,17 @@ func (b *Breaker) sleep(ctx context.Context, wake <-chan struct{}) error {
 	case <-t.C:
 	}
 	return nil
+}
+
+// note records an attempt's verdict for Status.
+func (b *Breaker) note(failure error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if failure != nil {
+		b.lastFailure, b.lastFailureAt = failure, time.Now()
+	} else {
+		b.lastSuccessAt = time.Now()
+	}
 }
 
 func (b *Breaker) signal() {

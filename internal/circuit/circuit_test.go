@@ -200,3 +200,29 @@ func TestOffNeverOpens(t *testing.T) {
 		t.Fatalf("Ready: %v", err)
 	}
 }
+
+// Status says when the circuit opened and what the last failure was; an
+// abandoned attempt says nothing.
+func TestStatus(t *testing.T) {
+	b := newTestBreaker(t, Options{ConsecutiveFailures: 2, OpenTimeout: time.Hour})
+	if st := b.Status(); st.State != Closed || !st.OpenedAt.IsZero() || st.LastFailure != nil || !st.LastSuccessAt.IsZero() {
+		t.Fatalf("a new breaker: %+v", st)
+	}
+	attempt(t, b, errBusiness) // an answer: healthy
+	st := b.Status()
+	if st.LastSuccessAt.IsZero() || st.LastFailure != nil {
+		t.Fatalf("after an answer: %+v", st)
+	}
+	attempt(t, b, errTransient)
+	attempt(t, b, context.Canceled)
+	st = b.Status()
+	if st.State != Closed || !errors.Is(st.LastFailure, errTransient) || st.LastFailureAt.Before(st.LastSuccessAt) {
+		t.Fatalf("after a failure and an abandoned attempt: %+v", st)
+	}
+	attempt(t, b, errTransient)
+	attempt(t, b, errTransient)
+	st = b.Status()
+	if st.State != Open || st.OpenedAt.IsZero() || st.OpenTimeout != time.Hour {
+		t.Fatalf("after two failures: %+v", st)
+	}
+}

@@ -43,3 +43,20 @@ func TestPlainOutput(t *testing.T) {
 		t.Fatal("a bar drawn off a terminal")
 	}
 }
+
+// On the caller's schedule, off a terminal: each Tick is a line with its
+// note, whatever changed; Update between ticks draws nothing.
+func TestTickOffTerminal(t *testing.T) {
+	var out bytes.Buffer
+	b := New(&out, "records replayed", time.Now())
+	b.Tick(0, 7, "circuit open since 10:00:00")
+	b.Update(1, 7)
+	b.Update(2, 7)
+	b.Tick(2, 7, "")
+	b.Tick(2, 7, "")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "0/7 records replayed") || !strings.HasSuffix(lines[0], "  circuit open since 10:00:00") ||
+		!strings.HasPrefix(lines[1], "2/7 records replayed") || !strings.HasPrefix(lines[2], "2/7 records replayed") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}

@@ -78,6 +78,28 @@
 // A dry run decodes and validates each record and says what would be
 // called, calling nothing and producing nothing.
 //
+// # While the partner is still failing
+//
+// The bridge's handlers hold a record while the circuit is open or the
+// credentials are refused, so a replay against a partner that is still
+// down would wait for ever and say nothing. Progress is therefore reported
+// on a schedule (Options.Tick, 2 s) as well as per record, with what the
+// records wait for (Options.WaitingFor: the circuit open since when, the
+// credentials refused, calls waiting out a Retry-After). A batch replay
+// can give up: Options.MaxWait when no record finished for that long,
+// Options.FailFast at the first sign the partner still fails. Giving up
+// abandons the records in flight (a later replay guards them like every
+// record) and is reported in Summary.GaveUp: replay later.
+//
+// # Requests
+//
+// Request is the replay command's flags, checked before anything
+// connects; Replayer.Replay plans and runs one. A request that cannot
+// match what Kafka holds (a --since in the future or after the topic's
+// last record, an offset past a partition's end) is a *RequestError that
+// names the flag and says what the topic holds, so that a mistyped year
+// fails instead of replaying nothing successfully.
+//
 // The Summary counts records by outcome and says what still needs
 // attention: records not replayable, records whose replay ended in a
 // retryable error again, and a replay that was interrupted.

@@ -28,8 +28,11 @@ func Example() {
 		panic(err)
 	}
 	r, err := replay.New(replay.Options{Kafka: deps.KafkaOpts, Codec: deps.Codec, Handle: br.Handle, Fallback: br.Fallback,
-		Inputs: codec.DefaultTopics().Inputs(), // the configured input topics: error events naming others are refused
-		Rate:   50, Progress: func(done, total int) { fmt.Fprintf(os.Stderr, "\r%d/%d", done, total) }})
+		Inputs: codec.DefaultTopics().Inputs(),                             // the configured input topics: error events naming others are refused
+		Rate:   50, WaitingFor: deps.WaitingFor, MaxWait: 10 * time.Minute, // give up while the partner is still down
+		Progress: func(p replay.Progress) {
+			fmt.Fprintf(os.Stderr, "%d/%d %s\n", p.Done, p.Planned, p.Note())
+		}})
 	if err != nil {
 		panic(err)
 	}

@@ -21,7 +21,50 @@ import (
 const (
 	DefaultMaxInFlight  = 16
 	DefaultDrainTimeout = 10 * time.Second
+	DefaultTick         = 2 * time.Second
 )
+
+// Progress is where a replay stands, as Options.Progress is told.
+type Progress struct {
+	// Done of Planned records finished (Planned is an upper bound for
+	// ranges until their last record is read).
+	Done, Planned int
+	// Tick is set on the scheduled calls; the others follow a record.
+	Tick bool
+	// Idle is, on a tick, how long no record has finished (since the
+	// replay started when none has).
+	Idle time.Duration
+	// Waiting is, on a tick, what Options.WaitingFor said records wait
+	// for; "" when nothing is known to hold them.
+	Waiting string
+
+	tick time.Duration // Options.Tick
+}
+
+// roundIdle rounds a wait for a line: to the second, or to 100 ms when
+// shorter (tests tick faster than people read).
+func roundIdle(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Second)
+}
+
+// Note is what a progress line adds to the counts on a tick: what records
+// wait for, and for how long none finished when that is a tick or more.
+func (p Progress) Note() string {
+	stalled := ""
+	if p.Tick && p.Done < p.Planned && p.Idle >= p.tick {
+		stalled = "no record finished for " + roundIdle(p.Idle).String()
+	}
+	switch {
+	case stalled != "" && p.Waiting != "":
+		return stalled + ": " + p.Waiting
+	case stalled != "":
+		return stalled + " (waiting for the partner's answers)"
+	}
+	return p.Waiting
+}
 
 // Options configures a Replayer. Every field but Codec (and Handle and
 // Fallback outside a dry run) has a usable zero value.
@@ -77,10 +120,27 @@ type Options struct {
 	// context ends before they are abandoned too (default 10s). Abandoned
 	// and never-started records are reported as not replayed.
 	DrainTimeout time.Duration
-	// Progress, when set, is called after each record with the records
-	// done and the records planned (for ranges an upper bound until the
-	// last one is read, then exact). Calls never overlap.
-	Progress func(done, total int)
+	// Progress, when set, is called after each record and every Tick while
+	// records are outstanding, whether or not any finished, so that a
+	// stuck replay keeps saying so and why. Calls never overlap.
+	Progress func(Progress)
+	// Tick is how often Progress is called, and MaxWait and FailFast are
+	// checked, on schedule (default 2s).
+	Tick time.Duration
+	// WaitingFor, when set, says what records wait for at a time (an open
+	// circuit, refused credentials, retries: service.Deps.WaitingFor);
+	// held is set when the partner is known to be failing. It is asked on
+	// each tick and must be safe for concurrent use.
+	WaitingFor func(now time.Time) (why string, held bool)
+	// MaxWait gives up when no record has finished for this long (0:
+	// wait as long as it takes): a batch replay against a partner that is
+	// still down ends, reporting what was not replayed
+	// (Summary.GaveUp), instead of holding its records for ever.
+	MaxWait time.Duration
+	// FailFast gives up at the first sign that the partner is still
+	// failing: WaitingFor reports it held (circuit open, credentials
+	// refused) or a record ends in a retryable error again.
+	FailFast bool
 	// Logger; nil means no logs.
 	Logger *zap.Logger
 	// Now is the clock that tells a window in the future from one after a
@@ -145,6 +205,12 @@ func New(o Options) (*Replayer, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Tick <= 0 {
+		o.Tick = DefaultTick
+	}
+	if o.MaxWait < 0 {
+		return nil, fmt.Errorf("replay: Options.MaxWait %s is negative", o.MaxWait)
 	}
 	// Outputs go out as the live bridge's do: idempotent, acks=all, a
 	// short linger (a replay waits for each record's outputs).

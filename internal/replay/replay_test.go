@@ -222,7 +222,7 @@ func TestReplayRangesExactlyInKeyOrder(t *testing.T) {
 		t.Fatalf("ranges %v", ranges)
 	}
 	var progress []int
-	r.o.Progress = func(done, total int) { progress = append(progress, done, total) }
+	r.o.Progress = func(p Progress) { progress = append(progress, p.Done, p.Planned) }
 	sum, err := r.Ranges(ctx, ranges)
 	if err != nil {
 		t.Fatal(err)
@@ -952,5 +952,120 @@ func TestReplayCallsNamesEveryType(t *testing.T) {
 		if strings.Contains(calls(typ), "unknown") {
 			t.Errorf("%s has no calls", typ)
 		}
+	}
+}
+
+// While no record finishes, Progress is still called on every tick with
+// what WaitingFor says; MaxWait gives up, abandoning the records in
+// flight, and the summary says to replay later.
+func TestTicksAndMaxWait(t *testing.T) {
+	h := newHarness(t)
+	for i := range 3 {
+		h.produce(h.purchase(0, fmt.Sprintf("L-%d", i), fmt.Sprintf("T-%d", i), time.Time{}))
+	}
+	h.block = make(chan struct{}) // never closed: the partner never answers
+	var ticks []Progress
+	r := h.replayer(func(o *Options) {
+		o.Tick, o.MaxWait = 10*time.Millisecond, 100*time.Millisecond
+		o.WaitingFor = func(time.Time) (string, bool) { return "circuit open since 10:00:00", true }
+		o.Progress = func(p Progress) {
+			if p.Tick {
+				ticks = append(ticks, p)
+			}
+		}
+	})
+	ranges, err := r.OffsetRanges(ctxT(t), topics.Purchase, 0, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := r.Ranges(ctxT(t), ranges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.OK() || sum.Interrupted || sum.Records != 0 || sum.Planned != 3 ||
+		!strings.HasPrefix(sum.GaveUp, "no record finished for ") || !strings.HasSuffix(sum.GaveUp, "(--max-wait 100ms): circuit open since 10:00:00") {
+		t.Fatalf("gave up %q\n%s", sum.GaveUp, sum.Table())
+	}
+	if !strings.Contains(sum.Table(), "still failing, replay later: 0 of 3 planned records replayed, 3 not finished") {
+		t.Errorf("table:\n%s", sum.Table())
+	}
+	if len(ticks) < 2 {
+		t.Fatalf("%d ticks", len(ticks))
+	}
+	for _, p := range ticks {
+		if p.Done != 0 || p.Planned != 3 || p.Waiting != "circuit open since 10:00:00" {
+			t.Errorf("tick %+v", p)
+		}
+	}
+	if last := ticks[len(ticks)-1]; !strings.HasPrefix(last.Note(), "no record finished for ") || !strings.HasSuffix(last.Note(), ": circuit open since 10:00:00") {
+		t.Errorf("note %q", last.Note())
+	}
+}
+
+// FailFast gives up at the first record that ends in a retryable error
+// again, or as soon as WaitingFor says the partner is held.
+func TestFailFast(t *testing.T) {
+	h := newHarness(t)
+	for i := range 6 {
+		h.produce(h.purchase(0, "L-1", fmt.Sprintf("T-%d", i), time.Time{})) // one key: one at a time
+	}
+	h.answer = func(rec *kgo.Record) *events.LoyaltyError {
+		if rec.Offset == 1 {
+			return &events.LoyaltyError{Category: events.CategoryTransientExhausted, Retryable: true, Detail: "503", Attempts: 3}
+		}
+		return nil
+	}
+	r := h.replayer(func(o *Options) { o.FailFast, o.Tick = true, 10*time.Millisecond })
+	ranges, err := r.OffsetRanges(ctxT(t), topics.Purchase, 0, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := r.Ranges(ctxT(t), ranges)
+	if err != nil || sum.Records != 2 || sum.Retry != 1 || sum.GaveUp != "a record ended in a retryable error again (error TRANSIENT_EXHAUSTED), and --fail-fast" {
+		t.Fatalf("%v gave up %q\n%s", err, sum.GaveUp, sum.Table())
+	}
+
+	held := false
+	h.answer = nil
+	r = h.replayer(func(o *Options) {
+		o.FailFast, o.Tick = true, 10*time.Millisecond
+		o.WaitingFor = func(time.Time) (string, bool) { return "the partner refuses the credentials", held }
+		o.Progress = func(p Progress) { // after two records the partner stops answering: held
+			if p.Done == 2 && !held {
+				held = true
+				h.mu.Lock()
+				h.block = make(chan struct{})
+				h.mu.Unlock()
+			}
+		}
+	})
+	if sum, err = r.Ranges(ctxT(t), ranges); err != nil || sum.GaveUp != "the partner refuses the credentials, and --fail-fast" || sum.Records != 2 {
+		t.Fatalf("%v gave up %q\n%s", err, sum.GaveUp, sum.Table())
+	}
+}
+
+// A paced replay keeps ticking and can give up while a record waits for
+// its start under --rate.
+func TestPacedReplayTicks(t *testing.T) {
+	h := newHarness(t)
+	for i := range 2 {
+		h.produce(h.purchase(0, fmt.Sprintf("L-%d", i), fmt.Sprintf("T-%d", i), time.Time{}))
+	}
+	ticks := 0
+	r := h.replayer(func(o *Options) {
+		o.Rate, o.Tick, o.MaxWait = 1.0/60, 10*time.Millisecond, time.Second // the second record is due in a minute
+		o.Progress = func(p Progress) {
+			if p.Tick {
+				ticks++
+			}
+		}
+	})
+	ranges, err := r.OffsetRanges(ctxT(t), topics.Purchase, 0, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := r.Ranges(ctxT(t), ranges)
+	if err != nil || sum.Records != 1 || sum.GaveUp == "" || ticks < 2 || len(h.positions()) != 1 {
+		t.Fatalf("%v: %d ticks, %d handled\n%s", err, ticks, len(h.positions()), sum.Table())
 	}
 }

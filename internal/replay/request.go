@@ -42,6 +42,10 @@ type Request struct {
 	DryRun              bool
 	// Rate bounds records started per second (0: no bound).
 	Rate float64
+	// MaxWait and FailFast: when to give up on a partner that is still
+	// failing (Options.MaxWait, Options.FailFast).
+	MaxWait  time.Duration
+	FailFast bool
 
 	raw struct {
 		partition, fromOffset, toOffset optionalInt
@@ -69,6 +73,10 @@ func (q *Request) Define(fs *flag.FlagSet) {
 		"with --from-errors: replay the original carried in an error event when its source record is gone (only if nobody but the bridge can write the error topic)")
 	fs.BoolVar(&q.DryRun, "dry-run", false, "decode and validate, print what would be called, call nothing")
 	fs.StringVar(&q.raw.rate, "rate", "", "records started per second, N or N/s, or per minute, N/m (default: no bound)")
+	fs.DurationVar(&q.MaxWait, "max-wait", 0,
+		"give up when no record has finished for this long, e.g. 10m: the partner is still failing; exit 1, \"still failing, replay later\" (default: wait as long as it takes)")
+	fs.BoolVar(&q.FailFast, "fail-fast", false,
+		"give up as soon as the partner is known to be failing: the circuit opens, the credentials are refused, or a record ends in a retryable error again (exit 1)")
 }
 
 // Validate reads the flags Define bound, TIMEs counted back from now, and
@@ -87,6 +95,12 @@ func (q *Request) Validate(inputs []string, now time.Time) error {
 	}
 	if q.Rate, err = parseRate(q.raw.rate); err != nil {
 		bad("--rate: %w", err)
+	}
+	if q.MaxWait < 0 {
+		bad("--max-wait %s: must not be negative", q.MaxWait)
+	}
+	if q.DryRun && (q.MaxWait > 0 || q.FailFast) {
+		bad("--max-wait and --fail-fast go without --dry-run, which calls nothing")
 	}
 	q.Partition, q.FromOffset, q.ToOffset = -1, -1, -1
 	for _, o := range []struct {
@@ -165,10 +179,11 @@ func (q *Request) conflicts(inputs []string) error {
 	return errors.Join(errs...)
 }
 
-// Apply sets the Options the request decides: dry run, rate, and trust in
-// error-event originals.
+// Apply sets the Options the request decides: dry run, rate, trust in
+// error-event originals, when to give up.
 func (q *Request) Apply(o *Options) {
 	o.DryRun, o.Rate, o.TrustErrorOriginals = q.DryRun, q.Rate, q.TrustErrorOriginals
+	o.MaxWait, o.FailFast = q.MaxWait, q.FailFast
 }
 
 // Replay plans and runs q (validated), writing to w what it is about to

@@ -47,6 +47,9 @@ type lane struct {
 // up to MaxBuffered, started at Rate up to MaxInFlight at once, and each
 // record's outputs are acknowledged before it counts as done. When ctx
 // ends, nothing more starts; records in flight get DrainTimeout to finish.
+// When the replay gives up (MaxWait, FailFast), nothing more starts and
+// records in flight are abandoned at once: they wait on a partner that is
+// failing, and a later replay guards them as it guards every record.
 func (r *Replayer) run(ctx context.Context, planned int, src source, sum *Summary) error {
 	sum.Planned = planned
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -87,7 +90,21 @@ func (r *Replayer) run(ctx context.Context, planned int, src source, sum *Summar
 		results  = make(chan done, r.o.MaxInFlight)
 		wg       sync.WaitGroup
 		stop     = ctx.Done()
+		lastDone = r.o.Now()
+		ticks    <-chan time.Time
 	)
+	if r.o.Progress != nil || r.o.MaxWait > 0 || r.o.FailFast {
+		t := time.NewTicker(r.o.Tick)
+		defer t.Stop()
+		ticks = t.C
+	}
+	giveUp := func(why string) {
+		sum.GaveUp = why
+		r.log.Info("replay: giving up; the records not finished are not replayed", zap.String("why", why),
+			zap.Int("in_flight", inflight), zap.Int("not_started", waiting))
+		stopping, stop, drain = true, nil, nil
+		hcancel()
+	}
 	take := func() (*lane, ordering.Task[*kgo.Record], bool) {
 		for i := range order {
 			l := order[(next+i)%len(order)]
@@ -104,31 +121,80 @@ func (r *Replayer) run(ctx context.Context, planned int, src source, sum *Summar
 			return
 		}
 		sum.count(d.res)
+		lastDone = r.o.Now()
 		if d.res.line != "" {
 			fmt.Fprintln(r.o.Out, d.res.line)
 		}
 		if r.o.Progress != nil {
-			r.o.Progress(sum.Records, sum.Planned)
+			r.o.Progress(Progress{Done: sum.Records, Planned: sum.Planned})
+		}
+		if d.res.retry && r.o.FailFast && !stopping {
+			giveUp("a record ended in a retryable error again (" + d.res.label + "), and --fail-fast")
 		}
 	}
+	tick := func(now time.Time) {
+		p := Progress{Done: sum.Records, Planned: sum.Planned, Tick: true, Idle: now.Sub(lastDone), tick: r.o.Tick}
+		var held bool
+		if r.o.WaitingFor != nil {
+			p.Waiting, held = r.o.WaitingFor(now)
+		}
+		if r.o.Progress != nil {
+			r.o.Progress(p)
+		}
+		if stopping {
+			return
+		}
+		switch {
+		case r.o.FailFast && held:
+			giveUp(p.Waiting + ", and --fail-fast")
+		case r.o.MaxWait > 0 && p.Idle >= r.o.MaxWait:
+			why := p.Waiting
+			if why == "" {
+				why = "waiting for the partner's answers"
+			}
+			giveUp(fmt.Sprintf("no record finished for %s (--max-wait %s): %s", roundIdle(p.Idle), r.o.MaxWait, why))
+		}
+	}
+	// A record taken but not yet due under Rate waits here, on a timer the
+	// loop selects on, so that ticks and interruptions are served while
+	// the replay is paced.
+	var (
+		paced    func()
+		pace     *time.Timer
+		paceDue  <-chan time.Time
+		unpace   func()
+		startRec = func(l *lane, t ordering.Task[*kgo.Record]) {
+			wg.Go(func() { results <- done{part: l, task: t, res: r.process(hctx, t.Value)} })
+		}
+	)
 	for {
-		for !stopping && inflight < r.o.MaxInFlight {
+		for !stopping && paced == nil && inflight < r.o.MaxInFlight {
 			l, t, ok := take()
 			if !ok {
 				break
 			}
 			waiting--
 			inflight++
-			if limiter != nil && limiter.Wait(ctx) != nil {
-				// Interrupted while paced: this one never started.
-				inflight--
-				waiting++
-				l.sched.Done(t)
-				stopping, stop = true, nil
-				drain = time.After(r.o.DrainTimeout)
-				break
+			if limiter != nil {
+				if res := limiter.Reserve(); res.Delay() > 0 {
+					paced = func() { startRec(l, t) }
+					unpace = func() { // it never started
+						res.Cancel()
+						inflight--
+						waiting++
+						l.sched.Done(t)
+					}
+					pace = time.NewTimer(res.Delay())
+					paceDue = pace.C
+					break
+				}
 			}
-			wg.Go(func() { results <- done{part: l, task: t, res: r.process(hctx, t.Value)} })
+			startRec(l, t)
+		}
+		if stopping && paced != nil {
+			pace.Stop()
+			unpace()
+			paced, paceDue = nil, nil
 		}
 		if inflight == 0 && (stopping || closed && waiting == 0) {
 			break
@@ -170,11 +236,19 @@ func (r *Replayer) run(ctx context.Context, planned int, src source, sum *Summar
 			r.log.Warn("replay: abandoning records still in flight after the drain timeout", zap.Int("records", inflight))
 			hcancel()
 			drain = nil
+		case <-ticks:
+			tick(r.o.Now())
+		case <-paceDue:
+			paced()
+			paced, paceDue = nil, nil
 		}
 	}
 	wg.Wait()
 	scancel()
 	<-srcDone
+	if sum.GaveUp != "" {
+		return nil // what was not replayed is in the summary; srcErr is the cancelled read
+	}
 	if stopping || srcErr != nil {
 		sum.Interrupted = true
 	}

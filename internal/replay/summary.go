@@ -55,6 +55,10 @@ type Summary struct {
 	// Interrupted is set when the replay stopped before its end (context
 	// ended, a read failed): Planned - Records records were not replayed.
 	Interrupted bool
+	// GaveUp says why the replay gave up (Options.MaxWait, FailFast): the
+	// partner is still failing, and Planned - Records records were not
+	// replayed; replay them later.
+	GaveUp string
 
 	fromErrors bool // a replay from error events: Table shows the rows above
 }
@@ -73,7 +77,15 @@ func (s *Summary) count(res result) {
 // needs another replay.
 func (s *Summary) OK() bool {
 	return len(s.NotReplayable) == 0 && s.Mismatched == 0 && s.SourceGone == 0 && s.Refused == 0 &&
-		s.Retry == 0 && !s.Interrupted
+		s.Retry == 0 && !s.Interrupted && s.GaveUp == ""
+}
+
+// StillFailing is the line that tells an operator (and a script's log) to
+// replay later: how many records were replayed of those planned, and how
+// many still need a replay (not finished, or ended retryable again).
+func (s *Summary) StillFailing() string {
+	return fmt.Sprintf("still failing, replay later: %d of %d planned records replayed, %d not finished, %d ended in a retryable error again",
+		s.Records-s.Retry, s.Planned, max(0, s.Planned-s.Records), s.Retry)
 }
 
 // Labels of the rows of Table that count a replay from error events by
@@ -131,6 +143,9 @@ func (s *Summary) Table() string {
 	}
 	if s.Interrupted {
 		fmt.Fprintf(&b, "interrupted: %d of %d planned records not replayed\n", max(0, s.Planned-s.Records), s.Planned)
+	}
+	if s.GaveUp != "" {
+		fmt.Fprintf(&b, "gave up: %s\n%s\n", s.GaveUp, s.StillFailing())
 	}
 	return b.String()
 }

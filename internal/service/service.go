@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,8 +73,9 @@ type Deps struct {
 	Hold      *authhold.Hold  // holds records while the partner refuses the credentials
 	Signer    *signing.Signer // nil without --partner-key
 
-	admin *kgo.Client
-	api   *config.APIClient
+	admin   *kgo.Client
+	api     *config.APIClient
+	retries retryWatch // for WaitingFor
 }
 
 // Service is a configured, connected bridge. New checks every dependency;
@@ -251,10 +253,12 @@ func (d *Deps) buildClient(ctx context.Context) error {
 	cfg := d.Config
 	api, err := cfg.API.Build(config.BuildOptions{Logger: d.Log, MaxConns: cfg.Processing.MaxInFlight,
 		MaxCalls: cfg.Processing.MaxInFlight, OnCalls: func(n int) { d.Metrics.APICallsInFlight.Set(float64(n)) },
-		WrapTransport: d.Metrics.InstrumentTransport,
-		OnGrant:       d.Metrics.TokenGrant,
-		OnRetry:       func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() },
-		Wait:          pipeline.Wait})
+		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
+			return d.Metrics.InstrumentTransport(d.retries.observe(rt))
+		},
+		OnGrant: d.Metrics.TokenGrant,
+		OnRetry: func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() },
+		Wait:    d.retries.wait(pipeline.Wait)})
 	if err != nil {
 		return err
 	}
