@@ -58,6 +58,16 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// usageIf makes err a usage error (exit 2) when it is a T: a value that
+// names nothing there is (a partition, a group, a window of a topic).
+func usageIf[T error](err error) error {
+	var t T
+	if errors.As(err, &t) {
+		return &exitError{code: 2, err: err}
+	}
+	return err
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, lookup: os.LookupEnv}, os.Args[1:])

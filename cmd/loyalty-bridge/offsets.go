@@ -131,7 +131,7 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 	adm := kadm.NewClient(cl)
 	group := cfg.Group.Name
 	if !resetMode {
-		return offsets.Show(ctx, adm, e.stdout, group, topics)
+		return usageIf[*offsets.NoGroupError](offsets.Show(ctx, adm, e.stdout, group, topics))
 	}
 	if err := offsets.Idle(ctx, adm, group); err != nil {
 		var live *offsets.LiveMembersError
@@ -144,11 +144,8 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 		fmt.Fprintf(e.stderr, "warning: %v; trying anyway (--force)\n", err)
 	}
 	moves, err := offsets.Reset(ctx, adm, group, topics[0], int32(*partition), targets[0])
-	var noPartition *offsets.NoPartitionError
-	if errors.As(err, &noPartition) {
-		return &exitError{code: 2, err: err}
-	} else if err != nil {
-		return err
+	if err != nil {
+		return usageIf[*offsets.NoPartitionError](err)
 	}
 	for _, m := range moves {
 		if m.Clamped {

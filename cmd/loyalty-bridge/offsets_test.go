@@ -45,6 +45,11 @@ func TestOffsetsShowAndReset(t *testing.T) {
 	if code, out, _ = s.cli(t, "", "offsets"); code != 0 || !strings.Contains(out, "loyalty.member-onboarding ") {
 		t.Errorf("offsets of every input: exit %d\n%s", code, out)
 	}
+	code, out, errs = s.cli(t, "", "offsets", "--group", "nosuch")
+	if code != 2 || out != "" ||
+		!strings.Contains(errs, `loyalty-bridge offsets: no such group "nosuch" (never committed, or expired); the cluster has 1 group: loyalty-bridge`) {
+		t.Errorf("an unknown group: exit %d\n%s%s", code, out, errs)
+	}
 
 	// A live member: reset refuses; --force is refused by Kafka itself.
 	member, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(s.brokers, ",")...), kgo.ConsumerGroup("loyalty-bridge"),

@@ -80,7 +80,7 @@ Flags:
 func runReplay(ctx context.Context, e env, args []string) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	cfg, b := config.DefineWith(fs, config.Defaults{MaxInFlight: replay.DefaultMaxInFlight})
+	cfg, b := config.DefineWith(fs, config.Defaults{MaxInFlight: replay.DefaultMaxInFlight, LogLevel: "warn"})
 	var q replay.Request
 	q.Define(fs)
 	fs.Usage = func() {
@@ -134,9 +134,8 @@ func runReplay(ctx context.Context, e env, args []string) error {
 	}
 	defer r.Close()
 	sum, err := r.Replay(ctx, &q, e.stderr)
-	var re *replay.RequestError
-	if errors.As(err, &re) {
-		return &exitError{code: 2, err: err}
+	if err = usageIf[*replay.RequestError](err); err != nil && sum == nil {
+		return err
 	}
 	if sum != nil {
 		if q.DryRun {

@@ -146,3 +146,33 @@ func TestReplayWhileCredentialsAreRefused(t *testing.T) {
 		t.Errorf("accrual calls %d, ledger %v", s.st.Sim.TotalCalls(sim.EndpointAccrual), s.st.Sim.Ledger())
 	}
 }
+
+// A replay's stderr is its plan, its progress lines and warnings: no info
+// logs (tokens obtained, the Kafka client's chatter), whatever the
+// partner does.
+func TestReplayStderrIsProgressAndWarnings(t *testing.T) {
+	s := newReplayStack(t)
+	delete(s.envs, "LOYALTY_BRIDGE_LOG_LEVEL") // replay's own default
+	s.envs["LOYALTY_BRIDGE_INCLUDE_ORIGINAL"] = "true" // a warning at start
+	s.produce(t, nil, ids("clean", 6)...)
+	s.st.Sim.SetFaults(sim.Faults{Latency: 30 * time.Millisecond})
+	s.tick = 20 * time.Millisecond
+	code, out, errs := s.cli(t, "replay", "--topic", "loyalty.purchase", "--since", "1h", "--max-in-flight", "1")
+	if code != 0 || outcome(t, out, "APPLIED") != 6 {
+		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
+	}
+	progress := regexp.MustCompile(`^\d+/\d+ records replayed \(\d+%\)  \d+/s  ETA \S+`)
+	warnings := 0
+	for _, l := range strings.Split(strings.TrimSuffix(errs, "\n"), "\n") {
+		switch {
+		case progress.MatchString(l), strings.HasPrefix(l, "replaying loyalty.purchase/"):
+		case strings.HasPrefix(l, `{"level":"warn"`):
+			warnings++
+		default:
+			t.Errorf("stderr line %q is neither progress nor a warning", l)
+		}
+	}
+	if warnings != 1 || len(progressLines(errs, 6, 6)) != 1 {
+		t.Errorf("%d warnings, want 1 (--include-original); stderr:\n%s", warnings, errs)
+	}
+}

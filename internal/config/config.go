@@ -56,12 +56,17 @@ func Define(fs *flag.FlagSet) (*Config, *flagenv.Binder) {
 type Defaults struct {
 	// MaxInFlight: replay is gentler on the partner than the live bridge.
 	MaxInFlight int
+	// LogLevel: an operator command's stderr is for its progress and
+	// warnings; the service's info lines (tokens obtained, circuit
+	// changes) would bury them. "" is run's (info).
+	LogLevel string
 }
 
 // DefineWith is Define with a command's own defaults.
 func DefineWith(fs *flag.FlagSet, d Defaults) (*Config, *flagenv.Binder) {
 	c := &Config{}
 	c.Processing.defaultMaxInFlight = d.MaxInFlight
+	c.Ops.defaultLogLevel = d.LogLevel
 	b := flagenv.New(fs, EnvPrefix)
 	c.Kafka.Define(b)
 	c.Group.Define(b)

@@ -247,6 +247,8 @@ type Ops struct {
 	LogLevel       string
 	StartupTimeout time.Duration
 	LagInterval    time.Duration
+
+	defaultLogLevel string // "": info
 }
 
 // Define defines the section's flags on b's flag set and binds them.
@@ -254,7 +256,11 @@ func (o *Ops) Define(b *flagenv.Binder) {
 	fs := b.FlagSet()
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9464", "address of /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "json or console")
-	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	level := "info"
+	if o.defaultLogLevel != "" {
+		level = o.defaultLogLevel
+	}
+	fs.StringVar(&o.LogLevel, "log-level", level, "debug, info, warn or error")
 	fs.DurationVar(&o.StartupTimeout, "startup-timeout", 30*time.Second, "bound on start-up checks (brokers, registry, first token)")
 	fs.DurationVar(&o.LagInterval, "lag-interval", 15*time.Second, "how often consumer lag is measured for metrics")
 }

@@ -70,14 +70,44 @@ func Lag(ctx context.Context, adm *kadm.Client, group string, topics []string) (
 	return r, nil
 }
 
-// Show writes group's Lag report on topics to w.
+// Show writes group's Lag report on topics to w. A group the cluster does
+// not know (never committed, or expired) is a *NoGroupError naming the
+// groups it knows: most likely --group was mistyped.
 func Show(ctx context.Context, adm *kadm.Client, w io.Writer, group string, topics []string) error {
 	r, err := Lag(ctx, adm, group, topics)
 	if err != nil {
 		return err
 	}
+	if r.State == "" {
+		listed, err := adm.ListGroups(ctx)
+		if err != nil {
+			return fmt.Errorf("no such group %q, and listing the groups failed: %w", group, err)
+		}
+		return &NoGroupError{Group: group, Groups: listed.Groups()}
+	}
 	r.Print(w)
 	return nil
+}
+
+// NoGroupError says that the cluster does not know a group, and which
+// groups it knows.
+type NoGroupError struct {
+	Group  string
+	Groups []string // sorted
+}
+
+// maxGroupsNamed bounds the groups a NoGroupError lists.
+const maxGroupsNamed = 20
+
+func (e *NoGroupError) Error() string {
+	s := fmt.Sprintf("no such group %q (never committed, or expired)", e.Group)
+	switch n := len(e.Groups); {
+	case n == 0:
+		return s + "; the cluster has no consumer groups"
+	case n > maxGroupsNamed:
+		return fmt.Sprintf("%s; the cluster has %d groups: %s and %d more", s, n, strings.Join(e.Groups[:maxGroupsNamed], ", "), n-maxGroupsNamed)
+	}
+	return fmt.Sprintf("%s; the cluster has %s: %s", s, plural(len(e.Groups), "group"), strings.Join(e.Groups, ", "))
 }
 
 // Print writes the report as a table with a total.

@@ -93,6 +93,18 @@ func TestLag(t *testing.T) {
 	if err != nil || r.State != "" || !strings.Contains(out.String(), "group nobody: unknown to the cluster") {
 		t.Fatalf("unknown group: %v\n%s", err, out.String())
 	}
+
+	// Show refuses it, naming the groups there are.
+	commit(t, adm, "h", 1, 1)
+	out.Reset()
+	err = Show(ctx(t), adm, &out, "nobody", []string{topic})
+	var ng *NoGroupError
+	if !errors.As(err, &ng) || err.Error() != `no such group "nobody" (never committed, or expired); the cluster has 2 groups: g, h` || out.Len() != 0 {
+		t.Fatalf("Show of an unknown group: %v\n%s", err, out.String())
+	}
+	if err := Show(ctx(t), adm, &out, "g", []string{topic}); err != nil || !strings.Contains(out.String(), "group g: Empty") {
+		t.Fatalf("Show: %v\n%s", err, out.String())
+	}
 }
 
 func TestReset(t *testing.T) {
