@@ -53,8 +53,8 @@ func runAPI(ctx context.Context, e env, args []string) error {
 	// Defined after All: request fields are not configuration.
 	jsonFile := fs.String("json", "", "read the request body as JSON from FILE (- for stdin); flags given too override its fields")
 	exec := call.Define(fs)
-	if err := b.Parse(args[1:], e.lookup); err != nil {
-		return &exitError{code: 2, err: err}
+	if err := parseFlags(fs, func() error { return b.Parse(args[1:], e.lookup) }); err != nil {
+		return err
 	}
 	src := *jsonFile
 	if fs.NArg() == 1 && fs.Arg(0) == "-" {

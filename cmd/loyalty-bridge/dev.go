@@ -83,8 +83,8 @@ func runDev(ctx context.Context, e env, args []string) error {
 		fmt.Fprint(e.stderr, devUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return &exitError{code: 2, err: err}
+	if err := parseFlags(fs, func() error { return fs.Parse(args) }); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:

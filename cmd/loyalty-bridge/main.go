@@ -15,6 +15,8 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/apicall"
 )
 
 // env is what a subcommand may touch of the outside world; tests pass their
@@ -59,11 +61,12 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 // usageIf makes err a usage error (exit 2) when it is a T: a value that
-// names nothing there is (a partition, a group, a window of a topic).
+// names nothing there is (a partition, a group, a window of a topic), a
+// setting whose file cannot be used.
 func usageIf[T error](err error) error {
 	var t T
 	if errors.As(err, &t) {
-		return &exitError{code: 2, err: err}
+		return &exitError{code: exitUsage, err: err}
 	}
 	return err
 }
@@ -99,10 +102,50 @@ func run(ctx context.Context, e env, args []string) int {
 	}
 	fmt.Fprintf(e.stderr, "loyalty-bridge %s: %v\n", args[0], err)
 	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
+	if !errors.As(err, &ee) {
+		return exitFailed
 	}
-	return 1
+	if ee.code == exitUsage {
+		name := args[0]
+		if _, ok := apicall.Calls()[args[min(1, len(args)-1)]]; ok && name == "api" {
+			name += " " + args[1]
+		}
+		fmt.Fprintf(e.stderr, "see 'loyalty-bridge %s --help'\n", name)
+	}
+	return ee.code
+}
+
+// Exit codes, the same for every command (the README's table); api adds
+// 3 to 5 for the partner's answers.
+const (
+	exitFailed = 1 // it ran, and something failed or was not done
+	exitUsage  = 2 // the command line is wrong; nothing was done
+)
+
+// parseFlags runs parse, a parse of fs's flags (and environment, file),
+// quietly: -h prints the command's help (fs.Usage) and returns
+// flag.ErrHelp; any other problem is a usage error that says the one
+// problem, which run follows with a pointer to --help, not the whole help.
+func parseFlags(fs *flag.FlagSet, parse func() error) error {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := parse()
+	fs.Usage = usage
+	fs.SetOutput(out)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		if usage != nil {
+			usage()
+		} else {
+			fmt.Fprintf(out, "usage of loyalty-bridge %s:\n", fs.Name())
+			fs.PrintDefaults()
+		}
+		return flag.ErrHelp
+	case err != nil:
+		return &exitError{code: exitUsage, err: err}
+	}
+	return nil
 }
 
 func usage(w io.Writer, cmds map[string]command) {
@@ -112,4 +155,5 @@ func usage(w io.Writer, cmds map[string]command) {
 		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'loyalty-bridge <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "Exit status: 0 done, 1 it ran and something failed, 2 usage (nothing done); api also 3-5.")
 }

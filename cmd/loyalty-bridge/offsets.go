@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -79,10 +80,15 @@ func runOffsets(ctx context.Context, e env, args []string) error {
 		fmt.Fprint(e.stderr, offsetsUsage)
 		fs.PrintDefaults()
 	}
-	if err := b.ParseWithFile(args, e.lookup, "config"); err != nil {
-		return &exitError{code: 2, err: err}
+	if err := parseFlags(fs, func() error { return b.ParseWithFile(args, e.lookup, "config") }); err != nil {
+		return err
 	}
 	var errs []error
+	fs.Visit(func(f *flag.Flag) { // a negative value given is not "not given"
+		if (f.Name == "to-offset" || f.Name == "partition") && strings.HasPrefix(f.Value.String(), "-") {
+			errs = append(errs, fmt.Errorf("--%s %s: must be 0 or more", f.Name, f.Value))
+		}
+	})
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}

@@ -87,8 +87,8 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		fmt.Fprint(e.stderr, replayUsage)
 		fs.PrintDefaults()
 	}
-	if err := b.ParseWithFile(args, e.lookup, "config"); err != nil {
-		return &exitError{code: 2, err: err}
+	if err := parseFlags(fs, func() error { return b.ParseWithFile(args, e.lookup, "config") }); err != nil {
+		return err
 	}
 	err := q.Validate(cfg.Topics.Build().Inputs(), time.Now())
 	if q.DryRun { // calls nothing: the partner API settings do not matter
@@ -105,7 +105,7 @@ func runReplay(ctx context.Context, e env, args []string) error {
 
 	deps, err := service.Connect(ctx, cfg, service.Options{NoAPI: q.DryRun, Warnings: b.Warnings(), LogOutput: e.stderr})
 	if err != nil {
-		return err
+		return usageIf[*config.SettingError](err)
 	}
 	defer deps.Close()
 	prog := progress.New(e.stderr, "records replayed", time.Now())

@@ -48,8 +48,8 @@ func runBridge(ctx context.Context, e env, args []string) error {
 		fmt.Fprint(e.stderr, runUsage)
 		fs.PrintDefaults()
 	}
-	if err := b.ParseWithFile(args, e.lookup, "config"); err != nil {
-		return &exitError{code: 2, err: err}
+	if err := parseFlags(fs, func() error { return b.ParseWithFile(args, e.lookup, "config") }); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return &exitError{code: 2, err: fmt.Errorf("unexpected arguments %q", fs.Args())}
@@ -67,7 +67,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	}
 	svc, err := service.New(ctx, cfg, service.Options{Warnings: b.Warnings(), LogOutput: e.stderr})
 	if err != nil {
-		return err
+		return usageIf[*config.SettingError](err)
 	}
 	defer svc.Close()
 	return svc.Run(ctx)

@@ -75,8 +75,8 @@ func (c *contractFlags) codec(ctx context.Context) (*codec.Codec, error) {
 // parse parses args, then the environment, and checks the sections; a
 // usage problem becomes exit code 2.
 func (c *contractFlags) parse(fs *flag.FlagSet, e env, args []string) error {
-	if err := c.b.Parse(args, e.lookup); err != nil {
-		return &exitError{code: 2, err: err} // -h included: run exits 0 on flag.ErrHelp
+	if err := parseFlags(fs, func() error { return c.b.Parse(args, e.lookup) }); err != nil {
+		return err
 	}
 	errs := []error{c.registry.Validate(), c.topics.Validate()}
 	if c.withKafka {
@@ -109,11 +109,11 @@ func runSchemas(ctx context.Context, e env, args []string) error {
 	var cf contractFlags
 	cf.define(fs, false)
 	if len(args) == 0 || (args[0] != "register" && args[0] != "check") {
-		fs.Usage()
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fs.Usage()
 			return flag.ErrHelp
 		}
-		return &exitError{code: 2, err: errors.New("want register or check")}
+		return &exitError{code: exitUsage, err: errors.New("want register or check")}
 	}
 	sub := args[0]
 	if err := cf.parse(fs, e, args[1:]); err != nil {

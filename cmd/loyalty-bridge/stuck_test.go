@@ -152,7 +152,7 @@ func TestReplayWhileCredentialsAreRefused(t *testing.T) {
 // partner does.
 func TestReplayStderrIsProgressAndWarnings(t *testing.T) {
 	s := newReplayStack(t)
-	delete(s.envs, "LOYALTY_BRIDGE_LOG_LEVEL") // replay's own default
+	delete(s.envs, "LOYALTY_BRIDGE_LOG_LEVEL")         // replay's own default
 	s.envs["LOYALTY_BRIDGE_INCLUDE_ORIGINAL"] = "true" // a warning at start
 	s.produce(t, nil, ids("clean", 6)...)
 	s.st.Sim.SetFaults(sim.Faults{Latency: 30 * time.Millisecond})

@@ -36,8 +36,11 @@ without a consumer group: nothing is committed.`)
 	if err := cf.parse(fs, e, args); err != nil {
 		return err
 	}
-	if *topic == "" {
-		return &exitError{code: 2, err: errors.New("--topic is required")}
+	switch {
+	case *topic == "":
+		return &exitError{code: exitUsage, err: errors.New("--topic is required")}
+	case *maxRecords < 0:
+		return &exitError{code: exitUsage, err: fmt.Errorf("--max %d: must be 0 (no limit) or more", *maxRecords)}
 	}
 	cd, err := cf.codec(ctx)
 	if err != nil {

@@ -251,7 +251,8 @@ func (c *APIClient) Close() {
 
 // Build builds the client stack from a validated section. It fetches no
 // token: callers decide whether a first token is a start-up check.
-func (a *API) Build(o BuildOptions) (*APIClient, error) {
+func (a *API) Build(o BuildOptions) (_ *APIClient, err error) {
+	defer settingError(&err)
 	log := o.Logger
 	if log == nil {
 		log = zap.NewNop()

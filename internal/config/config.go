@@ -37,6 +37,22 @@ type Config struct {
 	File string
 }
 
+// SettingError is a setting that passed Validate but cannot be used when
+// it is built: a file it names is missing or unreadable, a certificate or
+// key does not parse. Its message names the flag; commands report it as a
+// usage error, as they report Validate's.
+type SettingError struct{ Err error }
+
+func (e *SettingError) Error() string { return e.Err.Error() }
+func (e *SettingError) Unwrap() error { return e.Err }
+
+// settingError makes a Build's error a *SettingError.
+func settingError(err *error) {
+	if *err != nil {
+		*err = &SettingError{Err: *err}
+	}
+}
+
 // Vars returns every environment variable the configuration reads, by flag
 // name.
 func Vars() map[string]flagenv.Var {

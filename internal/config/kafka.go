@@ -185,7 +185,8 @@ func (k *Kafka) offLoopback() []string {
 // Build returns the options every Kafka client of a command uses: seeds,
 // client id, TLS, SASL and the produce compression. Files are read here,
 // so a missing CA or key is an error naming its flag.
-func (k *Kafka) Build() ([]kgo.Opt, error) {
+func (k *Kafka) Build() (_ []kgo.Opt, err error) {
+	defer settingError(&err)
 	opts := []kgo.Opt{kgo.SeedBrokers(k.BrokerList()...), kgo.ClientID(k.ClientID),
 		kgo.ProducerBatchCompression(k.Compression.codec())}
 	if k.tlsOn() {

@@ -77,7 +77,8 @@ func (r *Registry) Validate() error {
 
 // Build returns a registry client. It does not follow redirects, so basic
 // auth is never sent to another host.
-func (r *Registry) Build() (*sr.Client, error) {
+func (r *Registry) Build() (_ *sr.Client, err error) {
+	defer settingError(&err)
 	cfg, err := tlsConfig("schema-registry", r.CAFile, r.CertFile, r.KeyFile)
 	if err != nil {
 		return nil, err
