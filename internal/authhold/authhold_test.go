@@ -119,3 +119,36 @@ func TestHoldCanceled(t *testing.T) {
 		t.Error("New without Tokens succeeded")
 	}
 }
+
+// Status says since when attempts are held and the refusal that holds
+// them; nothing once the hold ended.
+func TestStatus(t *testing.T) {
+	tk := &tokens{}
+	h, err := New(Options{Tokens: tk, Backoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, since, cause := h.Status(); held || !since.IsZero() || cause != nil {
+		t.Fatalf("a new hold: %v %v %v", held, since, cause)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before := time.Now()
+	done, err := h.Admit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done(refused)
+	held, since, cause := h.Status()
+	if !held || since.Before(before) || !errors.Is(cause, refused) {
+		t.Fatalf("after a refusal: %v %v %v", held, since, cause)
+	}
+	probe, err := h.Admit(ctx) // tokens are obtainable: the probe is admitted
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe(nil)
+	if held, _, cause := h.Status(); held || cause != nil {
+		t.Fatalf("after the probe succeeded: %v %v", held, cause)
+	}
+}

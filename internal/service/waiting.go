@@ -50,13 +50,17 @@ func (d *Deps) WaitingFor(now time.Time) (why string, held bool) {
 	default:
 		failing := st.LastFailure != nil && !st.LastFailureAt.Before(st.LastSuccessAt)
 		waits, asked, askedAt := d.retries.status()
+		calls := fmt.Sprintf("retrying: %d calls wait to be made again", waits)
+		if waits == 1 {
+			calls = "retrying: 1 call waits to be made again"
+		}
 		switch {
 		case waits > 0 && asked != "" && !askedAt.Before(st.LastSuccessAt):
-			return fmt.Sprintf("retrying: %d calls wait to be made again (%s, %s ago)", waits, asked, ago(now, askedAt)), false
+			return fmt.Sprintf("%s (%s, %s ago)", calls, asked, ago(now, askedAt)), false
 		case waits > 0 && failing:
-			return fmt.Sprintf("retrying: %d calls wait to be made again (%s)", waits, last), false
+			return calls + " (" + last + ")", false
 		case waits > 0:
-			return fmt.Sprintf("retrying: %d calls wait to be made again", waits), false
+			return calls, false
 		case failing:
 			return "retrying: " + last, false
 		}
