@@ -16,5 +16,9 @@
 // bridge counts transient errors (network, timeouts, 429, 5xx) and not
 // business 400s, which prove the API is up.
 //
+// Status tells an operator where the circuit stands: since when it is
+// open, and the last failure. Options.Off makes a breaker that never
+// opens, for operators who want failures to become error events at once.
+//
 // Breaker does not call the API, log per attempt, or know about Kafka.
 package circuit

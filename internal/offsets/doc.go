@@ -1,6 +1,7 @@
 // Package offsets is the operator's view of a consumer group's position:
 // what it has committed, where each partition ends and the lag between
-// them (Lag, Report, Show), and moving one topic's commits to a time, an
+// them (Lag, Report, Show; a group the cluster does not know is a
+// NoGroupError naming those it does), and moving one topic's commits to a time, an
 // offset, the log start or the end (Reset), with the check that nobody is
 // in the group while that happens (Idle).
 //

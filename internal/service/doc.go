@@ -11,6 +11,11 @@
 // bridge's handlers and serves /metrics, /healthz and /readyz until its
 // context ends, then shuts down gracefully.
 //
+// Deps.WaitingFor tells an operator what records wait for (refused
+// credentials, an open circuit, calls waiting out a Retry-After): it reads
+// the breaker's and the auth hold's state and what the client's retry
+// waits and the partner's answers showed, and changes none of them.
+//
 // The package wires; it holds no business rules (package bridge) and no
 // Kafka mechanics (package pipeline).
 package service
