@@ -387,7 +387,7 @@ func TestReplayUsageErrors(t *testing.T) {
 		{[]string{"replay", "--topic", "loyalty.purchase", "--partition", "-1", "--from-offset", "0"}, "--partition -1: must be 0 or more"},
 		{[]string{"replay", "--topic", "loyalty.purchase", "--partition", "0", "--from-offset", "-5"}, "--from-offset -5: must be 0 or more"},
 		{[]string{"replay", "--topic", "loyalty.purchase", "--partition", "0", "--from-offset", "1", "--to-offset", "-1"}, "--to-offset -1: must be 0 or more"},
-		{[]string{"replay", "--topic", "loyalty.purchase", "--partition", "4294967296", "--since", "1h"}, "--partition 4294967296: must be 0 or more"},
+		{[]string{"replay", "--topic", "loyalty.purchase", "--partition", "4294967296", "--since", "1h"}, "--partition 4294967296: must be at most 2147483647"},
 		{[]string{"replay", "--topic", "loyalty.purchase", "--since", "1h", "--until", "2h"}, "is not after --since"},
 		{[]string{"replay", "--topic", "loyalty.purchase", "--since", "2026-11-23T10:00:00Z", "--until", "2026-11-23T09:00:00Z"},
 			"--until 2026-11-23T09:00:00Z is not after --since 2026-11-23T10:00:00Z"},

@@ -115,8 +115,10 @@ func (q *Request) Validate(inputs []string, now time.Time) error {
 	} {
 		switch {
 		case !o.v.set:
-		case o.v.v < 0 || o.v.v > o.max:
+		case o.v.v < 0:
 			bad("--%s %d: must be 0 or more", o.name, o.v.v)
+		case o.v.v > o.max:
+			bad("--%s %d: must be at most %d", o.name, o.v.v, o.max)
 		default:
 			o.to(o.v.v)
 		}
