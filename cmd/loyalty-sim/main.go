@@ -82,7 +82,7 @@ func parse(e env, args []string) (*config, error) {
 	fs.DurationVar(&o.ClockSkew, "clock-skew", sim.DefaultClockSkew, "partner JWTs: how far the partner's clock may be off (iat ahead, exp behind; at most "+sim.MaxClockSkew.String()+")")
 	fs.DurationVar(&o.MaxSignLifetime, "max-sign-lifetime", sim.DefaultMaxSignLifetime, "redemption sign: longest exp - iat accepted")
 	fs.IntVar(&o.ReplayCacheSize, "replay-cache-size", sim.DefaultReplayCacheSize, "partner JWTs: most jtis remembered to refuse replays (when full of unexpired ones, new JWTs are refused)")
-	fs.StringVar(&c.duplicatePolicy, "duplicate-policy", "reject", "a transactionId sent twice: reject (400 DUPLICATE_TRANSACTION) or return-original")
+	fs.StringVar(&c.duplicatePolicy, "duplicate-policy", "reject", "a transactionId sent twice: reject (400, the duplicate code), return-original (200, the first answer again) or apply (applied again, as a partner without duplicate detection)")
 	fs.IntVar(&o.Capacity, "capacity", sim.DefaultCapacity, "business requests handled at once (0: unlimited); the excess is answered --over-capacity-status at once (token endpoints are not limited)")
 	fs.IntVar(&o.OverCapacityStatus, "over-capacity-status", sim.DefaultOverCapacityStatus, "status of a business request beyond --capacity: 429 or 503 (with --retry-after)")
 	fs.DurationVar(&f.Latency, "latency", 0, "fault: fixed added latency")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -29,6 +30,7 @@ type tokenTTLs struct {
 //	PUT  /__sim/token-ttl       change either or both
 //	GET  /__sim/counters        Counters
 //	GET  /__sim/ledger          {"<transactionId>": effects, …}
+//	GET  /__sim/ledger?over=N   only the transactionIds applied more than N times (EffectsOver)
 //	GET  /__sim/members/{id}    MemberState (balance, link state)
 //
 // Without Options.AdminToken every path answers 404; a missing or wrong
@@ -133,6 +135,13 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) reply {
 	case path == "ledger":
 		if r.Method != http.MethodGet {
 			return methodNotAllowed(http.MethodGet)
+		}
+		if v := r.URL.Query().Get("over"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return adminBad(errors.New("over: want a whole number of effects, e.g. over=1"))
+			}
+			return adminOK(s.EffectsOver(n))
 		}
 		return adminOK(s.Ledger())
 	case strings.HasPrefix(path, "members/"):

@@ -292,6 +292,46 @@ func TestDuplicateReturnOriginal(t *testing.T) {
 	}
 }
 
+// A partner without duplicate detection: a repeated transactionId is a
+// new transaction each time (balance, bitReference, ledger), a lookup
+// still finds the first, and the admin API lists the double effects.
+func TestDuplicateApply(t *testing.T) {
+	e := newEnv(t, func(o *sim.Options) { o.DuplicatePolicy = sim.DuplicateApply })
+	first := successData(t, e.post(sim.PathAccrual, accrual(1, "T-1", 5000, 1)), "object").(map[string]any)
+	again := successData(t, e.post(sim.PathAccrual, accrual(1, "T-1", 5000, 1)), "object").(map[string]any)
+	if first["bitReference"] == again["bitReference"] {
+		t.Fatalf("the repeat was not a new transaction: %v, %v", first, again)
+	}
+	successData(t, e.post(sim.PathAccrual, accrual(1, "T-2", 5000, 1)), "object")
+	for range 3 {
+		successData(t, e.post(sim.PathRedemption, e.redemption(1, "R-1", 7, 10, "2026-11-22", nil)), "object")
+	}
+	if m, _ := e.sim.Member(sim.MemberID(1)); m.Balance != 10_000+3*5-3*7 {
+		t.Fatalf("balance %d, ledger %v", m.Balance, e.sim.Ledger())
+	}
+	if got := e.sim.EffectsOver(1); len(got) != 2 || got["T-1"] != 2 || got["R-1"] != 3 || e.sim.Effects("T-2") != 1 {
+		t.Fatalf("effects over 1: %v", got)
+	}
+	l := successData(t, e.post(sim.PathLookup, map[string]string{"loyaltyId": sim.MemberID(1), "transactionId": "T-1"}), "object").(map[string]any)
+	if l["bitReference"] != first["bitReference"] {
+		t.Fatalf("lookup found %v, want the first (%v)", l["bitReference"], first["bitReference"])
+	}
+	const tok = "admin-secret"
+	if r := e.admin(http.MethodGet, "ledger?over=1", tok, ""); r.status != 200 || len(r.body) != 2 || r.body["R-1"] != 3.0 {
+		t.Fatalf("ledger?over=1: %s", r.raw)
+	}
+	if r := e.admin(http.MethodGet, "ledger?over=3", tok, ""); r.status != 200 || len(r.body) != 0 {
+		t.Fatalf("ledger?over=3: %s", r.raw)
+	}
+	wantError(t, e.admin(http.MethodGet, "ledger?over=x", tok, ""), 400, sim.CodeInvalidRequest)
+	if p, err := sim.ParseDuplicatePolicy("apply"); err != nil || p != sim.DuplicateApply || p.String() != "apply" {
+		t.Fatal(p, err)
+	}
+	if _, err := sim.New(sim.Options{DuplicatePolicy: sim.DuplicatePolicy(9)}); err == nil {
+		t.Fatal("unknown policy accepted")
+	}
+}
+
 // redemption builds a redemption body signed by key (the RSA partner key
 // with kid rsa-1 when nil) over the same values, after mod changes the
 // sign's claims.

@@ -18,9 +18,10 @@
 // Onboarding adds members with the next ids. Accrual credits
 // floor(transactionAmount × EarnRate) points; redemption debits usedPoint;
 // both are recorded as transactions found again by lookup-transaction-id
-// through bitReference or transactionId. The ledger (Effects, Ledger)
-// counts how often each transactionId was applied, which is how tests
-// prove "no double accrual".
+// through bitReference or transactionId. The ledger (Effects, Ledger,
+// EffectsOver) counts how often each transactionId was applied, which is
+// how tests prove "no double accrual", also against a partner that
+// applies a repeated transactionId again (DuplicateApply).
 //
 // Tokens are RS256 JWTs signed with a key the Server generates at New
 // (published as a JWKS); they are valid while the Server remembers them
@@ -76,10 +77,12 @@
 //     must be JSON objects. usedPoint must be a whole number.
 //   - Duplicates: a transactionId is unique per kind (accrual, redemption).
 //     DuplicateReject answers DUPLICATE_TRANSACTION;
-//     DuplicateReturnOriginal answers the first call's data again. Either
-//     way nothing is applied twice. A redemption refused (bad sign,
-//     insufficient points) is not recorded and may be sent again, with a
-//     new sign.
+//     DuplicateReturnOriginal answers the first call's data again; either
+//     way nothing is applied twice. DuplicateApply plays a partner
+//     without duplicate detection: the repeat is applied again, and the
+//     ledger counts it (EffectsOver(1), GET /__sim/ledger?over=1, lists
+//     every double effect). A redemption refused (bad sign, insufficient
+//     points) is not recorded and may be sent again, with a new sign.
 //   - Unlink with a partnerMemberId other than the one linked is
 //     MEMBER_IS_NOT_LINKED_YET (the member is not linked to that id).
 //   - Values: transactionType ACCRUAL or REDEMPTION, transactionSource

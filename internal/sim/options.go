@@ -142,38 +142,51 @@ func ParsePublicKeyPEM(data []byte) (crypto.PublicKey, error) {
 
 // DuplicatePolicy says how a transactionId sent a second time (on accrual,
 // or on redemption; each kind has its own namespace) is answered. The spec
-// does not say.
+// does not say ("Behaviour when a transactionId is sent twice: not
+// shown"), so a client must be safe under each.
 type DuplicatePolicy int
 
 const (
-	// DuplicateReject answers 400 DUPLICATE_TRANSACTION (the default).
+	// DuplicateReject answers 400 with the profile's duplicate code
+	// (DUPLICATE_TRANSACTION by default). The default.
 	DuplicateReject DuplicatePolicy = iota
 	// DuplicateReturnOriginal answers 200 with the first call's data
 	// (same bitReference, requestId and timestamp) and applies nothing.
 	DuplicateReturnOriginal
+	// DuplicateApply applies the repeated transactionId again, as a
+	// partner without duplicate detection would: a new transaction with
+	// its own bitReference, the balance changed again, the ledger's
+	// effects of the transactionId counted up (Effects, EffectsOver). A
+	// lookup by transactionId still finds the first one. Only a client
+	// that never repeats a write keeps every transaction at one effect.
+	DuplicateApply
 )
 
-// String is the flag spelling: "reject" or "return-original".
+// String is the flag spelling: "reject", "return-original" or "apply".
 func (p DuplicatePolicy) String() string {
 	switch p {
 	case DuplicateReject:
 		return "reject"
 	case DuplicateReturnOriginal:
 		return "return-original"
+	case DuplicateApply:
+		return "apply"
 	}
 	return fmt.Sprintf("DuplicatePolicy(%d)", int(p))
 }
 
-// ParseDuplicatePolicy accepts "reject" and "return-original" ("" is
-// reject).
+// ParseDuplicatePolicy accepts "reject", "return-original" and "apply"
+// ("" is reject).
 func ParseDuplicatePolicy(s string) (DuplicatePolicy, error) {
 	switch s {
 	case "", "reject":
 		return DuplicateReject, nil
 	case "return-original":
 		return DuplicateReturnOriginal, nil
+	case "apply":
+		return DuplicateApply, nil
 	}
-	return 0, fmt.Errorf("duplicate policy %q: want reject or return-original", s)
+	return 0, fmt.Errorf("duplicate policy %q: want reject, return-original or apply", s)
 }
 
 // Options configures a Server. The zero value is a working sandbox with the
@@ -320,7 +333,7 @@ func (o Options) withDefaults() (Options, error) {
 	default:
 		errs = append(errs, fmt.Errorf("sim: OverCapacityStatus %d: want 429 or 503", o.OverCapacityStatus))
 	}
-	if o.DuplicatePolicy != DuplicateReject && o.DuplicatePolicy != DuplicateReturnOriginal {
+	if o.DuplicatePolicy < DuplicateReject || o.DuplicatePolicy > DuplicateApply {
 		errs = append(errs, fmt.Errorf("sim: unknown %s", o.DuplicatePolicy))
 	}
 	for i, k := range o.PartnerKeys {

@@ -172,18 +172,22 @@ func (s *Server) handleAccrual(c *call) reply {
 	if m == nil {
 		return memberNotFound()
 	}
-	if prev, dup := s.st.accruals[a.TransactionID]; dup {
-		if s.opts.DuplicatePolicy == DuplicateReturnOriginal {
-			return ok(prev.result)
-		}
+	prev, dup := s.st.accruals[a.TransactionID]
+	switch {
+	case dup && s.opts.DuplicatePolicy == DuplicateReturnOriginal:
+		return ok(prev.result)
+	case dup && s.opts.DuplicatePolicy == DuplicateReject:
 		return badRequest(CodeDuplicateTransaction, "transactionId already accrued")
 	}
+	// Not a duplicate, or DuplicateApply: applied (again).
 	t := &txn{kind: TypeAccrual, loyaltyID: m.id, transactionID: a.TransactionID, bitReference: s.st.bitRef(),
 		requestID: uuid.NewString(), points: points, amount: *a.TransactionAmount, at: now, txTime: txTime}
 	t.result = accrualResult{SponsorID: SponsorID, TransactionID: t.transactionID, BitReference: t.bitReference,
 		LoyaltyID: m.id, Timestamp: now.UTC().Format(isoMillisUTC), RequestID: t.requestID}
 	m.balance += points
-	s.st.accruals[t.transactionID] = t
+	if !dup {
+		s.st.accruals[t.transactionID] = t
+	}
 	s.st.byBitRef[t.bitReference] = t
 	s.st.ledger[t.transactionID]++
 	return ok(t.result)
@@ -231,10 +235,11 @@ func (s *Server) handleRedemption(c *call) reply {
 	s.st.mu.Lock()
 	defer s.st.mu.Unlock()
 	m := s.st.get(rq.LoyaltyID)
-	if prev, dup := s.st.redemptions[rq.TransactionID]; dup {
-		if s.opts.DuplicatePolicy == DuplicateReturnOriginal {
-			return ok(prev.result)
-		}
+	prev, dup := s.st.redemptions[rq.TransactionID]
+	switch {
+	case dup && s.opts.DuplicatePolicy == DuplicateReturnOriginal:
+		return ok(prev.result)
+	case dup && s.opts.DuplicatePolicy == DuplicateReject:
 		return badRequest(CodeDuplicateTransaction, "transactionId already redeemed")
 	}
 	if m.balance < usedPoint {
@@ -245,7 +250,9 @@ func (s *Server) handleRedemption(c *call) reply {
 	t.result = redemptionResult{RequestID: t.requestID, TransactionID: t.transactionID, BitReference: t.bitReference,
 		UsedPoint: usedPoint, Timestamp: now.UTC().Format(isoMillisUTC)}
 	m.balance -= usedPoint
-	s.st.redemptions[t.transactionID] = t
+	if !dup {
+		s.st.redemptions[t.transactionID] = t
+	}
 	s.st.byBitRef[t.bitReference] = t
 	s.st.ledger[t.transactionID]++
 	return ok(t.result)

@@ -164,10 +164,10 @@ func (s *Server) Member(loyaltyID string) (MemberState, bool) {
 }
 
 // Effects is how many times an accrual or redemption with transactionID
-// was applied (0 or 1, unless the same id was used for both kinds). A
-// value above 1 for one kind would be a double effect, which the
-// simulator never does; tests use it to prove the client never needs it
-// to.
+// was applied. Under DuplicateReject and DuplicateReturnOriginal it is 0
+// or 1 (2 only when one id was used for both kinds); under DuplicateApply
+// every repeated write counts, so a value above 1 is a double effect the
+// client caused.
 func (s *Server) Effects(transactionID string) int {
 	s.st.mu.Lock()
 	defer s.st.mu.Unlock()
@@ -179,4 +179,19 @@ func (s *Server) Ledger() map[string]int {
 	s.st.mu.Lock()
 	defer s.st.mu.Unlock()
 	return maps.Clone(s.st.ledger)
+}
+
+// EffectsOver returns the transactionIds applied more than n times, with
+// their effect counts (GET /__sim/ledger?over=N): EffectsOver(1) lists the
+// double effects, which a test expects to be empty.
+func (s *Server) EffectsOver(n int) map[string]int {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	out := map[string]int{}
+	for id, e := range s.st.ledger {
+		if e > n {
+			out[id] = e
+		}
+	}
+	return out
 }
