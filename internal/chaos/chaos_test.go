@@ -88,13 +88,20 @@ func (s *netSwitch) cut() {
 	}
 }
 
-func TestChaos(t *testing.T) { runChaos(t, false) }
+func TestChaos(t *testing.T) { runChaos(t, false, sim.DuplicateReject) }
+
+// TestChaosDuplicatesApplied runs the same chaos against a partner without
+// duplicate detection (the simulator's --duplicate-policy apply): a write
+// sent twice is applied twice, so only the bridge's guard, and the dispatch
+// horizon that tells a killed member's successor what to guard, keep every
+// transaction at one effect.
+func TestChaosDuplicatesApplied(t *testing.T) { runChaos(t, false, sim.DuplicateApply) }
 
 // TestChaosExactlyOnce runs the same chaos with --delivery exactly-once:
 // a read_committed reader of the reply topics sees no duplicate.
-func TestChaosExactlyOnce(t *testing.T) { runChaos(t, true) }
+func TestChaosExactlyOnce(t *testing.T) { runChaos(t, true, sim.DuplicateReject) }
 
-func runChaos(t *testing.T, exactlyOnce bool) {
+func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 	n := envInt("CHAOS_EVENTS", 600)
 	kills := envInt("CHAOS_KILLS", 4)
 	members := 100
@@ -102,7 +109,7 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	defer cancel()
 	st, err := devstack.Start(ctx, devstack.Options{DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0",
-		SimAddr: "127.0.0.1:0", Partitions: 6, Topics: topics.All(), Sim: sim.Options{Members: members, Seed: 7}})
+		SimAddr: "127.0.0.1:0", Partitions: 6, Topics: topics.All(), Sim: sim.Options{Members: members, Seed: 7, DuplicatePolicy: duplicates}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +431,7 @@ func runChaos(t *testing.T, exactlyOnce bool) {
 	resent := st.Sim.Calls(sim.EndpointAccrual, 400) + st.Sim.Calls(sim.EndpointRedemption, 400)
 
 	table := fmt.Sprintf(`
-chaos (%s): %d events in %s
+chaos (%s, duplicates %s): %d events in %s
   faults: %d kills (%d without drain), Kafka %d connections dropped, %d produce and %d fetch errors, %d leader moves, %d coordinator moves;
           API 500/503/429 %d/%d/%d, %d 429 bursts, tokens revoked %d times
   invariant                                              value   ok
@@ -438,7 +445,7 @@ chaos (%s): %d events in %s
   writes re-sent for an applied transaction (400)        %5d   -
   reply records written in aborted transactions          %5d   -
   members fenced at their stop (exactly-once)            %5d   -
-`, cfg.Delivery.Mode, len(all), time.Since(began).Round(time.Second),
+`, cfg.Delivery.Mode, duplicates, len(all), time.Since(began).Round(time.Second),
 		kills, kills/2, kf.drops.Load(), kf.produceErrs.Hits(), kf.fetchErrs.Hits(), kf.moves.Load(), kf.rehashes.Load(),
 		st.Sim.Calls(sim.EndpointAccrual, 500)+st.Sim.Calls(sim.EndpointRedemption, 500),
 		st.Sim.Calls(sim.EndpointAccrual, 503)+st.Sim.Calls(sim.EndpointRedemption, 503),
