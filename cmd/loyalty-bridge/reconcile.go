@@ -87,6 +87,7 @@ func runReconcile(ctx context.Context, e env, args []string) error {
 	since := fs.String("since", "", "first reply time (RFC 3339 or a duration ago, e.g. 24h; required)")
 	until := fs.String("until", "", "time to stop before (default: now)")
 	concurrency := fs.Int("concurrency", reconcile.DefaultConcurrency, "lookups in progress at once")
+	maxTx := fs.Int("max-transactions", reconcile.DefaultMaxTransactions, "transactions one run holds in memory; a window with more fails before any lookup")
 	rateFlag := fs.String("rate", "", "lookups started per second, N or N/s, or per minute, N/m (default: no bound)")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of a table")
 	fs.Usage = func() {
@@ -99,6 +100,9 @@ func runReconcile(ctx context.Context, e env, args []string) error {
 	now := time.Now()
 	q, rate, err := reconcileRequest(cfg.Topics.Build(), topics, *since, *until, *rateFlag, *concurrency, now)
 	err = errors.Join(err, cfg.Kafka.Validate(), cfg.Registry.Validate(), cfg.Topics.Validate(), cfg.API.Validate())
+	if *maxTx < 1 {
+		err = errors.Join(err, fmt.Errorf("--max-transactions %d: must be at least 1", *maxTx))
+	}
 	if fs.NArg() > 0 {
 		err = errors.Join(err, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
@@ -128,7 +132,7 @@ func runReconcile(ctx context.Context, e env, args []string) error {
 	defer stack.Close()
 	prog := progress.New(e.stderr, "transactions looked up", now)
 	done, planned := 0, 0
-	r, err := reconcile.New(reconcile.Options{Kafka: kopts, Codec: cd, Partner: stack.Client, Concurrency: *concurrency, Rate: rate,
+	r, err := reconcile.New(reconcile.Options{Kafka: kopts, Codec: cd, Partner: stack.Client, Concurrency: *concurrency, Rate: rate, MaxTransactions: *maxTx,
 		Progress: func(d, p int) {
 			done, planned = d, p
 			prog.Show(d, p)

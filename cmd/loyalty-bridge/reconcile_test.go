@@ -217,6 +217,7 @@ func TestReconcileUsage(t *testing.T) {
 		{[]string{"reconcile", "--since", "2h", "--until", "3h"}, 2, "is not after --since"},
 		{[]string{"reconcile", "--since", "1h", "--concurrency", "0"}, 2, "--concurrency 0: must be at least 1"},
 		{[]string{"reconcile", "--since", "1h", "--rate", "fast"}, 2, "--rate: "},
+		{[]string{"reconcile", "--since", "1h", "--max-transactions", "0"}, 2, "--max-transactions 0: must be at least 1"},
 		{[]string{"reconcile", "--since", "1h", "--topic", "loyalty.member-onboarding"}, 2, "member commands (onboard, link, unlink) are out of scope"},
 		{[]string{"reconcile", "--since", "1h", "--topic", "loyalty.purchase.result"}, 2, `--topic "loyalty.purchase.result": not an input topic`},
 		{[]string{"reconcile", "--since", "1h", "--nope"}, 2, "flag provided but not defined: -nope\nsee 'loyalty-bridge reconcile --help'\n"},

@@ -35,6 +35,10 @@
 //   - Unchecked: no answer (retries exhausted, credentials refused), or
 //     nothing to ask with (no loyaltyId anywhere).
 //
+// A run holds a few hundred bytes per transaction of its window until the
+// lookups are done; Options.MaxTransactions bounds them, and a window that
+// holds more fails before any lookup, asking for a narrower one.
+//
 // NO_OP results (a refund that claws back nothing) and replies to member
 // commands (onboard, link, unlink) are counted as skipped, not checked:
 // those have no transaction to look up.

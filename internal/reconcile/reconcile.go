@@ -23,9 +23,14 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 )
 
-// DefaultConcurrency is Options.Concurrency's default: lookups in
-// progress at once.
-const DefaultConcurrency = 8
+// Defaults of Options.
+const (
+	// DefaultConcurrency: lookups in progress at once.
+	DefaultConcurrency = 8
+	// DefaultMaxTransactions: transactions one run holds in memory (a few
+	// hundred bytes each).
+	DefaultMaxTransactions = 1_000_000
+)
 
 // Partner is the partner API as reconcile needs it: one read.
 // *loyalty.Client is one.
@@ -49,6 +54,10 @@ type Options struct {
 	// Rate bounds lookups started per second (0: no bound). A
 	// reconciliation shares the partner API with the live bridge.
 	Rate float64
+	// MaxTransactions bounds the transactions of one run, held in memory
+	// until they are looked up (default DefaultMaxTransactions): a window
+	// that holds more fails before any lookup, asking for a narrower one.
+	MaxTransactions int
 	// Progress, when set, is told after each lookup how many of the
 	// planned ones are done. Calls never overlap.
 	Progress func(done, planned int)
@@ -85,6 +94,9 @@ func New(o Options) (*Reconciler, error) {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
 	}
+	if o.MaxTransactions <= 0 {
+		o.MaxTransactions = DefaultMaxTransactions
+	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
@@ -104,11 +116,28 @@ func (p position) compare(q position) int {
 	return cmp.Or(cmp.Compare(p.topic, q.topic), cmp.Compare(p.partition, q.partition), cmp.Compare(p.offset, q.offset))
 }
 
-// reply is a result or an error event, as much of it as a check needs.
-type reply struct {
-	at     position
-	result *events.LoyaltyResult // one of result and fail
-	fail   *events.LoyaltyError
+// result is what a check needs of a result.
+type result struct {
+	at           position
+	outcome      events.Outcome
+	loyaltyID    string
+	bitReference string
+	// points the result reports: points of an accrual, usedPoint (else
+	// points) of a redemption or a clawback; nil when it reports none.
+	points *int64
+}
+
+// failure is what a check needs of an error event.
+type failure struct {
+	at   position
+	what string // category and code, e.g. "BUSINESS INSUFFICIENT_POINT"
+}
+
+// inputRecord is what a check needs of the input record a reply answers.
+type inputRecord struct {
+	loyaltyID string
+	amount    float64 // amount; refundAmount of a refund
+	asked     int64   // usedPoint of a redemption; -1 otherwise
 }
 
 // item is one transaction of one input topic and every reply to it in
@@ -117,11 +146,11 @@ type item struct {
 	input    string
 	id       string
 	typ      events.EventType
-	results  []reply
-	errors   []reply
-	source   position     // the input record, from the first reply
+	results  []result
+	errors   []failure
+	source   position     // the input record, from the first reply naming one
 	original []byte       // an input record carried by an error event
-	event    events.Event // the input record, decoded; nil when gone
+	in       *inputRecord // nil when the input record was not read
 	findings []Finding
 	looked   bool // answered by the partner (or not) without the run being stopped
 }
@@ -156,8 +185,10 @@ func (r *Reconciler) Run(ctx context.Context, q Request) (*Report, error) {
 	adm := kadm.NewClient(cl)
 
 	var spans []span
+	inputOf := map[string]string{} // reply topic → input topic
 	for _, in := range q.Inputs {
 		for _, t := range []string{(codec.Topics{}).ResultTopic(in), (codec.Topics{}).ErrorTopic(in)} {
+			inputOf[t] = in
 			s, err := r.window(ctx, adm, t, q.Since, q.Until)
 			if err != nil {
 				return rep, err
@@ -173,7 +204,7 @@ func (r *Reconciler) Run(ctx context.Context, q Request) (*Report, error) {
 			return nil
 		}
 		rep.Replies++
-		return r.take(ctx, rec, items, rep)
+		return r.take(ctx, rec, inputOf[rec.Topic], items, rep)
 	})
 	if err != nil {
 		return rep, err
@@ -195,7 +226,7 @@ func (r *Reconciler) Run(ctx context.Context, q Request) (*Report, error) {
 }
 
 // take files a reply record under its transaction.
-func (r *Reconciler) take(ctx context.Context, rec *kgo.Record, items map[[2]string]*item, rep *Report) error {
+func (r *Reconciler) take(ctx context.Context, rec *kgo.Record, input string, items map[[2]string]*item, rep *Report) error {
 	at := position{rec.Topic, rec.Partition, rec.Offset}
 	v, err := r.o.Codec.Decode(ctx, rec.Topic, rec.Value)
 	if err != nil {
@@ -206,12 +237,13 @@ func (r *Reconciler) take(ctx context.Context, rec *kgo.Record, items map[[2]str
 		rep.skip("reply records that do not decode")
 		return nil
 	}
-	input := strings.TrimSuffix(strings.TrimSuffix(rec.Topic, ".result"), ".error")
 	var (
 		id  string
 		typ events.EventType
 		src position
-		rp  = reply{at: at}
+		res *result
+		bad *failure
+		org []byte
 	)
 	switch v := v.(type) {
 	case *events.LoyaltyResult:
@@ -224,13 +256,18 @@ func (r *Reconciler) take(ctx context.Context, rec *kgo.Record, items map[[2]str
 			rep.skip("results of member commands (out of scope)")
 			return nil
 		}
-		id, typ, src, rp.result = v.TransactionID, v.EventType, position{v.Source.Topic, v.Source.Partition, v.Source.Offset}, v
+		id, typ, src = v.TransactionID, v.EventType, position{v.Source.Topic, v.Source.Partition, v.Source.Offset}
+		res = &result{at: at, outcome: v.Outcome, loyaltyID: deref(v.LoyaltyID), bitReference: deref(v.BitReference), points: v.Points}
+		if k, _ := kindOf(typ); k == KindRedemption && v.UsedPoint != nil {
+			res.points = v.UsedPoint
+		}
 	case *events.LoyaltyError:
 		if v.EventType == nil {
 			rep.skip("error events of input records that do not decode (no transaction to look up)")
 			return nil
 		}
-		id, typ, src, rp.fail = v.TransactionID, *v.EventType, position{v.Source.Topic, v.Source.Partition, v.Source.Offset}, v
+		id, typ, src = v.TransactionID, *v.EventType, position{v.Source.Topic, v.Source.Partition, v.Source.Offset}
+		bad, org = &failure{at: at, what: describeFailure(v)}, v.OriginalValue
 	default:
 		rep.skip("records that are not replies")
 		return nil
@@ -242,19 +279,42 @@ func (r *Reconciler) take(ctx context.Context, rec *kgo.Record, items map[[2]str
 	k := [2]string{input, id}
 	it := items[k]
 	if it == nil {
+		if len(items) >= r.o.MaxTransactions {
+			return fmt.Errorf("the window holds more than %d transactions: narrow it (since, until, topics) or raise the limit", r.o.MaxTransactions)
+		}
 		it = &item{input: input, id: id, typ: typ, source: position{offset: -1}}
 		items[k] = it
 	}
 	if it.source.offset < 0 && src.topic == input && src.offset >= 0 {
 		it.source = src
 	}
-	if rp.result != nil {
-		it.results = append(it.results, rp)
+	if res != nil {
+		it.results = append(it.results, *res)
 	} else {
-		it.errors = append(it.errors, rp)
-		if it.original == nil && len(rp.fail.OriginalValue) > 0 {
-			it.original = rp.fail.OriginalValue
+		it.errors = append(it.errors, *bad)
+		if it.original == nil && len(org) > 0 {
+			it.original = org
 		}
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// readInput is what a check needs of an input event.
+func readInput(ev events.Event) *inputRecord {
+	switch ev := ev.(type) {
+	case *events.PurchaseCompleted:
+		return &inputRecord{loyaltyID: ev.LoyaltyID, amount: ev.Amount, asked: -1}
+	case *events.RedemptionRequested:
+		return &inputRecord{loyaltyID: ev.LoyaltyID, amount: ev.Amount, asked: ev.UsedPoint}
+	case *events.PurchaseRefunded:
+		return &inputRecord{loyaltyID: ev.LoyaltyID, amount: ev.RefundAmount, asked: -1}
 	}
 	return nil
 }
@@ -292,25 +352,29 @@ func (r *Reconciler) sources(ctx context.Context, adm *kadm.Client, list []*item
 		if err != nil {
 			return fmt.Errorf("end offsets of %s: %w", strings.Join(topics, ", "), err)
 		}
-		spans := map[[2]any]*span{}
+		type tp struct {
+			topic     string
+			partition int32
+		}
+		spans := map[tp]*span{}
 		for _, p := range slices.SortedFunc(maps.Keys(want), position.compare) {
 			st, ok1 := starts.Lookup(p.topic, p.partition)
 			en, ok2 := ends.Lookup(p.topic, p.partition)
 			if !ok1 || !ok2 || p.offset < st.Offset || p.offset >= en.Offset {
 				continue // gone, or not a position of the topic
 			}
-			k := [2]any{p.topic, p.partition}
+			k := tp{p.topic, p.partition}
 			if s := spans[k]; s != nil {
 				s.to = p.offset + 1 // sorted
 			} else {
 				spans[k] = &span{topic: p.topic, partition: p.partition, from: p.offset, to: p.offset + 1}
 			}
 		}
-		var list []span
+		var read []span
 		for _, s := range spans {
-			list = append(list, *s)
+			read = append(read, *s)
 		}
-		err = r.stream(ctx, list, func(rec *kgo.Record) error {
+		err = r.stream(ctx, read, func(rec *kgo.Record) error {
 			its := want[position{rec.Topic, rec.Partition, rec.Offset}]
 			if its == nil {
 				return nil
@@ -325,7 +389,7 @@ func (r *Reconciler) sources(ctx context.Context, adm *kadm.Client, list []*item
 			}
 			for _, it := range its {
 				if ev.ID() == it.id {
-					it.event = ev
+					it.in = readInput(ev)
 				}
 			}
 			return nil
@@ -335,12 +399,12 @@ func (r *Reconciler) sources(ctx context.Context, adm *kadm.Client, list []*item
 		}
 	}
 	for _, it := range list {
-		if it.event != nil || it.original == nil {
-			continue
+		if it.in == nil && it.original != nil {
+			if ev, err := r.o.Codec.DecodeEvent(ctx, it.input, it.original); err == nil && ev.ID() == it.id {
+				it.in = readInput(ev)
+			}
 		}
-		if ev, err := r.o.Codec.DecodeEvent(ctx, it.input, it.original); err == nil && ev.ID() == it.id {
-			it.event = ev
-		}
+		it.original = nil
 	}
 	return nil
 }
@@ -351,7 +415,7 @@ func (r *Reconciler) lookups(ctx context.Context, list []*item, rep *Report) err
 	var todo []*item
 	for _, it := range list {
 		if it.loyaltyID() == "" {
-			if it.event == nil {
+			if it.in == nil {
 				it.unchecked("its input record is gone (retention?) and no reply carries its loyaltyId")
 			} else {
 				rep.skip("transactions without a loyaltyId (refused before any call)")
@@ -406,17 +470,12 @@ func (r *Reconciler) lookups(ctx context.Context, list []*item, rep *Report) err
 // record's.
 func (it *item) loyaltyID() string {
 	for _, rp := range it.results {
-		if rp.result.LoyaltyID != nil && *rp.result.LoyaltyID != "" {
-			return *rp.result.LoyaltyID
+		if rp.loyaltyID != "" {
+			return rp.loyaltyID
 		}
 	}
-	switch ev := it.event.(type) {
-	case *events.PurchaseCompleted:
-		return ev.LoyaltyID
-	case *events.RedemptionRequested:
-		return ev.LoyaltyID
-	case *events.PurchaseRefunded:
-		return ev.LoyaltyID
+	if it.in != nil {
+		return it.in.loyaltyID
 	}
 	return ""
 }
@@ -439,8 +498,8 @@ func (it *item) lookupRequest() loyalty.LookupRequest {
 
 func (it *item) bitReference() string {
 	for _, rp := range it.results {
-		if rp.result.BitReference != nil && *rp.result.BitReference != "" {
-			return *rp.result.BitReference
+		if rp.bitReference != "" {
+			return rp.bitReference
 		}
 	}
 	return ""
@@ -490,16 +549,16 @@ func (r *Reconciler) judge(it *item, t *loyalty.Transaction, err error) {
 		it.add(NotRecognised, it.first(), "the partner's answer is not recognised (%s): not taken for applied or not found", describe(t, err))
 	case len(it.results) > 0 && ans == NotFound:
 		rp := it.results[0]
-		it.add(Missing, rp.at, "result %s, but the partner has no such transaction", rp.result.Outcome)
+		it.add(Missing, rp.at, "result %s, but the partner has no such transaction", rp.outcome)
 	case len(it.results) > 0:
 		for _, rp := range it.results {
-			if d := differences(it, rp.result, t); d != "" {
+			if d := differences(it.in, rp, t); d != "" {
 				it.add(Differs, rp.at, "%s", d)
 			}
 		}
 	case ans == Applied:
 		rp := it.errors[len(it.errors)-1]
-		it.add(ErrorButApplied, rp.at, "error event %s, but the partner has it applied (%d points)", failure(rp.fail), t.TransactionPoint)
+		it.add(ErrorButApplied, rp.at, "error event %s, but the partner has it applied (%d points)", rp.what, t.TransactionPoint)
 	}
 }
 
@@ -517,8 +576,8 @@ func describe(t *loyalty.Transaction, err error) string {
 	return fmt.Sprintf("transactionType %q, status %q", t.TransactionType, t.Status)
 }
 
-// failure names an error event's category and reason.
-func failure(e *events.LoyaltyError) string {
+// describeFailure names an error event's category and code or reason.
+func describeFailure(e *events.LoyaltyError) string {
 	s := string(e.Category)
 	switch {
 	case e.APIErrorCode != nil:
@@ -529,36 +588,24 @@ func failure(e *events.LoyaltyError) string {
 	return s
 }
 
-// differences lists where a result (and the input record it answers)
-// disagrees with the partner's record: points, amount, usedPoint asked
-// for, bitReference.
-func differences(it *item, res *events.LoyaltyResult, t *loyalty.Transaction) string {
+// differences lists where a result (and the input record it answers, in,
+// when read) disagrees with the partner's record: points, amount,
+// usedPoint asked for, bitReference.
+func differences(in *inputRecord, res result, t *loyalty.Transaction) string {
 	var d []string
-	kind, _ := kindOf(it.typ)
-	got := res.Points
-	if kind == KindRedemption && res.UsedPoint != nil {
-		got = res.UsedPoint
+	if res.points != nil && *res.points != t.TransactionPoint {
+		d = append(d, fmt.Sprintf("points: result %d, partner %d", *res.points, t.TransactionPoint))
 	}
-	if got != nil && *got != t.TransactionPoint {
-		d = append(d, fmt.Sprintf("points: result %d, partner %d", *got, t.TransactionPoint))
+	if in != nil {
+		if math.Abs(in.amount-t.TransactionAmount) > 1e-9*max(1, math.Abs(in.amount)) {
+			d = append(d, fmt.Sprintf("amount: event %v, partner %v", in.amount, t.TransactionAmount))
+		}
+		if in.asked >= 0 && in.asked != t.TransactionPoint && (res.points == nil || *res.points == t.TransactionPoint) {
+			d = append(d, fmt.Sprintf("usedPoint: event %d, partner %d", in.asked, t.TransactionPoint))
+		}
 	}
-	amount, asked := math.NaN(), int64(-1)
-	switch ev := it.event.(type) {
-	case *events.PurchaseCompleted:
-		amount = ev.Amount
-	case *events.RedemptionRequested:
-		amount, asked = ev.Amount, ev.UsedPoint
-	case *events.PurchaseRefunded:
-		amount = ev.RefundAmount
-	}
-	if !math.IsNaN(amount) && math.Abs(amount-t.TransactionAmount) > 1e-9*max(1, math.Abs(amount)) {
-		d = append(d, fmt.Sprintf("amount: event %v, partner %v", amount, t.TransactionAmount))
-	}
-	if asked >= 0 && asked != t.TransactionPoint && (got == nil || *got == t.TransactionPoint) {
-		d = append(d, fmt.Sprintf("usedPoint: event %d, partner %d", asked, t.TransactionPoint))
-	}
-	if res.BitReference != nil && *res.BitReference != "" && t.BitReference != "" && *res.BitReference != t.BitReference {
-		d = append(d, fmt.Sprintf("bitReference: result %s, partner %s", *res.BitReference, t.BitReference))
+	if res.bitReference != "" && t.BitReference != "" && res.bitReference != t.BitReference {
+		d = append(d, fmt.Sprintf("bitReference: result %s, partner %s", res.bitReference, t.BitReference))
 	}
 	return strings.Join(d, "; ")
 }

@@ -430,3 +430,22 @@ func TestGuardRules(t *testing.T) {
 		}
 	}
 }
+
+// A window with more transactions than Options.MaxTransactions fails
+// before any lookup, rather than holding them all.
+func TestReconcileBoundsTheWindow(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"A-1", "A-2"} {
+		src, _ := h.accrue(id, 5000)
+		h.result(src, events.TypePurchaseCompleted, id, events.OutcomeApplied, time.Time{}, nil)
+	}
+	looked := false
+	r := h.reconciler(func(o *reconcile.Options) {
+		o.MaxTransactions = 1
+		o.Progress = func(int, int) { looked = true }
+	})
+	_, err := r.Run(context.Background(), reconcile.Request{Inputs: []string{purchase}, Since: time.Now().Add(-time.Hour)})
+	if err == nil || !strings.Contains(err.Error(), "more than 1 transactions") || looked {
+		t.Fatalf("err %v, looked up %v", err, looked)
+	}
+}
