@@ -36,7 +36,7 @@ var (
 // harness is kfake and srfake with the bridge's topics, and the simulator
 // over HTTP with the partner API client stack that `run` builds.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	brokers []string
 	cd      *codec.Codec
 	cl      *kgo.Client
@@ -44,7 +44,7 @@ type harness struct {
 	api     *config.APIClient
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, codec.DefaultTopics().All()...))
 	if err != nil {
