@@ -132,7 +132,11 @@ func runReconcile(ctx context.Context, e env, args []string) error {
 	defer stack.Close()
 	prog := progress.New(e.stderr, "transactions looked up", now)
 	done, planned := 0, 0
-	r, err := reconcile.New(reconcile.Options{Kafka: kopts, Codec: cd, Partner: stack.Client, Concurrency: *concurrency, Rate: rate, MaxTransactions: *maxTx,
+	// What a lookup answer means: the guard's reading until the partner
+	// profile's classifier replaces it here (one reading for both).
+	classify := reconcile.GuardRules
+	r, err := reconcile.New(reconcile.Options{Kafka: kopts, Codec: cd, Partner: stack.Client, Classify: classify,
+		Concurrency: *concurrency, Rate: rate, MaxTransactions: *maxTx,
 		Progress: func(d, p int) {
 			done, planned = d, p
 			prog.Show(d, p)
