@@ -39,13 +39,14 @@ type command struct {
 // commands is built per call so that no package-level state is mutable.
 func commands() map[string]command {
 	m := map[string]command{
-		"run":     runCommand(),
-		"replay":  replayCommand(),
-		"offsets": offsetsCommand(),
-		"schemas": schemasCommand(),
-		"produce": produceCommand(),
-		"tail":    tailCommand(),
-		"api":     {summary: "call a partner API endpoint by hand (token, profile, accrue, lookup, ...)", run: runAPI},
+		"run":       runCommand(),
+		"replay":    replayCommand(),
+		"offsets":   offsetsCommand(),
+		"schemas":   schemasCommand(),
+		"produce":   produceCommand(),
+		"tail":      tailCommand(),
+		"reconcile": reconcileCommand(),
+		"api":       {summary: "call a partner API endpoint by hand (token, profile, accrue, lookup, ...)", run: runAPI},
 	}
 	addDev(m)
 	return m

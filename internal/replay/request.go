@@ -93,7 +93,7 @@ func (q *Request) Validate(inputs []string, now time.Time) error {
 	if q.Until, err = config.ParseWhen(q.raw.until, now); err != nil {
 		bad("--until: %w", err)
 	}
-	if q.Rate, err = parseRate(q.raw.rate); err != nil {
+	if q.Rate, err = config.ParseRate(q.raw.rate); err != nil {
 		bad("--rate: %w", err)
 	}
 	if q.MaxWait < 0 {
@@ -266,28 +266,4 @@ func (o *optionalInt) Set(s string) error {
 	}
 	o.v, o.set = v, true
 	return nil
-}
-
-// parseRate reads "N", "N/s" or "N/m" as records per second; "" is 0 (no
-// bound).
-func parseRate(s string) (float64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	n, per := s, 1.0
-	if i := strings.IndexByte(s, '/'); i >= 0 {
-		switch s[i+1:] {
-		case "s":
-		case "m":
-			per = 60
-		default:
-			return 0, fmt.Errorf("%q: want N, N/s or N/m", s)
-		}
-		n = s[:i]
-	}
-	v, err := strconv.ParseFloat(n, 64)
-	if err != nil || !(v > 0) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("%q: want a positive number of records, N, N/s or N/m", s)
-	}
-	return v / per, nil
 }

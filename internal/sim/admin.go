@@ -32,6 +32,8 @@ type tokenTTLs struct {
 //	GET  /__sim/ledger          {"<transactionId>": effects, …}
 //	GET  /__sim/ledger?over=N   only the transactionIds applied more than N times (EffectsOver)
 //	GET  /__sim/members/{id}    MemberState (balance, link state)
+//	PUT  /__sim/transactions/{transactionId}          EditTransaction: {"kind":"ACCRUAL","points":N,"amount":X[,"loyaltyId":…]}
+//	DELETE /__sim/transactions/{transactionId}?kind=K DeleteTransaction
 //
 // Without Options.AdminToken every path answers 404; a missing or wrong
 // X-Sim-Admin-Token answers 401.
@@ -144,6 +146,8 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) reply {
 			return adminOK(s.EffectsOver(n))
 		}
 		return adminOK(s.Ledger())
+	case strings.HasPrefix(path, "transactions/") && len(path) > len("transactions/"):
+		return s.adminTransaction(r, strings.TrimPrefix(path, "transactions/"), readJSON)
 	case strings.HasPrefix(path, "members/"):
 		if r.Method != http.MethodGet {
 			return methodNotAllowed(http.MethodGet)

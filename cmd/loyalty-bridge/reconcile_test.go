@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/reconcile"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+)
+
+const simAdminToken = "reconcile-admin-secret"
+
+// newReconcileStack is newReplayStack with the simulator's admin API on
+// (mismatches are planted through it) and the partner key the bridge
+// signs redemptions with.
+func newReconcileStack(t *testing.T) *replayStack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := devstack.Start(ctx, devstack.Options{DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0",
+		SimAddr: "127.0.0.1:0", Partitions: 2, Topics: codec.DefaultTopics().All(), Sim: sim.Options{Members: 20, AdminToken: simAdminToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	rc, err := sr.NewClient(sr.URLs(st.RegistryURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd, err := codec.New(ctx, codec.Options{Registry: rc, Register: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(st.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return &replayStack{st: st, cd: cd, adm: kadm.NewClient(cl), envs: map[string]string{
+		"LOYALTY_BRIDGE_BROKERS":             strings.Join(st.Brokers, ","),
+		"LOYALTY_BRIDGE_SCHEMA_REGISTRY_URL": st.RegistryURL,
+		"LOYALTY_BRIDGE_REGISTER_SCHEMAS":    "true",
+		"LOYALTY_BRIDGE_API_BASE_URL":        st.SimURL,
+		"LOYALTY_BRIDGE_API_CLIENT_ID":       sim.DefaultClientID,
+		"LOYALTY_BRIDGE_API_CLIENT_SECRET":   sim.DefaultClientSecret,
+		"LOYALTY_BRIDGE_API_USERNAME":        sim.DefaultUsername,
+		"LOYALTY_BRIDGE_API_PASSWORD":        sim.DefaultPassword,
+		"LOYALTY_BRIDGE_API_PARTNER_KEY":     st.PartnerKeyPath,
+		"LOYALTY_BRIDGE_API_PARTNER_KEY_ID":  st.PartnerKeyID,
+		"LOYALTY_BRIDGE_METRICS_ADDR":        "",
+		"LOYALTY_BRIDGE_LOG_LEVEL":           "warn",
+	}}
+}
+
+// produceEvents writes evs to topic, keyed by their member.
+func (s *replayStack) produceEvents(t *testing.T, topic string, evs ...events.Event) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.st.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, ev := range evs {
+		v, err := s.cd.Encode(topic, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := ""
+		switch ev := ev.(type) {
+		case *events.RedemptionRequested:
+			key = ev.LoyaltyID
+		case *events.PurchaseRefunded:
+			key = ev.LoyaltyID
+		}
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Key: []byte(key), Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// simAdmin calls the simulator's admin API with token and returns the
+// status.
+func (s *replayStack) simAdmin(t *testing.T, method, path, token, body string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, s.st.SimURL+"/__sim/"+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set(sim.AdminHeader, token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// reconcileFindings runs reconcile --json with args and returns its exit
+// code, its findings as sorted "KIND id" and its stderr.
+func (s *replayStack) reconcileFindings(t *testing.T, args ...string) (int, []string, *reconcile.Report, string) {
+	t.Helper()
+	code, out, errs := s.cli(t, append([]string{"reconcile", "--json"}, args...)...)
+	var rep reconcile.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("reconcile --json: exit %d, %v\nstdout:\n%s\nstderr:\n%s", code, err, out, errs)
+	}
+	var got []string
+	for _, f := range rep.Findings {
+		got = append(got, string(f.Kind)+" "+f.TransactionID)
+	}
+	slices.Sort(got)
+	return code, got, &rep, errs
+}
+
+// The bridge's own replies reconcile clean; mismatches planted at the
+// partner through the admin API are every one found, and only they.
+func TestReconcile(t *testing.T) {
+	s := newReconcileStack(t)
+	stop := s.live(t, nil)
+	s.produce(t, nil, "P-0", "P-1", "P-2", "P-3") // members 1 to 4, 5000 VND: 5 points each
+	refunds := codec.DefaultRefundRedemptionTopic
+	now := time.Now()
+	m := sim.MemberID
+	s.produceEvents(t, refunds,
+		&events.RedemptionRequested{TransactionID: "R-0", LoyaltyID: m(5), TransactionDate: now, Amount: 700, UsedPoint: 70},
+		&events.RedemptionRequested{TransactionID: "R-1", LoyaltyID: m(6), TransactionDate: now, Amount: 300, UsedPoint: 30},
+		&events.PurchaseRefunded{TransactionID: "F-0", OriginalTransactionID: "P-2", LoyaltyID: m(3), RefundAmount: 2500, RefundDate: now},
+		&events.RedemptionRequested{TransactionID: "R-big", LoyaltyID: m(7), TransactionDate: now, Amount: 1, UsedPoint: 999_999_999})
+	s.replies(t, codec.DefaultPurchaseTopic+".result", 4)
+	s.replies(t, refunds+".result", 3)
+	s.replies(t, refunds+".error", 1) // R-big: INSUFFICIENT_POINT
+	stop()
+
+	code, got, rep, errs := s.reconcileFindings(t, "--since", "1h")
+	if code != 0 || len(got) != 0 || rep.Checked != 8 || rep.Agreed != 8 {
+		t.Fatalf("clean: exit %d, findings %q, checked %d, agreed %d\n%s", code, got, rep.Checked, rep.Agreed, errs)
+	}
+	if !strings.Contains(errs, "8/8 transactions looked up") {
+		t.Errorf("no final progress line:\n%s", errs)
+	}
+
+	if st := s.simAdmin(t, http.MethodDelete, "transactions/P-0?kind=ACCRUAL", "", ""); st != http.StatusUnauthorized {
+		t.Fatalf("admin without its secret: %d", st)
+	}
+	for _, p := range []struct{ method, path, body string }{
+		{http.MethodDelete, "transactions/P-0?kind=ACCRUAL", ""},                                                         // lost
+		{http.MethodPut, "transactions/P-1", `{"kind":"ACCRUAL","amount":4900}`},                                         // amount
+		{http.MethodPut, "transactions/R-0", `{"kind":"REDEMPTION","points":7}`},                                         // points
+		{http.MethodDelete, "transactions/F-0?kind=REDEMPTION", ""},                                                      // the refund's clawback lost
+		{http.MethodPut, "transactions/R-big", `{"kind":"REDEMPTION","loyaltyId":"` + m(7) + `","points":5,"amount":1}`}, // failed here, applied there
+	} {
+		if st := s.simAdmin(t, p.method, p.path, simAdminToken, p.body); st != http.StatusOK {
+			t.Fatalf("%s %s: %d", p.method, p.path, st)
+		}
+	}
+	code, got, _, errs = s.reconcileFindings(t, "--since", "1h", "--concurrency", "3", "--rate", "500/s")
+	want := []string{"DIFFERS P-1", "DIFFERS R-0", "ERROR_BUT_APPLIED R-big", "MISSING F-0", "MISSING P-0"}
+	if code != 1 || !slices.Equal(got, want) || !strings.Contains(errs, "5 mismatches with the partner's records") {
+		t.Fatalf("planted: exit %d, findings %q, want %q\n%s", code, got, want, errs)
+	}
+
+	code, out, _ := s.cli(t, "reconcile", "--since", "1h", "--topic", codec.DefaultPurchaseTopic)
+	for _, w := range []string{"MISSING P-0 PurchaseCompleted", "amount: event 5000, partner 4900"} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), w) {
+			t.Errorf("table lacks %q:\n%s", w, out)
+		}
+	}
+	if code != 1 || strings.Contains(out, "R-0") {
+		t.Errorf("--topic %s: exit %d\n%s", codec.DefaultPurchaseTopic, code, out)
+	}
+}
+
+// Purchases that failed under an outage although the partner applied them
+// are found before the replay, and reconcile clean after it.
+func TestReconcileAroundAReplay(t *testing.T) {
+	s := newReconcileStack(t)
+	applied, lost := ids("ap", 3), ids("lost", 3)
+	s.outage(t, nil, applied, lost)
+	code, got, _, errs := s.reconcileFindings(t, "--since", "1h")
+	want := []string{"ERROR_BUT_APPLIED ap-0", "ERROR_BUT_APPLIED ap-1", "ERROR_BUT_APPLIED ap-2"}
+	if code != 1 || !slices.Equal(got, want) {
+		t.Fatalf("before the replay: exit %d, findings %q, want %q\n%s", code, got, want, errs)
+	}
+	if code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error"); code != 0 {
+		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
+	}
+	if code, got, _, errs := s.reconcileFindings(t, "--since", "1h"); code != 0 || len(got) != 0 {
+		t.Fatalf("after the replay: exit %d, findings %q\n%s", code, got, errs)
+	}
+}
+
+func TestReconcileUsage(t *testing.T) {
+	s := newReplayStack(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"reconcile"}, 2, "--since is required"},
+		{[]string{"reconcile", "--since", "yesterday"}, 2, `--since: "yesterday": want RFC 3339`},
+		{[]string{"reconcile", "--since", "2099-01-01T00:00:00Z"}, 2, "--since 2099-01-01T00:00:00Z is in the future"},
+		{[]string{"reconcile", "--since", "2h", "--until", "3h"}, 2, "is not after --since"},
+		{[]string{"reconcile", "--since", "1h", "--concurrency", "0"}, 2, "--concurrency 0: must be at least 1"},
+		{[]string{"reconcile", "--since", "1h", "--rate", "fast"}, 2, "--rate: "},
+		{[]string{"reconcile", "--since", "1h", "--max-transactions", "0"}, 2, "--max-transactions 0: must be at least 1"},
+		{[]string{"reconcile", "--since", "1h", "--topic", "loyalty.member-onboarding"}, 2, "member commands (onboard, link, unlink) are out of scope"},
+		{[]string{"reconcile", "--since", "1h", "--topic", "loyalty.purchase.result"}, 2, `--topic "loyalty.purchase.result": not an input topic`},
+		{[]string{"reconcile", "--since", "1h", "--nope"}, 2, "flag provided but not defined: -nope\nsee 'loyalty-bridge reconcile --help'\n"},
+		{[]string{"reconcile", "--since", "1h", "extra"}, 2, `unexpected arguments ["extra"]`},
+		{[]string{"reconcile", "-h"}, 0, "Member commands\n(onboard, link, unlink) are out of scope"},
+		// An empty window is clean.
+		{[]string{"reconcile", "--since", "1h"}, 0, ""},
+	} {
+		code, _, errs := s.cli(t, tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, want %d with %q; stderr:\n%s", tc.args, code, tc.code, tc.want, errs)
+		}
+		if code == 2 && (strings.Contains(errs, "usage:") || !strings.Contains(errs, "see 'loyalty-bridge reconcile --help'")) {
+			t.Errorf("%v: a usage error is its problem and a pointer to --help:\n%s", tc.args, errs)
+		}
+	}
+}

@@ -1,0 +1,69 @@
+// Package reconcile compares what the bridge said it did with what the
+// partner holds (loyalty-bridge reconcile): for a time window it reads the
+// replies on the result and error topics of the input topics asked for,
+// looks each accrual, redemption and refund transaction up once at the
+// partner (lookup-transaction-id), and reports where they disagree.
+//
+// # Model
+//
+// Replies are read by record timestamp, from the first at or after Since
+// up to the first at or after Until (the end when the run starts), with a
+// client of its own: no consumer group, no commits, committed records
+// only. They are gathered per transaction (input topic and
+// transactionId); a transaction with a result is judged by its results,
+// one with error events only by those (an attempt that failed before a
+// replay succeeded says nothing more once the result is there). The input
+// record each reply names is read too, for the member to ask about and
+// the amounts to compare; when the topic no longer holds it, an original
+// carried by an error event stands in (a lookup only reads), and a result
+// still carries its loyaltyId.
+//
+// Findings, one per transaction (Differs: one per result that differs):
+//
+//   - Missing: a result says APPLIED or ALREADY_APPLIED and the partner
+//     has no such transaction;
+//   - Differs: the partner's points (transactionPoint) differ from the
+//     result's (points; usedPoint for a redemption or a refund's
+//     clawback), its transactionAmount from the input record's (amount;
+//     refundAmount for a refund), its points from a redemption's usedPoint
+//     asked for, or its bitReference from the result's;
+//   - ErrorButApplied: only error events answer the transaction, and the
+//     partner has it applied;
+//   - NotRecognised: the partner's answer is one the Classifier does not
+//     know; it is neither "applied" nor "not found", and nothing is
+//     guessed;
+//   - Unchecked: no answer (retries exhausted, credentials refused), or
+//     nothing to ask with (no loyaltyId anywhere).
+//
+// A run holds a few hundred bytes per transaction of its window until the
+// lookups are done; Options.MaxTransactions bounds them, and a window that
+// holds more fails before any lookup, asking for a narrower one.
+//
+// NO_OP results (a refund that claws back nothing) and replies to member
+// commands (onboard, link, unlink) are counted as skipped, not checked:
+// those have no transaction to look up.
+//
+// # Refunds
+//
+// A refund's clawback is a redemption on the partner's side. It is looked
+// up by the bitReference of its result when there is one (the partner's
+// own reference of what it applied, whatever transactionId the clawback
+// was posted under: deterministic clawback ids may differ from the
+// refund's id), otherwise by the refund's transactionId, the clawback's
+// id today. Error events carry no bitReference, so a refund that failed
+// is looked up by its transactionId.
+//
+// # One reading of an answer
+//
+// What an answer means (the partner's "not found" code, its transaction
+// types, the statuses that count as applied) is the Classifier's alone:
+// the spec leaves it open. GuardRules is the bridge guard's reading with
+// the simulator's names; Options.Classify is where the partner profile's
+// classifier plugs in, so that reconcile and the guard cannot disagree.
+//
+// # What it does not own
+//
+// The package writes nothing: no reply records, no commits, no partner
+// writes. It does not build its clients (Options.Kafka, Options.Partner),
+// and it holds no business rules but the comparison.
+package reconcile

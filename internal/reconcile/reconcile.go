@@ -1,0 +1,611 @@
+package reconcile
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+)
+
+// Defaults of Options.
+const (
+	// DefaultConcurrency: lookups in progress at once.
+	DefaultConcurrency = 8
+	// DefaultMaxTransactions: transactions one run holds in memory (a few
+	// hundred bytes each).
+	DefaultMaxTransactions = 1_000_000
+)
+
+// Partner is the partner API as reconcile needs it: one read.
+// *loyalty.Client is one.
+type Partner interface {
+	LookupTransaction(ctx context.Context, r loyalty.LookupRequest) (*loyalty.Transaction, loyalty.CallInfo, error)
+}
+
+// Options configures a Reconciler. Kafka, Codec and Partner are required.
+type Options struct {
+	// Kafka are the connection options (seeds, TLS, SASL) of the
+	// reconciler's own clients. Group options do not belong here.
+	Kafka []kgo.Opt
+	// Codec decodes reply records and the input records they answer.
+	Codec *codec.Codec
+	// Partner answers the lookups.
+	Partner Partner
+	// Classify says what each lookup answer means (default GuardRules).
+	Classify Classifier
+	// Concurrency bounds lookups in progress (default DefaultConcurrency).
+	Concurrency int
+	// Rate bounds lookups started per second (0: no bound). A
+	// reconciliation shares the partner API with the live bridge.
+	Rate float64
+	// MaxTransactions bounds the transactions of one run, held in memory
+	// until they are looked up (default DefaultMaxTransactions): a window
+	// that holds more fails before any lookup, asking for a narrower one.
+	MaxTransactions int
+	// Progress, when set, is told after each lookup how many of the
+	// planned ones are done. Calls never overlap.
+	Progress func(done, planned int)
+	// Logger; nil means no logs.
+	Logger *zap.Logger
+}
+
+// Request is one reconciliation: the replies to Inputs written from Since
+// up to Until (zero: the end when Run starts), by record timestamp.
+type Request struct {
+	Inputs       []string
+	Since, Until time.Time
+}
+
+// Reconciler compares the bridge's replies with the partner's records.
+type Reconciler struct {
+	o   Options
+	log *zap.Logger
+}
+
+// New checks o and fills its defaults. It connects to nothing.
+func New(o Options) (*Reconciler, error) {
+	switch {
+	case o.Codec == nil:
+		return nil, errors.New("reconcile: Options.Codec is required")
+	case o.Partner == nil:
+		return nil, errors.New("reconcile: Options.Partner is required")
+	case o.Rate < 0:
+		return nil, fmt.Errorf("reconcile: Options.Rate %v is negative", o.Rate)
+	}
+	if o.Classify == nil {
+		o.Classify = GuardRules
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.MaxTransactions <= 0 {
+		o.MaxTransactions = DefaultMaxTransactions
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return &Reconciler{o: o, log: o.Logger}, nil
+}
+
+// position is a record's place in Kafka.
+type position struct {
+	topic     string
+	partition int32
+	offset    int64
+}
+
+func (p position) String() string { return events.SourceID(p.topic, p.partition, p.offset) }
+
+func (p position) compare(q position) int {
+	return cmp.Or(cmp.Compare(p.topic, q.topic), cmp.Compare(p.partition, q.partition), cmp.Compare(p.offset, q.offset))
+}
+
+// result is what a check needs of a result.
+type result struct {
+	at           position
+	outcome      events.Outcome
+	loyaltyID    string
+	bitReference string
+	// points the result reports: points of an accrual, usedPoint (else
+	// points) of a redemption or a clawback; nil when it reports none.
+	points *int64
+}
+
+// failure is what a check needs of an error event.
+type failure struct {
+	at   position
+	what string // category and code, e.g. "BUSINESS INSUFFICIENT_POINT"
+}
+
+// inputRecord is what a check needs of the input record a reply answers.
+type inputRecord struct {
+	loyaltyID string
+	amount    float64 // amount; refundAmount of a refund
+	asked     int64   // usedPoint of a redemption; -1 otherwise
+}
+
+// item is one transaction of one input topic and every reply to it in
+// the window.
+type item struct {
+	input    string
+	id       string
+	typ      events.EventType
+	results  []result
+	errors   []failure
+	source   position     // the input record, from the first reply naming one
+	original []byte       // an input record carried by an error event
+	in       *inputRecord // nil when the input record was not read
+	findings []Finding
+	looked   bool // answered by the partner (or not) without the run being stopped
+}
+
+// kindOf is the kind of partner transaction an event type makes, and
+// whether it makes one reconcile checks (members' do not).
+func kindOf(t events.EventType) (Kind, bool) {
+	switch t {
+	case events.TypePurchaseCompleted:
+		return KindAccrual, true
+	case events.TypeRedemptionRequested, events.TypePurchaseRefunded:
+		return KindRedemption, true
+	}
+	return "", false
+}
+
+// Run reads the replies of q's window, looks each accrual, redemption and
+// refund transaction up at the partner once, and reports where they
+// disagree. The error is for what stopped it (Kafka, the registry, ctx);
+// the report holds what was found until then.
+func (r *Reconciler) Run(ctx context.Context, q Request) (*Report, error) {
+	rep := &Report{Since: q.Since, Topics: slices.Clone(q.Inputs), Skipped: map[string]int{}}
+	if !q.Until.IsZero() {
+		u := q.Until
+		rep.Until = &u
+	}
+	cl, err := kgo.NewClient(r.o.Kafka...)
+	if err != nil {
+		return rep, fmt.Errorf("reconcile: kafka client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+
+	var spans []span
+	inputOf := map[string]string{} // reply topic → input topic
+	for _, in := range q.Inputs {
+		for _, t := range []string{(codec.Topics{}).ResultTopic(in), (codec.Topics{}).ErrorTopic(in)} {
+			inputOf[t] = in
+			s, err := r.window(ctx, adm, t, q.Since, q.Until)
+			if err != nil {
+				return rep, err
+			}
+			spans = append(spans, s...)
+		}
+	}
+	items := map[[2]string]*item{}
+	err = r.stream(ctx, spans, func(rec *kgo.Record) error {
+		// Offsets by time find the span; a record stamped out of order
+		// inside it is still outside the window.
+		if rec.Timestamp.Before(q.Since) || (!q.Until.IsZero() && !rec.Timestamp.Before(q.Until)) {
+			return nil
+		}
+		rep.Replies++
+		return r.take(ctx, rec, inputOf[rec.Topic], items, rep)
+	})
+	if err != nil {
+		return rep, err
+	}
+	list := slices.SortedFunc(maps.Values(items), func(a, b *item) int {
+		return cmp.Or(cmp.Compare(a.input, b.input), cmp.Compare(a.id, b.id))
+	})
+	if err := r.sources(ctx, adm, list); err != nil {
+		return rep, err
+	}
+	err = r.lookups(ctx, list, rep)
+	for _, it := range list {
+		rep.Findings = append(rep.Findings, it.findings...)
+		if it.looked && len(it.findings) == 0 {
+			rep.Agreed++
+		}
+	}
+	return rep, err
+}
+
+// take files a reply record under its transaction.
+func (r *Reconciler) take(ctx context.Context, rec *kgo.Record, input string, items map[[2]string]*item, rep *Report) error {
+	at := position{rec.Topic, rec.Partition, rec.Offset}
+	v, err := r.o.Codec.Decode(ctx, rec.Topic, rec.Value)
+	if err != nil {
+		var de *codec.DecodeError
+		if !errors.As(err, &de) { // the registry, not the record
+			return fmt.Errorf("reply %s: %w", at, err)
+		}
+		rep.skip("reply records that do not decode")
+		return nil
+	}
+	var (
+		id  string
+		typ events.EventType
+		src position
+		res *result
+		bad *failure
+		org []byte
+	)
+	switch v := v.(type) {
+	case *events.LoyaltyResult:
+		switch v.Outcome {
+		case events.OutcomeApplied, events.OutcomeAlreadyApplied:
+		case events.OutcomeNoOp:
+			rep.skip("NO_OP results (a refund that claws back nothing writes nothing)")
+			return nil
+		default:
+			rep.skip("results of member commands (out of scope)")
+			return nil
+		}
+		id, typ, src = v.TransactionID, v.EventType, position{v.Source.Topic, v.Source.Partition, v.Source.Offset}
+		res = &result{at: at, outcome: v.Outcome, loyaltyID: deref(v.LoyaltyID), bitReference: deref(v.BitReference), points: v.Points}
+		if k, _ := kindOf(typ); k == KindRedemption && v.UsedPoint != nil {
+			res.points = v.UsedPoint
+		}
+	case *events.LoyaltyError:
+		if v.EventType == nil {
+			rep.skip("error events of input records that do not decode (no transaction to look up)")
+			return nil
+		}
+		id, typ, src = v.TransactionID, *v.EventType, position{v.Source.Topic, v.Source.Partition, v.Source.Offset}
+		bad, org = &failure{at: at, what: describeFailure(v)}, v.OriginalValue
+	default:
+		rep.skip("records that are not replies")
+		return nil
+	}
+	if _, ok := kindOf(typ); !ok {
+		rep.skip("replies to member commands (out of scope)")
+		return nil
+	}
+	k := [2]string{input, id}
+	it := items[k]
+	if it == nil {
+		if len(items) >= r.o.MaxTransactions {
+			return fmt.Errorf("the window holds more than %d transactions: narrow it (since, until, topics) or raise the limit", r.o.MaxTransactions)
+		}
+		it = &item{input: input, id: id, typ: typ, source: position{offset: -1}}
+		items[k] = it
+	}
+	if it.source.offset < 0 && src.topic == input && src.offset >= 0 {
+		it.source = src
+	}
+	if res != nil {
+		it.results = append(it.results, *res)
+	} else {
+		it.errors = append(it.errors, *bad)
+		if it.original == nil && len(org) > 0 {
+			it.original = org
+		}
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// readInput is what a check needs of an input event.
+func readInput(ev events.Event) *inputRecord {
+	switch ev := ev.(type) {
+	case *events.PurchaseCompleted:
+		return &inputRecord{loyaltyID: ev.LoyaltyID, amount: ev.Amount, asked: -1}
+	case *events.RedemptionRequested:
+		return &inputRecord{loyaltyID: ev.LoyaltyID, amount: ev.Amount, asked: ev.UsedPoint}
+	case *events.PurchaseRefunded:
+		return &inputRecord{loyaltyID: ev.LoyaltyID, amount: ev.RefundAmount, asked: -1}
+	}
+	return nil
+}
+
+// sources reads the input record of each item, for its loyaltyId and
+// amounts, in one pass per partition over the span the items name. A
+// record the topic no longer holds is taken from an original an error
+// event carries, if any: a lookup is only a read, and the partner's record
+// is compared with it, not sent anywhere.
+func (r *Reconciler) sources(ctx context.Context, adm *kadm.Client, list []*item) error {
+	want := map[position][]*item{}
+	for _, it := range list {
+		if it.source.offset >= 0 {
+			want[it.source] = append(want[it.source], it)
+		}
+	}
+	if len(want) > 0 {
+		var topics []string
+		for p := range want {
+			if !slices.Contains(topics, p.topic) {
+				topics = append(topics, p.topic)
+			}
+		}
+		starts, err := adm.ListStartOffsets(ctx, topics...)
+		if err == nil {
+			err = starts.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("start offsets of %s: %w", strings.Join(topics, ", "), err)
+		}
+		ends, err := adm.ListCommittedOffsets(ctx, topics...)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("end offsets of %s: %w", strings.Join(topics, ", "), err)
+		}
+		type tp struct {
+			topic     string
+			partition int32
+		}
+		spans := map[tp]*span{}
+		for _, p := range slices.SortedFunc(maps.Keys(want), position.compare) {
+			st, ok1 := starts.Lookup(p.topic, p.partition)
+			en, ok2 := ends.Lookup(p.topic, p.partition)
+			if !ok1 || !ok2 || p.offset < st.Offset || p.offset >= en.Offset {
+				continue // gone, or not a position of the topic
+			}
+			k := tp{p.topic, p.partition}
+			if s := spans[k]; s != nil {
+				s.to = p.offset + 1 // sorted
+			} else {
+				spans[k] = &span{topic: p.topic, partition: p.partition, from: p.offset, to: p.offset + 1}
+			}
+		}
+		var read []span
+		for _, s := range spans {
+			read = append(read, *s)
+		}
+		err = r.stream(ctx, read, func(rec *kgo.Record) error {
+			its := want[position{rec.Topic, rec.Partition, rec.Offset}]
+			if its == nil {
+				return nil
+			}
+			ev, err := r.o.Codec.DecodeEvent(ctx, rec.Topic, rec.Value)
+			var de *codec.DecodeError
+			switch {
+			case errors.As(err, &de):
+				return nil
+			case err != nil:
+				return fmt.Errorf("input record %s/%d/%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+			}
+			for _, it := range its {
+				if ev.ID() == it.id {
+					it.in = readInput(ev)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("input records: %w", err)
+		}
+	}
+	for _, it := range list {
+		if it.in == nil && it.original != nil {
+			if ev, err := r.o.Codec.DecodeEvent(ctx, it.input, it.original); err == nil && ev.ID() == it.id {
+				it.in = readInput(ev)
+			}
+		}
+		it.original = nil
+	}
+	return nil
+}
+
+// lookups looks every item up, Options.Concurrency at once and at no more
+// than Options.Rate per second, and judges the answers.
+func (r *Reconciler) lookups(ctx context.Context, list []*item, rep *Report) error {
+	var todo []*item
+	for _, it := range list {
+		if it.loyaltyID() == "" {
+			if it.in == nil {
+				it.unchecked("its input record is gone (retention?) and no reply carries its loyaltyId")
+			} else {
+				rep.skip("transactions without a loyaltyId (refused before any call)")
+			}
+			continue
+		}
+		todo = append(todo, it)
+	}
+	rep.Checked = len(todo)
+	var limiter *rate.Limiter
+	if r.o.Rate > 0 {
+		limiter = rate.NewLimiter(rate.Limit(r.o.Rate), 1)
+	}
+	var mu sync.Mutex
+	done := 0
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.o.Concurrency)
+	for _, it := range todo {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			if limiter != nil {
+				if err := limiter.Wait(gctx); err != nil {
+					return err
+				}
+			}
+			t, _, err := r.o.Partner.LookupTransaction(gctx, it.lookupRequest())
+			if gctx.Err() != nil {
+				return gctx.Err()
+			}
+			r.judge(it, t, err)
+			it.looked = true
+			mu.Lock()
+			defer mu.Unlock()
+			done++
+			if r.o.Progress != nil {
+				r.o.Progress(done, len(todo))
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	if ctx.Err() != nil {
+		rep.Interrupted = len(todo) - done
+		return ctx.Err()
+	}
+	return err
+}
+
+// loyaltyID is the member of the transaction: a result's, else the input
+// record's.
+func (it *item) loyaltyID() string {
+	for _, rp := range it.results {
+		if rp.loyaltyID != "" {
+			return rp.loyaltyID
+		}
+	}
+	if it.in != nil {
+		return it.in.loyaltyID
+	}
+	return ""
+}
+
+// lookupRequest asks for the transaction by the bridge's transactionId,
+// except a refund's clawback with a result that carries its bitReference:
+// that is asked for by the bitReference alone, the partner's own reference
+// of what it applied, so that a clawback posted under another
+// transactionId than the refund's (deterministic clawback ids) is still
+// found.
+func (it *item) lookupRequest() loyalty.LookupRequest {
+	req := loyalty.LookupRequest{LoyaltyID: it.loyaltyID(), TransactionID: it.id}
+	if it.typ == events.TypePurchaseRefunded {
+		if ref := it.bitReference(); ref != "" {
+			req.TransactionID, req.BitReference = "", ref
+		}
+	}
+	return req
+}
+
+func (it *item) bitReference() string {
+	for _, rp := range it.results {
+		if rp.bitReference != "" {
+			return rp.bitReference
+		}
+	}
+	return ""
+}
+
+func (it *item) add(kind FindingKind, at position, format string, args ...any) {
+	it.findings = append(it.findings, Finding{Kind: kind, Topic: it.input, TransactionID: it.id, EventType: it.typ,
+		Reply: at.String(), Detail: fmt.Sprintf(format, args...)})
+}
+
+func (it *item) first() position {
+	if len(it.results) > 0 {
+		return it.results[0].at
+	}
+	return it.errors[0].at
+}
+
+func (it *item) unchecked(format string, args ...any) {
+	it.add(Unchecked, it.first(), format, args...)
+}
+
+// answered reports whether err is an answer of the partner's (its error
+// envelope, or an answer that does not read), which the classifier
+// judges, rather than no answer at all.
+func answered(err error) bool {
+	var be *loyalty.BusinessError
+	var me *loyalty.MalformedResponseError
+	return err == nil || errors.As(err, &be) || errors.As(err, &me)
+}
+
+// judge compares the partner's answer with the item's replies. A
+// transaction with a result is judged by its results; its error events
+// (an attempt that failed before one that succeeded, a replay) then say
+// nothing more.
+func (r *Reconciler) judge(it *item, t *loyalty.Transaction, err error) {
+	if !answered(err) {
+		it.unchecked("lookup failed: %v", err)
+		return
+	}
+	kind, _ := kindOf(it.typ)
+	ans := r.o.Classify(kind, t, err)
+	if ans == Applied && t == nil {
+		ans = Unrecognised // a classifier cannot call an error envelope a record
+	}
+	switch {
+	case ans == Unrecognised:
+		it.add(NotRecognised, it.first(), "the partner's answer is not recognised (%s): not taken for applied or not found", describe(t, err))
+	case len(it.results) > 0 && ans == NotFound:
+		rp := it.results[0]
+		it.add(Missing, rp.at, "result %s, but the partner has no such transaction", rp.outcome)
+	case len(it.results) > 0:
+		for _, rp := range it.results {
+			if d := differences(it.in, rp, t); d != "" {
+				it.add(Differs, rp.at, "%s", d)
+			}
+		}
+	case ans == Applied:
+		rp := it.errors[len(it.errors)-1]
+		it.add(ErrorButApplied, rp.at, "error event %s, but the partner has it applied (%d points)", rp.what, t.TransactionPoint)
+	}
+}
+
+// describe says what an unrecognised answer was: codes and names only.
+func describe(t *loyalty.Transaction, err error) string {
+	var be *loyalty.BusinessError
+	switch {
+	case errors.As(err, &be):
+		return "error code " + be.APICode()
+	case err != nil:
+		return err.Error()
+	case t == nil:
+		return "no record"
+	}
+	return fmt.Sprintf("transactionType %q, status %q", t.TransactionType, t.Status)
+}
+
+// describeFailure names an error event's category and code or reason.
+func describeFailure(e *events.LoyaltyError) string {
+	s := string(e.Category)
+	switch {
+	case e.APIErrorCode != nil:
+		s += " " + *e.APIErrorCode
+	case e.Reason != nil:
+		s += " " + *e.Reason
+	}
+	return s
+}
+
+// differences lists where a result (and the input record it answers, in,
+// when read) disagrees with the partner's record: points, amount,
+// usedPoint asked for, bitReference.
+func differences(in *inputRecord, res result, t *loyalty.Transaction) string {
+	var d []string
+	if res.points != nil && *res.points != t.TransactionPoint {
+		d = append(d, fmt.Sprintf("points: result %d, partner %d", *res.points, t.TransactionPoint))
+	}
+	if in != nil {
+		if math.Abs(in.amount-t.TransactionAmount) > 1e-9*max(1, math.Abs(in.amount)) {
+			d = append(d, fmt.Sprintf("amount: event %v, partner %v", in.amount, t.TransactionAmount))
+		}
+		if in.asked >= 0 && in.asked != t.TransactionPoint && (res.points == nil || *res.points == t.TransactionPoint) {
+			d = append(d, fmt.Sprintf("usedPoint: event %d, partner %d", in.asked, t.TransactionPoint))
+		}
+	}
+	if res.bitReference != "" && t.BitReference != "" && res.bitReference != t.BitReference {
+		d = append(d, fmt.Sprintf("bitReference: result %s, partner %s", res.bitReference, t.BitReference))
+	}
+	return strings.Join(d, "; ")
+}

@@ -1,0 +1,451 @@
+package reconcile_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+	"go.uber.org/goleak"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/reconcile"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	purchase = codec.DefaultPurchaseTopic
+	refunds  = codec.DefaultRefundRedemptionTopic
+	member   = sim.MemberID(1)
+)
+
+// harness is kfake and srfake with the bridge's topics, and the simulator
+// over HTTP with the partner API client stack that `run` builds.
+type harness struct {
+	t       testing.TB
+	brokers []string
+	cd      *codec.Codec
+	cl      *kgo.Client
+	sim     *sim.Server
+	api     *config.APIClient
+}
+
+func newHarness(t testing.TB) *harness {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, codec.DefaultTopics().All()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	reg := srfake.New()
+	t.Cleanup(reg.Close)
+	sc, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cd, err := codec.New(ctx, codec.Options{Registry: sc, Register: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, brokers: c.ListenAddrs(), cd: cd}
+	if h.cl, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.cl.Close)
+	if h.sim, err = sim.New(sim.Options{Members: 5, InitialBalance: 100_000}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.sim)
+	t.Cleanup(func() { h.sim.Close(); srv.Close() })
+	a := config.API{BaseURL: srv.URL, AuthURL: srv.URL, Realm: tokensource.DefaultRealm, ClientID: sim.DefaultClientID,
+		ClientSecret: sim.DefaultClientSecret, Username: sim.DefaultUsername, Password: sim.DefaultPassword, Grant: config.GrantPassword,
+		Timeout: 5 * time.Second, MaxAttempts: 2, MaxElapsed: 10 * time.Second, DateFormat: loyalty.DateEpochMillis}
+	if h.api, err = a.Build(config.BuildOptions{MaxConns: 8}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.api.Close)
+	return h
+}
+
+// input writes ev to its input topic (partition 0) and returns its position.
+func (h *harness) input(topic string, ev events.Event) events.Source {
+	h.t.Helper()
+	v, err := h.cd.Encode(topic, ev)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return h.produce(&kgo.Record{Topic: topic, Key: []byte(member), Value: v})
+}
+
+func (h *harness) produce(rec *kgo.Record) events.Source {
+	h.t.Helper()
+	res := h.cl.ProduceSync(context.Background(), rec)
+	if err := res.FirstErr(); err != nil {
+		h.t.Fatal(err)
+	}
+	r := res[0].Record
+	return events.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+}
+
+// result writes a result for the input record at src, stamped at (zero: now).
+func (h *harness) result(src events.Source, typ events.EventType, id string, o events.Outcome, at time.Time, mod func(*events.LoyaltyResult)) {
+	h.t.Helper()
+	r := &events.LoyaltyResult{TransactionID: id, EventType: typ, LoyaltyID: ptr(member), Outcome: o, ProcessedAt: time.Now(), Source: src}
+	if mod != nil {
+		mod(r)
+	}
+	v, err := h.cd.EncodeResult(src.Topic+".result", r)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.produce(&kgo.Record{Topic: src.Topic + ".result", Key: []byte(id), Value: v, Timestamp: at})
+}
+
+// failure writes an error event for the input record at src.
+func (h *harness) failure(src events.Source, typ *events.EventType, id string, cat events.Category, mod func(*events.LoyaltyError)) {
+	h.t.Helper()
+	e := &events.LoyaltyError{TransactionID: id, EventType: typ, Category: cat, Detail: "failed", ProcessedAt: time.Now(),
+		Source: events.ErrorSource{Topic: src.Topic, Partition: src.Partition, Offset: src.Offset, Timestamp: time.Now()}}
+	if mod != nil {
+		mod(e)
+	}
+	v, err := h.cd.EncodeError(src.Topic+".error", e)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.produce(&kgo.Record{Topic: src.Topic + ".error", Key: []byte(id), Value: v})
+}
+
+// accrue applies an accrual at the simulator through the client and
+// writes its input record; it returns the record's position and the
+// partner's bitReference.
+func (h *harness) accrue(id string, amount float64) (events.Source, string) {
+	h.t.Helper()
+	ev := &events.PurchaseCompleted{TransactionID: id, LoyaltyID: member, TransactionDate: time.Now(), Amount: amount, Currency: "VND"}
+	src := h.input(purchase, ev)
+	res, _, err := h.api.Client.Accrue(context.Background(), loyalty.AccrualRequest{LoyaltyID: member, TransactionID: id,
+		TransactionDate: loyalty.TransactionDate{Time: ev.TransactionDate}, TransactionAmount: amount})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return src, res.BitReference
+}
+
+// plant creates or changes a partner record through the admin API's Go
+// twin, and returns its bitReference.
+func (h *harness) plant(kind, id string, points int64, amount float64) string {
+	h.t.Helper()
+	if _, err := h.sim.EditTransaction(id, sim.TransactionEdit{Kind: kind, LoyaltyID: member, Points: &points, Amount: &amount}); err != nil {
+		h.t.Fatal(err)
+	}
+	t, _, err := h.api.Client.LookupTransaction(context.Background(), loyalty.LookupRequest{LoyaltyID: member, TransactionID: id})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return t.BitReference
+}
+
+func (h *harness) reconciler(mod func(*reconcile.Options)) *reconcile.Reconciler {
+	h.t.Helper()
+	o := reconcile.Options{Kafka: []kgo.Opt{kgo.SeedBrokers(h.brokers...)}, Codec: h.cd, Partner: h.api.Client}
+	if mod != nil {
+		mod(&o)
+	}
+	r, err := reconcile.New(o)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// findings are a report's findings as "KIND id" lines, sorted.
+func findings(rep *reconcile.Report) []string {
+	var out []string
+	for _, f := range rep.Findings {
+		out = append(out, string(f.Kind)+" "+f.TransactionID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// scenario plants one transaction of every case and returns the findings
+// GuardRules must give.
+func scenario(h *harness) []string {
+	h.t.Helper()
+	old := time.Now().Add(-2 * time.Hour)
+	acc, red, ref := events.TypePurchaseCompleted, events.TypeRedemptionRequested, events.TypePurchaseRefunded
+
+	// Accruals that agree: APPLIED; ALREADY_APPLIED with the points; an
+	// error event then a result (a replay that succeeded).
+	src, bit := h.accrue("A-ok", 5000)
+	h.result(src, acc, "A-ok", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.BitReference = &bit })
+	src, _ = h.accrue("A-again", 7000)
+	h.result(src, acc, "A-again", events.OutcomeAlreadyApplied, time.Time{}, func(r *events.LoyaltyResult) { r.Points = ptr(int64(7)) })
+	src, _ = h.accrue("A-replayed", 3000)
+	h.failure(src, &acc, "A-replayed", events.CategoryTransientExhausted, nil)
+	h.result(src, acc, "A-replayed", events.OutcomeAlreadyApplied, time.Time{}, nil)
+	// A failure the partner does not have either.
+	src = h.input(purchase, &events.PurchaseCompleted{TransactionID: "A-refused", LoyaltyID: member, TransactionDate: time.Now(), Amount: 1})
+	h.failure(src, &acc, "A-refused", events.CategoryBusiness, func(e *events.LoyaltyError) { e.APIErrorCode = ptr("MEMBER_NOT_FOUND") })
+
+	// Mismatches.
+	src, _ = h.accrue("A-lost", 5000)
+	h.result(src, acc, "A-lost", events.OutcomeApplied, time.Time{}, nil)
+	if ok, err := h.sim.DeleteTransaction(sim.TypeAccrual, "A-lost"); !ok || err != nil {
+		h.t.Fatal(ok, err)
+	}
+	src, _ = h.accrue("A-points", 9000)
+	h.result(src, acc, "A-points", events.OutcomeAlreadyApplied, time.Time{}, func(r *events.LoyaltyResult) { r.Points = ptr(int64(9)) })
+	h.plant(sim.TypeAccrual, "A-points", 90, 9000)
+	src, _ = h.accrue("A-amount", 4000)
+	h.result(src, acc, "A-amount", events.OutcomeApplied, time.Time{}, nil)
+	h.plant(sim.TypeAccrual, "A-amount", 4, 4100)
+	src, _ = h.accrue("A-failed-but-applied", 6000)
+	h.failure(src, &acc, "A-failed-but-applied", events.CategoryTransientExhausted, nil)
+
+	// Redemptions and refunds (clawbacks are redemptions).
+	src = h.input(refunds, &events.RedemptionRequested{TransactionID: "R-ok", LoyaltyID: member, TransactionDate: time.Now(), Amount: 500, UsedPoint: 50})
+	bit = h.plant(sim.TypeRedemption, "R-ok", 50, 500)
+	h.result(src, red, "R-ok", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(50)); r.BitReference = &bit })
+	src = h.input(refunds, &events.RedemptionRequested{TransactionID: "R-used", LoyaltyID: member, TransactionDate: time.Now(), Amount: 500, UsedPoint: 50})
+	h.plant(sim.TypeRedemption, "R-used", 40, 500)
+	h.result(src, red, "R-used", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(50)) })
+	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-ok", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1000, RefundDate: time.Now()})
+	bit = h.plant(sim.TypeRedemption, "F-ok", 1, 1000)
+	h.result(src, ref, "F-ok", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(1)); r.BitReference = &bit })
+	// A clawback posted under another transactionId than the refund's is
+	// found by its bitReference.
+	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-renamed", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 2000, RefundDate: time.Now()})
+	bit = h.plant(sim.TypeRedemption, "clawback:F-renamed:1", 2, 2000)
+	h.result(src, ref, "F-renamed", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(2)); r.BitReference = &bit })
+	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-lost", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1000, RefundDate: time.Now()})
+	h.result(src, ref, "F-lost", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(1)) })
+	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-zero", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1, RefundDate: time.Now()})
+	h.result(src, ref, "F-zero", events.OutcomeNoOp, time.Time{}, nil)
+
+	// An error event whose input record the topic does not hold: checked
+	// with the original it carries, or not at all.
+	orig, err := h.cd.Encode(purchase, &events.PurchaseCompleted{TransactionID: "A-failed-but-applied-2", LoyaltyID: member, TransactionDate: time.Now(), Amount: 6000})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.accrue("A-failed-but-applied-2", 6000)
+	nowhere := events.Source{Topic: purchase, Partition: 1, Offset: 500}
+	h.failure(nowhere, &acc, "A-failed-but-applied-2", events.CategoryTransientExhausted, func(e *events.LoyaltyError) { e.OriginalValue = orig })
+	h.failure(events.Source{Topic: purchase, Partition: 1, Offset: 501}, &acc, "A-gone", events.CategoryTransientExhausted, nil)
+	// An input record that did not decode: no transaction to look up.
+	h.failure(events.Source{Topic: purchase, Partition: 0, Offset: 0}, nil, events.SourceID(purchase, 0, 0), events.CategoryDecode, nil)
+
+	// Before the window: not read.
+	h.result(events.Source{Topic: purchase}, acc, "A-before", events.OutcomeApplied, old, nil)
+
+	return []string{
+		"DIFFERS A-amount", "DIFFERS A-points", "DIFFERS R-used",
+		"ERROR_BUT_APPLIED A-failed-but-applied", "ERROR_BUT_APPLIED A-failed-but-applied-2",
+		"MISSING A-lost", "MISSING F-lost",
+		"UNCHECKED A-gone",
+	}
+}
+
+func TestReconcileFindsEveryPlantedMismatch(t *testing.T) {
+	h := newHarness(t)
+	want := scenario(h)
+	var mu sync.Mutex
+	var calls, last, planned int
+	r := h.reconciler(func(o *reconcile.Options) {
+		o.Concurrency, o.Rate = 4, 1000
+		o.Progress = func(done, total int) {
+			if !mu.TryLock() {
+				t.Error("progress calls overlap")
+				return
+			}
+			defer mu.Unlock()
+			calls++
+			last, planned = done, total
+		}
+	})
+	rep, err := r.Run(context.Background(), reconcile.Request{Inputs: []string{purchase, refunds}, Since: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := findings(rep); !slices.Equal(got, want) {
+		t.Errorf("findings\n got %q\nwant %q\n%s", got, want, rep.Table())
+	}
+	// 14 transactions looked up; A-gone could not be.
+	if rep.Checked != 14 || rep.Agreed != 7 || calls != 14 || last != 14 || planned != 14 {
+		t.Errorf("checked %d, agreed %d; progress %d calls, last %d/%d\n%s", rep.Checked, rep.Agreed, calls, last, planned, rep.Table())
+	}
+	if rep.OK() || rep.Mismatches() != 7 || rep.Count(reconcile.Unchecked) != 1 {
+		t.Errorf("OK %v, %d mismatches, %d unchecked", rep.OK(), rep.Mismatches(), rep.Count(reconcile.Unchecked))
+	}
+	details := map[string]string{}
+	for _, f := range rep.Findings {
+		details[f.TransactionID] = f.Detail
+	}
+	for id, want := range map[string]string{
+		"A-points":               "points: result 9, partner 90",
+		"A-amount":               "amount: event 4000, partner 4100",
+		"R-used":                 "points: result 50, partner 40",
+		"A-lost":                 "result APPLIED, but the partner has no such transaction",
+		"A-failed-but-applied":   "error event TRANSIENT_EXHAUSTED, but the partner has it applied (6 points)",
+		"A-gone":                 "its input record is gone",
+		"F-lost":                 "no such transaction",
+		"A-failed-but-applied-2": "applied",
+	} {
+		if !strings.Contains(details[id], want) {
+			t.Errorf("%s: %q, want %q", id, details[id], want)
+		}
+	}
+	if rep.Skipped["NO_OP results (a refund that claws back nothing writes nothing)"] != 1 ||
+		rep.Skipped["error events of input records that do not decode (no transaction to look up)"] != 1 {
+		t.Errorf("skipped %v", rep.Skipped)
+	}
+	tab := rep.Table()
+	for _, s := range []string{"transactions looked up  14", "MISSING", "DIFFERS A-points"} {
+		if !strings.Contains(strings.Join(strings.Fields(tab), " "), strings.Join(strings.Fields(s), " ")) {
+			t.Errorf("table lacks %q:\n%s", s, tab)
+		}
+	}
+	if b, err := json.Marshal(rep); err != nil || !strings.Contains(string(b), `"kind":"MISSING"`) || strings.Contains(string(b), member) {
+		t.Errorf("JSON (no loyaltyId in it): %s, %v", b, err)
+	}
+}
+
+// A clean window reports nothing, and --until leaves later replies out.
+func TestReconcileCleanWindow(t *testing.T) {
+	h := newHarness(t)
+	src, bit := h.accrue("A-1", 5000)
+	h.result(src, events.TypePurchaseCompleted, "A-1", events.OutcomeApplied, time.Now().Add(-30*time.Minute),
+		func(r *events.LoyaltyResult) { r.BitReference = &bit })
+	src, _ = h.accrue("A-2", 5000)
+	h.result(src, events.TypePurchaseCompleted, "A-2", events.OutcomeApplied, time.Time{}, nil)
+	if ok, err := h.sim.DeleteTransaction(sim.TypeAccrual, "A-2"); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	rep, err := h.reconciler(nil).Run(context.Background(), reconcile.Request{Inputs: []string{purchase, refunds},
+		Since: time.Now().Add(-time.Hour), Until: time.Now().Add(-10 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.Checked != 1 || rep.Agreed != 1 || rep.Replies != 1 {
+		t.Fatalf("OK %v, checked %d, agreed %d, replies %d\n%s", rep.OK(), rep.Checked, rep.Agreed, rep.Replies, rep.Table())
+	}
+}
+
+// What an answer means is the classifier's alone: one that does not
+// recognise redemption records has them reported unrecognised, never
+// taken for applied or missing.
+func TestReconcileUnrecognisedAnswers(t *testing.T) {
+	h := newHarness(t)
+	src := h.input(refunds, &events.RedemptionRequested{TransactionID: "R-1", LoyaltyID: member, TransactionDate: time.Now(), Amount: 500, UsedPoint: 50})
+	h.plant(sim.TypeRedemption, "R-1", 50, 500)
+	h.result(src, events.TypeRedemptionRequested, "R-1", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(50)) })
+	src = h.input(refunds, &events.RedemptionRequested{TransactionID: "R-2", LoyaltyID: member, TransactionDate: time.Now(), Amount: 500, UsedPoint: 50})
+	h.result(src, events.TypeRedemptionRequested, "R-2", events.OutcomeApplied, time.Time{}, nil)
+	var kinds []reconcile.Kind
+	var mu sync.Mutex
+	r := h.reconciler(func(o *reconcile.Options) {
+		o.Classify = func(k reconcile.Kind, t *loyalty.Transaction, err error) reconcile.Answer {
+			mu.Lock()
+			kinds = append(kinds, k)
+			mu.Unlock()
+			if t != nil {
+				return reconcile.Unrecognised
+			}
+			return reconcile.GuardRules(k, t, err)
+		}
+	})
+	rep, err := r.Run(context.Background(), reconcile.Request{Inputs: []string{refunds}, Since: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := findings(rep), []string{"MISSING R-2", "UNRECOGNISED R-1"}; !slices.Equal(got, want) {
+		t.Fatalf("findings %q, want %q", got, want)
+	}
+	if !strings.Contains(rep.Findings[0].Detail+rep.Findings[1].Detail, `transactionType "REDEMPTION", status "SUCCESS"`) {
+		t.Errorf("details do not say what was not recognised: %+v", rep.Findings)
+	}
+	if len(kinds) != 2 || kinds[0] != reconcile.KindRedemption || kinds[1] != reconcile.KindRedemption {
+		t.Errorf("classifier asked about %v", kinds)
+	}
+}
+
+// A partner that does not answer leaves transactions unchecked, not
+// passed: the report is not OK.
+func TestReconcilePartnerNotAnswering(t *testing.T) {
+	h := newHarness(t)
+	src, _ := h.accrue("A-1", 5000)
+	h.result(src, events.TypePurchaseCompleted, "A-1", events.OutcomeApplied, time.Time{}, nil)
+	h.sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{503: 1}, RetryAfter: -1, Endpoints: []string{sim.EndpointLookup}})
+	rep, err := h.reconciler(nil).Run(context.Background(), reconcile.Request{Inputs: []string{purchase}, Since: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := findings(rep); rep.OK() || !slices.Equal(got, []string{"UNCHECKED A-1"}) || !strings.Contains(rep.Findings[0].Detail, "lookup failed") {
+		t.Fatalf("%q %+v", got, rep.Findings)
+	}
+}
+
+func TestGuardRules(t *testing.T) {
+	nf := &loyalty.BusinessError{Code: string(loyalty.ErrTransactionNotFound)}
+	other := &loyalty.BusinessError{Code: "SOMETHING_ELSE"}
+	for _, tc := range []struct {
+		kind reconcile.Kind
+		t    *loyalty.Transaction
+		err  error
+		want reconcile.Answer
+	}{
+		{reconcile.KindAccrual, nil, nf, reconcile.NotFound},
+		{reconcile.KindAccrual, nil, other, reconcile.Unrecognised},
+		{reconcile.KindAccrual, nil, &loyalty.MalformedResponseError{}, reconcile.Unrecognised},
+		{reconcile.KindAccrual, &loyalty.Transaction{TransactionType: "ACCRUAL", Status: "SUCCESS"}, nil, reconcile.Applied},
+		{reconcile.KindAccrual, &loyalty.Transaction{}, nil, reconcile.Applied},
+		{reconcile.KindAccrual, &loyalty.Transaction{TransactionType: "REDEMPTION"}, nil, reconcile.NotFound},
+		{reconcile.KindRedemption, &loyalty.Transaction{TransactionType: "REDEMPTION", Status: "SUCCESS"}, nil, reconcile.Applied},
+		{reconcile.KindRedemption, &loyalty.Transaction{TransactionType: "ACCRUAL"}, nil, reconcile.NotFound},
+		{reconcile.KindAccrual, &loyalty.Transaction{TransactionType: "EARN"}, nil, reconcile.Unrecognised},
+		{reconcile.KindAccrual, &loyalty.Transaction{TransactionType: "ACCRUAL", Status: "PENDING"}, nil, reconcile.Unrecognised},
+		{reconcile.KindAccrual, nil, nil, reconcile.Unrecognised},
+	} {
+		if got := reconcile.GuardRules(tc.kind, tc.t, tc.err); got != tc.want {
+			t.Errorf("GuardRules(%s, %+v, %v) = %s, want %s", tc.kind, tc.t, tc.err, got, tc.want)
+		}
+	}
+}
+
+// A window with more transactions than Options.MaxTransactions fails
+// before any lookup, rather than holding them all.
+func TestReconcileBoundsTheWindow(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"A-1", "A-2"} {
+		src, _ := h.accrue(id, 5000)
+		h.result(src, events.TypePurchaseCompleted, id, events.OutcomeApplied, time.Time{}, nil)
+	}
+	looked := false
+	r := h.reconciler(func(o *reconcile.Options) {
+		o.MaxTransactions = 1
+		o.Progress = func(int, int) { looked = true }
+	})
+	_, err := r.Run(context.Background(), reconcile.Request{Inputs: []string{purchase}, Since: time.Now().Add(-time.Hour)})
+	if err == nil || !strings.Contains(err.Error(), "more than 1 transactions") || looked {
+		t.Fatalf("err %v, looked up %v", err, looked)
+	}
+}
