@@ -370,6 +370,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 		}
 		for _, q := range pt.Ratios {
+			if q.ThroughputVsCeiling == 0 && q.ThroughputVsBaseline == 0 && q.CPUVsCeiling == 0 {
+				continue // the bridge ran alone
+			}
 			fmt.Fprintf(&b, "  %s: throughput %s ceiling (target ≥ %.1f× when latency-bound), %s baseline (target ≥ %d×); CPU per record %s ceiling (target ≤ %.1f× when CPU-bound)\n",
 				q.Contestant, times(q.ThroughputVsCeiling), TargetVsCeiling, times(q.ThroughputVsBaseline), TargetVsBaseline,
 				times(q.CPUVsCeiling), TargetCPU)

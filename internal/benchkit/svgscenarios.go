@@ -11,9 +11,12 @@ import (
 // peak RSS), each with the scenarios along the x axis and one bar per
 // contestant in each.
 
+// The panels are stacked, each the chart's full width, so that a
+// scenario's label (one knob a line) fits under its bars.
 const (
-	scPanelH = 220 // plot height of a scenario panel
-	scLabelH = 58  // room under it for scenario labels, one knob a line
+	scPanelW = svgW - 40 // a panel's width, axis labels included
+	scPanelH = 150       // plot height of a panel
+	scLabelH = 50        // room under it for scenario labels
 )
 
 var scenarioMetrics = []metric{
@@ -26,8 +29,7 @@ var scenarioMetrics = []metric{
 }
 
 func (r *Report) writeScenarioSVG(b *strings.Builder) {
-	rows := (len(scenarioMetrics) + 1) / 2
-	h := 104 + rows*(scPanelH+scLabelH+40)
+	h := 104 + len(scenarioMetrics)*(scPanelH+scLabelH+40)
 	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n",
 		svgW, h, svgW, h)
 	b.WriteString(`<rect width="100%" height="100%" fill="white"/>` + "\n")
@@ -43,8 +45,8 @@ func (r *Report) writeScenarioSVG(b *strings.Builder) {
 		x += 30 + 7*float64(len(n))
 	}
 	for i, m := range scenarioMetrics {
-		ox := 20 + float64(i%2)*(panelW+40)
-		oy := 104 + float64(i/2)*(scPanelH+scLabelH+40)
+		ox := 20.0
+		oy := 104 + float64(i)*(scPanelH+scLabelH+40)
 		r.scenarioPanel(b, ox, oy, m, names, color, i == 1)
 	}
 	b.WriteString("</svg>\n")
@@ -70,7 +72,7 @@ func (r *Report) scenarioPanel(b *strings.Builder, ox, oy float64, m metric, nam
 			}
 		}
 	}
-	plotW, plotH := float64(panelW-padL), float64(scPanelH)
+	plotW, plotH := float64(scPanelW-padL), float64(scPanelH)
 	px, py := ox+padL, oy
 	text(b, ox, oy-10, 12, "start", "bold", m.title)
 	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#d1d5db"/>`+"\n", px, py, plotW, plotH)
@@ -78,7 +80,7 @@ func (r *Report) scenarioPanel(b *strings.Builder, ox, oy float64, m metric, nam
 	for pi, pt := range r.Points {
 		cx := px + slot*(float64(pi)+0.5)
 		for li, line := range strings.Split(pt.Name, ",") {
-			text(b, cx, py+plotH+13+11*float64(li), 9, "middle", "", line)
+			text(b, cx, py+plotH+14+12*float64(li), 10, "middle", "", line)
 		}
 	}
 	if unity {
@@ -101,9 +103,9 @@ func (r *Report) scenarioPanel(b *strings.Builder, ox, oy float64, m metric, nam
 			gridLine(b, px, y, plotW)
 			text(b, px-6, y+4, 10, "end", "", compact(math.Pow(10, e)))
 		}
-		text(b, ox+panelW, oy-10, 10, "end", "", "log scale")
+		text(b, ox+scPanelW, oy-10, 10, "end", "", "log scale")
 	} else {
-		step := niceStep(hi / 4)
+		step := niceStep(hi / 3)
 		top := math.Ceil(hi*1.12/step) * step
 		scale = func(v float64) float64 { return py + plotH - v/top*plotH }
 		for v := 0.0; v <= top+step/2; v += step {
