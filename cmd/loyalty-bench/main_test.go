@@ -186,7 +186,7 @@ func TestScenarios(t *testing.T) {
 	// begins and ends while records are still coming.
 	args := []string{"--events", "300", "--rate", "150", "--partitions", "4", "--keys", "50", "--latency", "1ms",
 		"--max-in-flight", "16", "--stall", "30s", "--bridge-bin", bridgeBin, "--work-dir", filepath.Join(dir, "work"),
-		"--scenario", "503=0.2,retry-after=none,replicas=2", "--scenario", "credentials-outage=1s",
+		"--scenario", "503=0.03,retry-after=none,replicas=2", "--scenario", "credentials-outage=1s",
 		"--json", jsonPath, "--svg", svgPath}
 	code := run(ctx, testEnv(t, &stdout, &stderr), args)
 	t.Logf("stdout:\n%s", stdout.String())
@@ -201,7 +201,7 @@ func TestScenarios(t *testing.T) {
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatalf("report JSON: %v", err)
 	}
-	want := []string{"clean", "503=0.2,retry-after=none,replicas=2", "credentials-outage=1s"}
+	want := []string{"clean", "503=0.03,retry-after=none,replicas=2", "credentials-outage=1s"}
 	if len(rep.Points) != len(want) {
 		t.Fatalf("%d points, want %q", len(rep.Points), want)
 	}

@@ -95,6 +95,10 @@ type ScenarioReport struct {
 	Seed int64 `json:"seed"`
 	// Replicas is how many bridge processes shared the group (0: one).
 	Replicas int `json:"replicas,omitempty"`
+	// CapacityPerSec is the most calls a second the simulator can handle
+	// with its capacity and fixed latency (capacity ÷ latency); 0: no
+	// such limit.
+	CapacityPerSec float64 `json:"capacityPerSec,omitempty"`
 }
 
 func scenarioReport(sc Scenario) ScenarioReport {
@@ -103,6 +107,9 @@ func scenarioReport(sc Scenario) ScenarioReport {
 		Rate: sc.Rate, Seed: sc.Seed, Faults: sc.FaultText()}
 	if sc.replicas() > 1 {
 		r.Replicas = sc.replicas()
+	}
+	if sc.Capacity > 0 && sc.Latency > 0 {
+		r.CapacityPerSec = float64(sc.Capacity) / sc.Latency.Seconds()
 	}
 	if sc.LatencyP50 > 0 {
 		r.LatencyP50, r.LatencyP99 = sc.LatencyP50.String(), max(sc.LatencyP99, sc.LatencyP50).String()
@@ -272,7 +279,8 @@ func newReport(cfg Config) *Report {
 		r.Notes = append(r.Notes,
 			"scenarios: each on a fresh stack, one after another, the clean (fault-free) one first; × clean divides a contestant's records/s by its own in the clean run of the same invocation. "+
 				"Runs one after another on a shared machine differ by tens of percent without any fault: compare ratios, and repeat a surprising one.",
-			"pushed back: the share of business calls the simulator answered 429 or 503, injected (STATUS=RATE) or over its capacity.",
+			"× capacity: records/s ÷ the most calls a second the simulator's capacity allows at its fixed latency (capacity ÷ latency: 32 at 10 ms is 3,200/s). "+
+				"pushed back: the share of business calls the simulator answered 429 or 503, injected (STATUS=RATE) or over its capacity.",
 			"replicas=N: N bridge processes in one consumer group against the one simulator; records/s is their combined rate, CPU their sum, peak RSS the largest one's. "+
 				"The ceiling and the baseline are not run in replica and outage scenarios.",
 			"credentials-outage=D: once a quarter of the records are answered the simulator's client secret and password are rotated and every token revoked, "+
@@ -444,11 +452,11 @@ func (r *Report) writeScenarios(b *strings.Builder) error {
 	}
 	b.WriteString("\nscenarios side by side (× clean: records/s ÷ the same contestant's in the clean run above):\n\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tcontestant\trecords/s\t× clean\t2nd half/s\tAPI calls/rec\tpushed back\tp99 ms\tpeak RSS MiB\tCPU s/1k\terror events\toutage: resume s\t")
+	fmt.Fprintln(tw, "scenario\tcontestant\trecords/s\t× clean\t× capacity\t2nd half/s\tAPI calls/rec\tpushed back\tp99 ms\tpeak RSS MiB\tCPU s/1k\terror events\toutage: resume s\t")
 	for _, pt := range r.Points {
 		for _, res := range pt.Results {
 			if res.Error != "" {
-				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", pt.Name, res.Contestant)
+				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", pt.Name, res.Contestant)
 				continue
 			}
 			name := res.Contestant
@@ -462,8 +470,12 @@ func (r *Report) writeScenarios(b *strings.Builder) error {
 					resume = fmt.Sprintf("%.2f", o.ResumeSec)
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%.0f\t%.2f\t%.1f%%\t%.0f\t%.1f\t%.3f\t%d\t%s\t\n", pt.Name, name, res.RecordsPerSec,
-				times(res.VsClean), res.SecondHalfPerSec, res.APICallsPerRecord, 100*res.PushedBackShare, res.LatencyP99Ms,
+			vsCapacity := "-"
+			if c := pt.Scenario.CapacityPerSec; c > 0 {
+				vsCapacity = times(res.RecordsPerSec / c)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%.0f\t%.2f\t%.1f%%\t%.0f\t%.1f\t%.3f\t%d\t%s\t\n", pt.Name, name, res.RecordsPerSec,
+				times(res.VsClean), vsCapacity, res.SecondHalfPerSec, res.APICallsPerRecord, 100*res.PushedBackShare, res.LatencyP99Ms,
 				res.PeakRSSMiB, res.CPUPer1k, res.Errors, resume)
 		}
 	}

@@ -181,7 +181,7 @@ func TestOutageFill(t *testing.T) {
 }
 
 func TestScenarioReport(t *testing.T) {
-	ns, err := ParseScenarios([]string{"503=0.1,retry-after=1s", "capacity=32,replicas=3", "credentials-outage=30s"}, DefaultScenario())
+	ns, err := ParseScenarios([]string{"503=0.1,retry-after=1s", "capacity=32,latency=10ms,replicas=3", "credentials-outage=30s"}, DefaultScenario())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestScenarioReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"scenario 503=0.1,retry-after=1s:", "scenarios side by side", "0.80×", "10.0%",
-		"bridge/key ×3", "3 bridge replicas", "credentials refused for 30.0 s: 0 error events", "1.50", "capacity 32"} {
+		"bridge/key ×3", "3 bridge replicas", "0.28×", "credentials refused for 30.0 s: 0 error events", "1.50", "capacity 32"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}
