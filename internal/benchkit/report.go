@@ -452,11 +452,11 @@ func (r *Report) writeScenarios(b *strings.Builder) error {
 	}
 	b.WriteString("\nscenarios side by side (× clean: records/s ÷ the same contestant's in the clean run above):\n\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tcontestant\trecords/s\t× clean\t× capacity\t2nd half/s\tAPI calls/rec\tpushed back\tp99 ms\tpeak RSS MiB\tCPU s/1k\terror events\toutage: resume s\t")
+	fmt.Fprintln(tw, "scenario\tcontestant\trecords/s\t× clean\t× capacity\t2nd half/s\tAPI calls/rec\tpushed back\tp99 ms\tpeak RSS MiB\tCPU s/1k\terror events\tduplicate replies\toutage: resume s\t")
 	for _, pt := range r.Points {
 		for _, res := range pt.Results {
 			if res.Error != "" {
-				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", pt.Name, res.Contestant)
+				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", pt.Name, res.Contestant)
 				continue
 			}
 			name := res.Contestant
@@ -474,9 +474,9 @@ func (r *Report) writeScenarios(b *strings.Builder) error {
 			if c := pt.Scenario.CapacityPerSec; c > 0 {
 				vsCapacity = times(res.RecordsPerSec / c)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%.0f\t%.2f\t%.1f%%\t%.0f\t%.1f\t%.3f\t%d\t%s\t\n", pt.Name, name, res.RecordsPerSec,
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%.0f\t%.2f\t%.1f%%\t%.0f\t%.1f\t%.3f\t%d\t%d\t%s\t\n", pt.Name, name, res.RecordsPerSec,
 				times(res.VsClean), vsCapacity, res.SecondHalfPerSec, res.APICallsPerRecord, 100*res.PushedBackShare, res.LatencyP99Ms,
-				res.PeakRSSMiB, res.CPUPer1k, res.Errors, resume)
+				res.PeakRSSMiB, res.CPUPer1k, res.Errors, res.Duplicates, resume)
 		}
 	}
 	return tw.Flush()
