@@ -6,6 +6,8 @@
 //	go run ./cmd/loyalty-bench --events 100000 --latency 20ms
 //	go run ./cmd/loyalty-bench --events 100000 --latency 0 --contestants ceiling,bridge
 //	go run ./cmd/loyalty-bench --sweep backlog=10000,100000,1000000 --contestants bridge --svg scaling.svg
+//	go run ./cmd/loyalty-bench --events 20000 --latency 5ms --max-in-flight 64 \
+//	    --scenario 503=0.1,retry-after=1s --scenario 500=0.1 --scenario capacity=32,replicas=3 --scenario credentials-outage=30s
 //
 // Flags may also come from LOYALTY_BENCH_* environment variables. Run it
 // from inside the module: it builds ./cmd/loyalty-bridge unless
@@ -123,6 +125,7 @@ func parse(e env, args []string) (*options, error) {
 		partitions                int
 		sweep, workDir            string
 		bridgeArgs, bridgeEnv     repeatFlag
+		scenarios                 repeatFlag
 		stall, timeout            time.Duration
 		bridgeBin                 string
 		latency, latP50, latP99   time.Duration
@@ -159,6 +162,10 @@ func parse(e env, args []string) (*options, error) {
 	fs.Int64Var(&sc.Seed, "seed", sc.Seed, "seed of keys, amounts and latency samples")
 	fs.Var(&contestants, "contestants", "comma-separated: ceiling, baseline, bridge")
 	fs.Var(&modes, "modes", "bridge ordering modes to run, comma-separated: key, partition, unordered")
+	fs.Var(&scenarios, "scenario", "`SPEC`: run this partner behaviour too, beside a fault-free run of the same invocation (repeatable; default contestants: bridge). "+
+		"SPEC is clean, or comma-separated knobs: STATUS=RATE (as --error-rate), retry-after=1s|none, capacity=N, over-capacity-status=429|503, "+
+		"latency=10ms, max-in-flight=N, replicas=N (bridge processes in one group), credentials-outage[=30s] (credentials refused mid-run); "+
+		"the other flags are the base of every scenario, e.g. --scenario 503=0.1,retry-after=1s --scenario capacity=32,replicas=3")
 	fs.StringVar(&sweep, "sweep", "", "run once per value: backlog=10000,100000,1000000 or in-flight=16,64,256")
 	fs.StringVar(&o.jsonPath, "json", "", "write the report as JSON to this file")
 	fs.StringVar(&o.svgPath, "svg", "", "write a chart (throughput, p99, CPU per record, peak RSS) as SVG to this file")
@@ -195,6 +202,22 @@ func parse(e env, args []string) (*options, error) {
 	for _, kv := range bridgeEnv {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			errs = append(errs, fmt.Errorf("--bridge-env %q: want KEY=VALUE", kv))
+		}
+	}
+	if len(scenarios) > 0 {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for _, name := range []string{"error-rate", "retry-after", "capacity", "over-capacity-status"} {
+			if given[name] {
+				errs = append(errs, fmt.Errorf("--%s with --scenario: give the partner's faults in each scenario instead, e.g. --scenario 503=0.1,retry-after=1s", name))
+			}
+		}
+		if !given["contestants"] {
+			o.cfg.Contestants = []string{benchkit.Bridge}
+		}
+		var err error
+		if o.cfg.Scenarios, err = benchkit.ParseScenarios(scenarios, sc); err != nil {
+			errs = append(errs, fmt.Errorf("--scenario: %w", err))
 		}
 	}
 	if stall <= 0 || timeout <= 0 {

@@ -150,10 +150,88 @@ func TestUsageErrors(t *testing.T) {
 		{"--latency-p99", "10ms"},
 		{"--contestants", "nobody"},
 		{"extra"},
+		{"--scenario", "503=0.1,retry=1s"},
+		{"--scenario", "replicas=0"},
+		{"--scenario", "503=0.1", "--error-rate", "500=0.1"},
+		{"--scenario", "capacity=8", "--capacity", "8"},
+		{"--scenario", "503=0.1", "--sweep", "backlog=10,20"},
+		{"--scenario", "503=0.1", "--scenario", "503=0.1"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), testEnv(t, &stdout, &stderr), args); code != exitUsage {
 			t.Errorf("%q: exit %d, want %d (stderr %q)", args, code, exitUsage, stderr.String())
 		}
+	}
+}
+
+// TestScenarios runs a fault-free run and two degraded ones in one
+// invocation: two bridge replicas against a partner answering 503 to a
+// share of calls, and a credentials outage. It checks the report's
+// structure and that no record became an error event; speed is never
+// asserted.
+func TestScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: builds the bridge and starts several processes")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	bridgeBin, err := benchkit.PrepareBridge(ctx, "", dir)
+	if err != nil {
+		t.Skipf("bridge not measured: %v", err)
+	}
+	jsonPath, svgPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "chart.svg")
+	var stdout, stderr bytes.Buffer
+	// Written at 150 events/s, so the outage (once a quarter is answered)
+	// begins and ends while records are still coming.
+	args := []string{"--events", "300", "--rate", "150", "--partitions", "4", "--keys", "50", "--latency", "1ms",
+		"--max-in-flight", "16", "--stall", "30s", "--bridge-bin", bridgeBin, "--work-dir", filepath.Join(dir, "work"),
+		"--scenario", "503=0.03,retry-after=none,replicas=2", "--scenario", "credentials-outage=1s",
+		"--json", jsonPath, "--svg", svgPath}
+	code := run(ctx, testEnv(t, &stdout, &stderr), args)
+	t.Logf("stdout:\n%s", stdout.String())
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	var rep benchkit.Report
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report JSON: %v", err)
+	}
+	want := []string{"clean", "503=0.03,retry-after=none,replicas=2", "credentials-outage=1s"}
+	if len(rep.Points) != len(want) {
+		t.Fatalf("%d points, want %q", len(rep.Points), want)
+	}
+	for i, pt := range rep.Points {
+		if pt.Name != want[i] {
+			t.Errorf("point %d is %q, want %q", i, pt.Name, want[i])
+		}
+		if len(pt.Results) != 1 || pt.Results[0].Contestant != "bridge/key" {
+			t.Fatalf("%s: results %+v, want the bridge alone", pt.Name, pt.Results)
+		}
+		r := pt.Results[0]
+		if !r.OK() || r.Done != 300 || r.VsClean <= 0 {
+			t.Errorf("%s: done %d, errors %d (%s), × clean %v, error %q", pt.Name, r.Done, r.Errors, r.FirstError, r.VsClean, r.Error)
+		}
+	}
+	if r := rep.Points[1].Results[0]; r.Replicas != 2 || r.PushedBack == 0 || r.PushedBackShare <= 0 {
+		t.Errorf("503 with replicas: replicas %d, pushed back %d (%v)", r.Replicas, r.PushedBack, r.PushedBackShare)
+	}
+	if o := rep.Points[2].Results[0].Outage; o == nil || o.Note != "" || o.Sec <= 0 {
+		t.Errorf("outage %+v, want its figures", o)
+	}
+	if !strings.Contains(stdout.String(), "scenarios side by side") {
+		t.Errorf("no side-by-side table")
+	}
+	svg, err := os.ReadFile(svgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root struct{ XMLName xml.Name }
+	if err := xml.Unmarshal(svg, &root); err != nil || root.XMLName.Local != "svg" {
+		t.Fatalf("chart is not an SVG document: %v, root %q", err, root.XMLName.Local)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +38,10 @@ type Config struct {
 	Scenario Scenario
 	// Sweep, when set, runs the contestants once per value.
 	Sweep *Sweep
+	// Scenarios, when set, runs the contestants once per scenario instead
+	// of once on Scenario, the fault-free one first (see ParseScenarios),
+	// and reports each beside it. Not with Sweep.
+	Scenarios []NamedScenario
 	// Contestants to run, in this order within each point: Ceiling,
 	// Baseline, Bridge (default all three).
 	Contestants []string
@@ -106,6 +111,20 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if c.Sweep != nil && len(c.Scenarios) > 0 {
+		errs = append(errs, errors.New("a sweep and scenarios do not go together: run them separately"))
+	}
+	if len(c.Scenarios) > 0 && !c.Scenarios[0].Clean() {
+		errs = append(errs, fmt.Errorf("the first scenario must be %s, the reference of the others", ScenarioClean))
+	}
+	for _, n := range c.Scenarios {
+		if err := n.Scenario.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("scenario %s: %w", n.Name, err))
+		}
+		if n.Scenario.replicas() > 1 && c.BridgeProfile != "" {
+			errs = append(errs, fmt.Errorf("scenario %s: a profiled bridge runs as one process, not %d replicas", n.Name, n.Scenario.replicas()))
+		}
+	}
 	if c.Stall <= 0 {
 		c.Stall = 60 * time.Second
 	}
@@ -136,33 +155,54 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			fmt.Fprintf(cfg.Log, "bridge not measured: %v\n", bridgeErr)
 		}
 	}
-	points := []int{0}
-	if cfg.Sweep != nil {
-		points = cfg.Sweep.Values
+	type point struct {
+		name  string
+		sc    Scenario
+		value int
 	}
-	for pi, v := range points {
-		sc := cfg.Scenario
-		if cfg.Sweep != nil {
-			sc = cfg.Sweep.Apply(sc, v)
-			fmt.Fprintf(cfg.Log, "== %s = %d\n", cfg.Sweep.Param, v)
+	points := []point{{sc: cfg.Scenario}}
+	switch {
+	case cfg.Sweep != nil:
+		points = nil
+		for _, v := range cfg.Sweep.Values {
+			points = append(points, point{sc: cfg.Sweep.Apply(cfg.Scenario, v), value: v})
 		}
-		pt := Point{Scenario: scenarioReport(sc), SweepValue: v}
+	case len(cfg.Scenarios) > 0:
+		points = nil
+		for _, n := range cfg.Scenarios {
+			points = append(points, point{name: n.Name, sc: n.Scenario})
+		}
+	}
+	for pi, ptc := range points {
+		sc := ptc.sc
+		switch {
+		case cfg.Sweep != nil:
+			fmt.Fprintf(cfg.Log, "== %s = %d\n", cfg.Sweep.Param, ptc.value)
+		case ptc.name != "":
+			fmt.Fprintf(cfg.Log, "== scenario %s\n", ptc.name)
+		}
+		pt := Point{Name: ptc.name, Scenario: scenarioReport(sc), SweepValue: ptc.value}
 		for _, k := range cfg.Contestants {
-			switch k {
-			case Ceiling, Baseline:
-				pt.Results = append(pt.Results, measure(ctx, cfg, sc, k, "", nil, pi))
-			case Bridge:
+			switch {
+			case k == Bridge:
 				for _, m := range cfg.Modes {
 					pt.Results = append(pt.Results, measure(ctx, cfg, sc, k, m, bridgeErr, pi))
 				}
+			case sc.bridgeOnly():
+				fmt.Fprintf(cfg.Log, "%s: skipped (replicas and a credentials outage are the bridge's)\n", k)
+			default:
+				pt.Results = append(pt.Results, measure(ctx, cfg, sc, k, "", nil, pi))
 			}
 			if err := ctx.Err(); err != nil {
+				r.Points = append(r.Points, pt)
+				r.compareWithClean()
 				return r, err
 			}
 		}
 		pt.Ratios = ratios(pt.Results, sc.Rate > 0)
 		r.Points = append(r.Points, pt)
 	}
+	r.compareWithClean()
 	return r, nil
 }
 
@@ -248,30 +288,59 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 	runtime.GC()
 	debug.FreeOSMemory()
 
-	logPath := filepath.Join(cfg.WorkDir, fmt.Sprintf("%02d-%s.log", point, strings.Trim(res.Kind+"-"+res.Mode, "-")))
+	replicas := 1
+	if res.Kind == Bridge {
+		replicas = sc.replicas()
+		res.Replicas = replicas
+	}
 	harness0, t0 := selfUsage(), time.Now()
 	sysBusy0, sysTotal0, sysOK := cpuTimes()
-	metricsAddr := "127.0.0.1:0"
-	var gauges *gaugeSampler
-	if res.Kind == Bridge {
-		if metricsAddr, err = freeAddr(); err != nil {
+	// Every replica is a process of its own with its own metrics listener
+	// and log; they share the consumer group and the simulator.
+	var (
+		procs  []*proc
+		gauges []*gaugeSampler
+	)
+	defer func() {
+		for _, p := range procs {
+			_ = p.stop(5 * time.Second) // only after a failure: a measured run stopped them already
+		}
+	}()
+	for i := range replicas {
+		name := strings.Trim(res.Kind+"-"+res.Mode, "-")
+		if replicas > 1 {
+			name += "-" + strconv.Itoa(i+1)
+		}
+		logPath := filepath.Join(cfg.WorkDir, fmt.Sprintf("%02d-%s.log", point, name))
+		metricsAddr := "127.0.0.1:0"
+		if res.Kind == Bridge {
+			if metricsAddr, err = freeAddr(); err != nil {
+				return err
+			}
+			gauges = append(gauges, &gaugeSampler{url: "http://" + metricsAddr + "/metrics",
+				active: func() bool { d := coll.Done(); return d > 0 && d < n }})
+		}
+		p, err := launch(cfg, sc, st, res, logPath, metricsAddr, i, replicas)
+		if err != nil {
 			return err
 		}
-		gauges = &gaugeSampler{url: "http://" + metricsAddr + "/metrics",
-			active: func() bool { d := coll.Done(); return d > 0 && d < n }}
+		procs = append(procs, p)
 	}
-	p, err := launch(cfg, sc, st, res, logPath, metricsAddr)
-	if err != nil {
-		return err
-	}
-	if gauges != nil {
+	p := procs[0]
+	if len(gauges) > 0 {
 		gctx, stopGauges := context.WithCancel(ctx)
 		var wg sync.WaitGroup
-		wg.Go(func() { gauges.run(gctx) })
+		for _, g := range gauges {
+			wg.Go(func() { g.run(gctx) })
+		}
 		defer func() {
 			stopGauges()
 			wg.Wait()
-			res.AvgInFlight, res.AvgHeld, _ = gauges.averages()
+			for _, g := range gauges {
+				inFlight, held, _ := g.averages()
+				res.AvgInFlight += inFlight
+				res.AvgHeld += held
+			}
 		}()
 	}
 	// With a rate, the input is written while the contestant runs.
@@ -281,15 +350,22 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 	} else {
 		writeDone <- nil
 	}
+	stall := cfg.Stall
+	var out *outage
+	if res.Kind == Bridge && sc.CredentialsOutage > 0 && coll != nil {
+		out = startOutage(ctx, st, sc.CredentialsOutage, func() bool { return coll.Done() >= n/4 }, cfg.Log)
+		defer out.stop()
+		stall += sc.CredentialsOutage // nothing is answered meanwhile, by design
+	}
 	stopProgress := progress(cfg.Log, res.Contestant, n, p.launch, coll)
 	var (
 		timing  Timing
 		procErr error
 	)
 	if coll != nil {
-		cerr := coll.run(ctx, p.launch, cfg.Stall, p.exited)
+		cerr := coll.run(ctx, p.launch, stall, allExited(procs))
 		stopProgress()
-		procErr = p.stop(45 * time.Second)
+		procErr = stopAll(procs, 45*time.Second)
 		werr := <-writeDone
 		if cerr != nil {
 			if procErr != nil {
@@ -311,6 +387,10 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 		if reps.foreign > 0 {
 			res.FirstError = strings.TrimSpace(fmt.Sprintf("%s; %d replies with unknown keys", res.FirstError, reps.foreign))
 		}
+		if out != nil {
+			out.stop()
+			out.fill(res, coll.done.done)
+		}
 	} else {
 		procErr = p.wait(ctx)
 		stopProgress()
@@ -331,9 +411,15 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 		// The records were all answered; say how the process ended.
 		res.Exit = procErr.Error()
 	}
-	res.fill(timing, p.usage(), harness1.cpu-harness0.cpu, st.Sim.Counters())
+	var u usage
+	for _, p := range procs {
+		pu := p.usage()
+		u.cpu += pu.cpu
+		u.maxRSS = max(u.maxRSS, pu.maxRSS)
+	}
+	res.fill(timing, u, harness1.cpu-harness0.cpu, st.Sim.Counters())
 	if res.Kind != Baseline && res.RecordsPerSec > 0 {
-		res.SlotMs = float64(sc.MaxInFlight) / res.RecordsPerSec * 1000
+		res.SlotMs = float64(sc.MaxInFlight*replicas) / res.RecordsPerSec * 1000
 	}
 	if d := t1.Sub(t0); d > 0 {
 		res.Busy = (res.CPUSec + res.HarnessCPUSec) / d.Seconds() / float64(runtime.NumCPU())
@@ -344,12 +430,40 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 	return nil
 }
 
+// allExited is closed once every process has exited.
+func allExited(procs []*proc) <-chan struct{} {
+	if len(procs) == 1 {
+		return procs[0].exited
+	}
+	ch := make(chan struct{})
+	go func() {
+		for _, p := range procs {
+			<-p.exited
+		}
+		close(ch)
+	}()
+	return ch
+}
+
+// stopAll stops every process at once (replicas leave the group
+// together, not one after another taking over each other's partitions).
+func stopAll(procs []*proc, grace time.Duration) error {
+	errs := make([]error, len(procs))
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		wg.Go(func() { errs[i] = p.stop(grace) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // The simulator's demo credentials: public on purpose.
 var creds = struct{ ClientID, ClientSecret, Username, Password string }{
 	sim.DefaultClientID, sim.DefaultClientSecret, sim.DefaultUsername, sim.DefaultPassword}
 
-// launch starts the contestant's process against st.
-func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath, metricsAddr string) (*proc, error) {
+// launch starts the contestant's process against st; replica i of
+// replicas when the bridge runs as several.
+func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath, metricsAddr string, replica, replicas int) (*proc, error) {
 	if res.Kind == Bridge {
 		args := []string{"run",
 			"--brokers", strings.Join(st.Brokers, ","),
@@ -367,15 +481,19 @@ func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath, metricsAdd
 			args = append(args, "--max-in-flight-per-partition", strconv.Itoa(sc.MaxInFlightPerPartition))
 		}
 		args = append(args, cfg.BridgeArgs...)
+		name := res.Contestant
+		if replicas > 1 {
+			name += fmt.Sprintf(" replica %d", replica+1)
+		}
 		if cfg.BridgeProfile != "" {
 			spec := WorkerSpec{Kind: KindBridge, BridgeArgs: args[1:], Profile: cfg.BridgeProfile + "-" + res.Mode + ".pprof"}
 			in, err := json.Marshal(spec)
 			if err != nil {
 				return nil, err
 			}
-			return startProc(res.Contestant, cfg.WorkerCommand, cfg.BridgeEnv, in, logPath)
+			return startProc(name, cfg.WorkerCommand, cfg.BridgeEnv, in, logPath)
 		}
-		return startProc(res.Contestant, append([]string{cfg.BridgeBin}, args...), cfg.BridgeEnv, nil, logPath)
+		return startProc(name, append([]string{cfg.BridgeBin}, args...), cfg.BridgeEnv, nil, logPath)
 	}
 	// The worker learns its launch time from the spec, so it is taken
 	// just before the start.
@@ -415,17 +533,24 @@ func (res *Result) fill(t Timing, u usage, harness time.Duration, c sim.Counters
 		res.HarnessCPUPer1k = res.HarnessCPUSec / float64(res.Done) * 1000
 	}
 	res.APICalls = map[string]int{}
-	total := 0
+	total, business := 0, 0
 	for ep, n := range c.Totals {
 		if n > 0 {
 			res.APICalls[ep] = n
 			if ep != sim.EndpointToken {
 				total += n
 			}
+			if ep != sim.EndpointToken && ep != sim.EndpointExchangeToken {
+				business += n
+				res.PushedBack += c.Calls[ep][http.StatusTooManyRequests] + c.Calls[ep][http.StatusServiceUnavailable]
+			}
 		}
 	}
 	if res.Done > 0 {
 		res.APICallsPerRecord = float64(total) / float64(res.Done)
+	}
+	if business > 0 {
+		res.PushedBackShare = float64(res.PushedBack) / float64(business)
 	}
 }
 

@@ -58,5 +58,21 @@
 // worker under the CPU profiler (and writes a heap profile near the heap's
 // peak), since the bridge binary serves no pprof.
 //
+// # Scenarios
+//
+// Config.Scenarios measures several partner behaviours in one run, each
+// on a fresh stack, beside the fault-free one (ParseScenario reads the
+// specs: error rates, Retry-After, capacity, latency, in-flight,
+// replicas, a credentials outage). Every result then carries its
+// throughput as a ratio of the same contestant's in the clean scenario,
+// and the share of business calls the simulator answered 429 or 503
+// (from its counters). Replicas are several bridge processes in one
+// consumer group against the one simulator: their throughput is
+// combined, their CPU summed, their peak RSS the largest. A credentials
+// outage rotates the simulator's client secret and password (revoking
+// every token) once a quarter of the records are answered and restores
+// them later; the result says how many records became error events and
+// how long after the restore the first reply came.
+//
 // The package never asserts on speed: figures are measurements for people.
 package benchkit

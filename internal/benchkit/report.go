@@ -69,6 +69,8 @@ type Report struct {
 
 // Point is one scenario's results (one per sweep value, or the only one).
 type Point struct {
+	// Name is the scenario's spec in a multi-scenario run (Config.Scenarios).
+	Name       string         `json:"name,omitempty"`
 	Scenario   ScenarioReport `json:"scenario"`
 	SweepValue int            `json:"sweepValue,omitempty"`
 	Results    []Result       `json:"results"`
@@ -91,12 +93,24 @@ type ScenarioReport struct {
 	// Rate is events per second written during the run; 0: a backlog.
 	Rate int   `json:"rate,omitempty"`
 	Seed int64 `json:"seed"`
+	// Replicas is how many bridge processes shared the group (0: one).
+	Replicas int `json:"replicas,omitempty"`
+	// CapacityPerSec is the most calls a second the simulator can handle
+	// with its capacity and fixed latency (capacity ÷ latency); 0: no
+	// such limit.
+	CapacityPerSec float64 `json:"capacityPerSec,omitempty"`
 }
 
 func scenarioReport(sc Scenario) ScenarioReport {
 	r := ScenarioReport{Events: sc.Events, BaselineEvents: sc.baselineEvents(), Partitions: sc.Partitions, Keys: sc.Keys,
 		Latency: sc.Latency.String(), MaxInFlight: sc.MaxInFlight, MaxInFlightPerPartition: sc.MaxInFlightPerPartition,
 		Rate: sc.Rate, Seed: sc.Seed, Faults: sc.FaultText()}
+	if sc.replicas() > 1 {
+		r.Replicas = sc.replicas()
+	}
+	if sc.Capacity > 0 && sc.Latency > 0 {
+		r.CapacityPerSec = float64(sc.Capacity) / sc.Latency.Seconds()
+	}
 	if sc.LatencyP50 > 0 {
 		r.LatencyP50, r.LatencyP99 = sc.LatencyP50.String(), max(sc.LatencyP99, sc.LatencyP50).String()
 	}
@@ -163,6 +177,19 @@ type Result struct {
 	// APICallsPerRecord excludes the token endpoint.
 	APICalls          map[string]int `json:"apiCalls,omitempty"`
 	APICallsPerRecord float64        `json:"apiCallsPerRecord"`
+	// PushedBack counts business calls the simulator answered 429 or 503
+	// (injected or over capacity), and PushedBackShare is their share of
+	// all business calls.
+	PushedBack      int     `json:"pushedBack,omitempty"`
+	PushedBackShare float64 `json:"pushedBackShare,omitempty"`
+	// Replicas is how many bridge processes shared the work (their CPU
+	// adds up; peak RSS is the largest one's).
+	Replicas int `json:"replicas,omitempty"`
+	// VsClean is records/s ÷ the same contestant's records/s in the
+	// fault-free scenario of the same run (multi-scenario runs only).
+	VsClean float64 `json:"throughputVsClean,omitempty"`
+	// Outage is what a credentials outage showed (Scenario.CredentialsOutage).
+	Outage *OutageResult `json:"credentialsOutage,omitempty"`
 	// Exit tells how the process ended when that was not cleanly.
 	Exit  string `json:"exit,omitempty"`
 	Error string `json:"error,omitempty"`
@@ -248,6 +275,17 @@ func newReport(cfg Config) *Report {
 		"API calls/record counts what the simulator received (accrual, lookup …; token requests excluded): the bridge's guard lookups show here.",
 		"Absolute figures vary by machine; the ratios are the claim.",
 	}
+	if len(cfg.Scenarios) > 0 {
+		r.Notes = append(r.Notes,
+			"scenarios: each on a fresh stack, one after another, the clean (fault-free) one first; × clean divides a contestant's records/s by its own in the clean run of the same invocation. "+
+				"Runs one after another on a shared machine differ by tens of percent without any fault: compare ratios, and repeat a surprising one.",
+			"× capacity: records/s ÷ the most calls a second the simulator's capacity allows at its fixed latency (capacity ÷ latency: 32 at 10 ms is 3,200/s). "+
+				"pushed back: the share of business calls the simulator answered 429 or 503, injected (STATUS=RATE) or over its capacity.",
+			"replicas=N: N bridge processes in one consumer group against the one simulator; records/s is their combined rate, CPU their sum, peak RSS the largest one's. "+
+				"The ceiling and the baseline are not run in replica and outage scenarios.",
+			"credentials-outage=D: once a quarter of the records are answered the simulator's client secret and password are rotated and every token revoked, "+
+				"and D later restored; error events must stay 0 (records are held, not failed), and resume s is the time from the restore to the first reply after it.")
+	}
 	return r
 }
 
@@ -276,6 +314,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		if sc.Rate > 0 {
 			kind = fmt.Sprintf("%d/s ×", sc.Rate)
 		}
+		if pt.Name != "" {
+			fmt.Fprintf(&b, "scenario %s: ", pt.Name)
+		}
 		fmt.Fprintf(&b, "%s %d events (baseline %d), %d partitions, %d keys, API latency %s", kind, sc.Events, sc.BaselineEvents,
 			sc.Partitions, sc.Keys, sc.Latency)
 		if sc.LatencyP50 != "" {
@@ -287,6 +328,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, ", max in-flight %d", sc.MaxInFlight)
 		if sc.MaxInFlightPerPartition > 0 {
 			fmt.Fprintf(&b, " (%d per partition)", sc.MaxInFlightPerPartition)
+		}
+		if sc.Replicas > 1 {
+			fmt.Fprintf(&b, ", %d bridge replicas in one group", sc.Replicas)
 		}
 		b.WriteString("\n\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -329,8 +373,14 @@ func (r *Report) WriteText(w io.Writer) error {
 			if res.Exit != "" {
 				fmt.Fprintf(&b, "  %s exit: %s\n", res.Contestant, indent(res.Exit))
 			}
+			if o := res.Outage; o != nil {
+				fmt.Fprintf(&b, "  %s: %s\n", res.Contestant, o.text(res.Errors))
+			}
 		}
 		for _, q := range pt.Ratios {
+			if q.ThroughputVsCeiling == 0 && q.ThroughputVsBaseline == 0 && q.CPUVsCeiling == 0 {
+				continue // the bridge ran alone
+			}
 			fmt.Fprintf(&b, "  %s: throughput %s ceiling (target ≥ %.1f× when latency-bound), %s baseline (target ≥ %d×); CPU per record %s ceiling (target ≤ %.1f× when CPU-bound)\n",
 				q.Contestant, times(q.ThroughputVsCeiling), TargetVsCeiling, times(q.ThroughputVsBaseline), TargetVsBaseline,
 				times(q.CPUVsCeiling), TargetCPU)
@@ -356,12 +406,89 @@ func (r *Report) WriteText(w io.Writer) error {
 			return err
 		}
 	}
+	if err := r.writeScenarios(&b); err != nil {
+		return err
+	}
 	b.WriteString("\nNotes:\n")
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "- %s\n", n)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// compareWithClean sets every result's VsClean from the same
+// contestant's result in the fault-free scenario, when there is one.
+func (r *Report) compareWithClean() {
+	var clean *Point
+	for i := range r.Points {
+		if r.Points[i].Name == ScenarioClean {
+			clean = &r.Points[i]
+			break
+		}
+	}
+	if clean == nil {
+		return
+	}
+	for pi := range r.Points {
+		for i := range r.Points[pi].Results {
+			res := &r.Points[pi].Results[i]
+			for _, c := range clean.Results {
+				if c.Contestant == res.Contestant && c.Error == "" && c.RecordsPerSec > 0 && res.Error == "" {
+					res.VsClean = res.RecordsPerSec / c.RecordsPerSec
+				}
+			}
+		}
+	}
+}
+
+// scenarios reports whether the report is of a multi-scenario run.
+func (r *Report) scenarios() bool { return len(r.Points) > 0 && r.Points[0].Name != "" }
+
+// writeScenarios writes the side-by-side table of a multi-scenario run.
+func (r *Report) writeScenarios(b *strings.Builder) error {
+	if !r.scenarios() {
+		return nil
+	}
+	b.WriteString("\nscenarios side by side (× clean: records/s ÷ the same contestant's in the clean run above):\n\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tcontestant\trecords/s\t× clean\t× capacity\t2nd half/s\tAPI calls/rec\tpushed back\tp99 ms\tpeak RSS MiB\tCPU s/1k\terror events\tduplicate replies\toutage: resume s\t")
+	for _, pt := range r.Points {
+		for _, res := range pt.Results {
+			if res.Error != "" {
+				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", pt.Name, res.Contestant)
+				continue
+			}
+			name := res.Contestant
+			if res.Replicas > 1 {
+				name += fmt.Sprintf(" ×%d", res.Replicas)
+			}
+			resume := "-"
+			if o := res.Outage; o != nil {
+				resume = "n/a"
+				if o.Note == "" {
+					resume = fmt.Sprintf("%.2f", o.ResumeSec)
+				}
+			}
+			vsCapacity := "-"
+			if c := pt.Scenario.CapacityPerSec; c > 0 {
+				vsCapacity = times(res.RecordsPerSec / c)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%.0f\t%.2f\t%.1f%%\t%.0f\t%.1f\t%.3f\t%d\t%d\t%s\t\n", pt.Name, name, res.RecordsPerSec,
+				times(res.VsClean), vsCapacity, res.SecondHalfPerSec, res.APICallsPerRecord, 100*res.PushedBackShare, res.LatencyP99Ms,
+				res.PeakRSSMiB, res.CPUPer1k, res.Errors, res.Duplicates, resume)
+		}
+	}
+	return tw.Flush()
+}
+
+// text says what the outage showed, beside its targets.
+func (o *OutageResult) text(errorEvents int) string {
+	if o.Note != "" {
+		return "credentials outage: " + o.Note
+	}
+	return fmt.Sprintf("credentials refused for %.1f s: %d error events (target 0), %d records answered meanwhile, "+
+		"first reply %.2f s after the restore (target ≤ %d s)", o.Sec, errorEvents, o.AnsweredDuring, o.ResumeSec, TargetResumeSec)
 }
 
 // contestants lists the contestant names in first-seen order.

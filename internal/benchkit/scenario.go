@@ -59,7 +59,23 @@ type Scenario struct {
 	// Seed makes the key and amount of every event, and the simulator's
 	// latency samples, reproducible.
 	Seed int64 `json:"seed"`
+	// Replicas, above 1, runs that many bridge processes in one consumer
+	// group against the one simulator (replicas sharing a partner); the
+	// other contestants run once. 0 or 1: one.
+	Replicas int `json:"replicas,omitempty"`
+	// CredentialsOutage, when positive, makes the simulator refuse the
+	// bridge's credentials for this long mid-run: once a quarter of the
+	// records are answered it rotates the client secret and password and
+	// revokes every token, then restores them. Bridge only.
+	CredentialsOutage time.Duration `json:"credentialsOutage,omitempty"`
 }
+
+// replicas is how many bridge processes the scenario runs.
+func (s Scenario) replicas() int { return max(1, s.Replicas) }
+
+// bridgeOnly reports whether only the bridge is measured: replicas and a
+// credentials outage mean nothing to the ceiling and the baseline.
+func (s Scenario) bridgeOnly() bool { return s.replicas() > 1 || s.CredentialsOutage > 0 }
 
 // DefaultScenario is a latency-bound drain of 10,000 events: 20 ms per
 // call, 8 partitions, 10,000 keys, 256 in flight.
@@ -92,6 +108,12 @@ func (s Scenario) Validate() error {
 	if s.Capacity < 0 {
 		errs = append(errs, errors.New("capacity must not be negative"))
 	}
+	if s.Replicas < 0 || s.Replicas > MaxReplicas {
+		errs = append(errs, fmt.Errorf("replicas must be in [0, %d]", MaxReplicas))
+	}
+	if s.CredentialsOutage < 0 {
+		errs = append(errs, errors.New("credentials outage must not be negative"))
+	}
 	switch s.OverCapacityStatus {
 	case 0, 429, 503:
 	default:
@@ -112,9 +134,10 @@ func (s Scenario) baselineEvents() int {
 // every business and token endpoint, error answers on business calls only
 // (the token leg is a separate partner service).
 func (s Scenario) faults() sim.Faults {
-	f := sim.Faults{Latency: s.Latency, LatencyP50: s.LatencyP50, LatencyP99: s.LatencyP99}
+	// RetryAfter also applies to over-capacity answers.
+	f := sim.Faults{Latency: s.Latency, LatencyP50: s.LatencyP50, LatencyP99: s.LatencyP99, RetryAfter: s.RetryAfter}
 	if len(s.ErrorRates) > 0 {
-		f.ErrorRates, f.RetryAfter = s.ErrorRates, s.RetryAfter
+		f.ErrorRates = s.ErrorRates
 		f.Endpoints = []string{sim.EndpointCustomerInfo, sim.EndpointCustomerProfile, sim.EndpointOnboard, sim.EndpointLink,
 			sim.EndpointUnlink, sim.EndpointRedemption, sim.EndpointAccrual, sim.EndpointLookup}
 	}
@@ -127,36 +150,41 @@ func (s Scenario) simOptions() sim.Options {
 		OverCapacityStatus: s.OverCapacityStatus}
 }
 
-// FaultText describes the scenario's error answers: "10% 503 (Retry-After
-// 1s), capacity 32", or "".
+// FaultText describes the scenario's misbehaviour: "10% 503 (Retry-After
+// 1s), capacity 32 (429 beyond), credentials refused for 30s", or "".
 func (s Scenario) FaultText() string {
-	capacity := ""
-	if s.Capacity > 0 {
-		capacity = fmt.Sprintf("capacity %d", s.Capacity)
-	}
-	if len(s.ErrorRates) == 0 {
-		return capacity
-	}
+	var parts []string
 	statuses := make([]int, 0, len(s.ErrorRates))
 	for st := range s.ErrorRates {
 		statuses = append(statuses, st)
 	}
 	slices.Sort(statuses)
-	parts := make([]string, 0, len(statuses))
 	for _, st := range statuses {
 		parts = append(parts, fmt.Sprintf("%g%% %d", 100*s.ErrorRates[st], st))
 	}
-	t := strings.Join(parts, ", ")
+	retry := ""
 	switch {
+	case len(s.ErrorRates) == 0 && s.Capacity == 0:
 	case s.RetryAfter > 0:
-		t += fmt.Sprintf(" (Retry-After %s)", s.RetryAfter)
+		retry = fmt.Sprintf(" (Retry-After %s)", s.RetryAfter)
 	case s.RetryAfter < 0:
-		t += " (no Retry-After)"
+		retry = " (no Retry-After)"
 	}
-	if capacity != "" {
-		t += ", " + capacity
+	if len(parts) > 0 {
+		parts[len(parts)-1] += retry
+		retry = ""
 	}
-	return t
+	if s.Capacity > 0 {
+		c := fmt.Sprintf("capacity %d", s.Capacity)
+		if s.OverCapacityStatus != 0 {
+			c += fmt.Sprintf(" (%d beyond)", s.OverCapacityStatus)
+		}
+		parts = append(parts, c+retry)
+	}
+	if s.CredentialsOutage > 0 {
+		parts = append(parts, fmt.Sprintf("credentials refused for %s", s.CredentialsOutage))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // LatencyText describes the simulated latency: "20ms", "0s", "5ms + p50 10ms/p99 80ms".

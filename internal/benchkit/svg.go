@@ -38,6 +38,11 @@ var metrics = []metric{
 // WriteSVG draws the report as a standalone SVG document.
 func (r *Report) WriteSVG(w io.Writer) error {
 	var b strings.Builder
+	if r.scenarios() {
+		r.writeScenarioSVG(&b)
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n",
 		svgW, svgH, svgW, svgH)
 	b.WriteString(`<rect width="100%" height="100%" fill="white"/>` + "\n")
