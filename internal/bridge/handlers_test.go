@@ -10,6 +10,7 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
 
 // fakePartner answers from fields and records the calls (a pure unit: the
@@ -53,6 +54,16 @@ func (f *fakePartner) Unlink(context.Context, loyalty.LinkRequest) error {
 	return f.link
 }
 
+// The simulator's profile, which a zero partnerprofile.Profile reads as,
+// and a partner's not-found answer under it.
+var (
+	prof           = partnerprofile.Profile{FailedStatuses: []string{"FAILED"}}
+	accrualType    = partnerprofile.DefaultAccrualType
+	redemptionType = partnerprofile.DefaultRedemptionType
+	appliedStatus  = partnerprofile.DefaultAppliedStatus
+	notFound       = &loyalty.BusinessError{Code: partnerprofile.DefaultNotFoundCode}
+)
+
 func TestRefundHandler(t *testing.T) {
 	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1",
 		RefundAmount: 250, RefundDate: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)}
@@ -65,20 +76,28 @@ func TestRefundHandler(t *testing.T) {
 		nCalls   int
 		transErr bool
 	}{
-		{"proportional clawback", fakePartner{lookup: &loyalty.Transaction{TransactionType: typeAccrual, TransactionPoint: 100, TransactionAmount: 1000}},
+		{"proportional clawback", fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000}},
 			events.OutcomeApplied, 25, "", 2, false},
-		{"capped at the original's points", fakePartner{lookup: &loyalty.Transaction{TransactionPoint: 10, TransactionAmount: 100}},
+		{"capped at the original's points", fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 10, TransactionAmount: 100}},
 			events.OutcomeApplied, 10, "", 2, false},
-		{"nothing to claw back", fakePartner{lookup: &loyalty.Transaction{TransactionPoint: 0, TransactionAmount: 1000}},
+		{"nothing to claw back", fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 0, TransactionAmount: 1000}},
 			events.OutcomeNoOp, 0, "", 1, false},
-		{"original not found", fakePartner{lookErr: loyalty.ErrTransactionNotFound}, "", 0, events.ReasonOriginalNotFound, 1, false},
-		{"original is a redemption", fakePartner{lookup: &loyalty.Transaction{TransactionType: typeRedemption, TransactionPoint: 5}},
+		{"original not found", fakePartner{lookErr: notFound}, "", 0, events.ReasonOriginalNotFound, 1, false},
+		{"original is a redemption", fakePartner{lookup: &loyalty.Transaction{TransactionType: redemptionType, Status: appliedStatus, TransactionPoint: 5}},
 			"", 0, events.ReasonOriginalNotFound, 1, false},
 		{"lookup fails", fakePartner{lookErr: &loyalty.TransientError{Status: 503}}, "", 0, "", 1, true},
+		{"original failed", fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: "FAILED", TransactionPoint: 5}},
+			"", 0, events.ReasonOriginalNotFound, 1, false},
+		// Answers the profile does not name hold the record: no clawback on a guess.
+		{"unknown not-found code", fakePartner{lookErr: &loyalty.BusinessError{Code: "TXN_NOT_FOUND"}}, "", 0, "", 1, true},
+		{"unknown type", fakePartner{lookup: &loyalty.Transaction{TransactionType: "EARN", Status: appliedStatus, TransactionPoint: 5, TransactionAmount: 10}},
+			"", 0, "", 1, true},
+		{"unknown status", fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: "PENDING", TransactionPoint: 5, TransactionAmount: 10}},
+			"", 0, "", 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.p
-			r, err := refund(context.Background(), ev, &p)
+			r, err := refund(context.Background(), ev, prof, &p)
 			if len(p.calls) != tc.nCalls {
 				t.Fatalf("calls %v", p.calls)
 			}
@@ -136,11 +155,11 @@ func TestPolicyGuardsAfterAmbiguity(t *testing.T) {
 	b := &Bridge{o: Options{RecordAttempts: 3, RetryBackoff: time.Millisecond}}
 	b.log = zap.NewNop()
 	ev := &events.RedemptionRequested{TransactionID: "X-1", LoyaltyID: "L-1", UsedPoint: 5, Sign: ptr("s")}
-	h, err := handlerFor(ev)
+	h, err := handlerFor(ev, partnerprofile.Profile{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &fakePartner{redeem: &loyalty.TransientError{Status: 504, Ambiguous: true}, lookErr: loyalty.ErrTransactionNotFound}
+	p := &fakePartner{redeem: &loyalty.TransientError{Status: 504, Ambiguous: true}, lookErr: notFound}
 	st := &recordState{}
 	// First attempt: ambiguous. Second: the guard looks up and finds it.
 	first := true
@@ -148,7 +167,7 @@ func TestPolicyGuardsAfterAmbiguity(t *testing.T) {
 		if first {
 			first = false
 			p.redeem, p.lookErr = nil, nil
-			p.lookup = &loyalty.Transaction{TransactionType: typeRedemption, TransactionPoint: 5, BitReference: "B-1"}
+			p.lookup = &loyalty.Transaction{TransactionType: redemptionType, Status: appliedStatus, TransactionPoint: 5, BitReference: "B-1"}
 		}
 	}}
 	r, err := b.policy(st, h)(context.Background(), wrapped)

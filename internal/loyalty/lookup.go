@@ -130,3 +130,14 @@ func ClassifyLookup(p partnerprofile.Profile, kind partnerprofile.Kind, t *Trans
 	}
 	return unrecognised(FieldStatus, t.Status)
 }
+
+// IsDuplicate reports whether err is a *BusinessError with one of p's
+// duplicate codes (in code, errorCode or name): a write refused because
+// its transactionId was seen before.
+func IsDuplicate(p partnerprofile.Profile, err error) bool {
+	var be *BusinessError
+	if !errors.As(err, &be) {
+		return false
+	}
+	return p.IsDuplicate(be.Code) || p.IsDuplicate(be.ErrorCode) || p.IsDuplicate(be.Name)
+}
