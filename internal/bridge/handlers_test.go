@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,6 +147,12 @@ func TestLinkHandler(t *testing.T) {
 	if _, err := link(context.Background(), &fakePartner{link: notLinked}, "L-1", "P-1", false); err == nil {
 		t.Error("MEMBER_IS_NOT_LINKED_YET on link is not an error")
 	}
+	// Unlink answered data: false (the client's *BusinessError with Data)
+	// is an error event carrying the answer, not UNLINKED.
+	declined := &loyalty.BusinessError{Op: "unlink-member", HTTPStatus: 200, StatusCode: 200, StatusMessage: "SUCCESS", Data: "false"}
+	if r, err := link(context.Background(), &fakePartner{link: declined}, "L-1", "P-1", true); err != declined || r != nil {
+		t.Errorf("unlink data false: %+v, %v", r, err)
+	}
 }
 
 // The policy's order: a guarded write looks up inside the attempt, and a
@@ -192,4 +199,43 @@ func (s *switchingPartner) Redeem(ctx context.Context, r loyalty.RedemptionReque
 	res, err := s.fakePartner.Redeem(ctx, r)
 	s.after()
 	return res, err
+}
+
+// A guarded write whose lookup finds the transaction with a failed status
+// is sent (it took no effect); with a status the profile does not name,
+// the record is held and nothing is sent.
+func TestGuardReadsStatus(t *testing.T) {
+	ev := &events.RedemptionRequested{TransactionID: "S-1", LoyaltyID: "L-1", UsedPoint: 5, Sign: ptr("s")}
+	for _, tc := range []struct {
+		status  string
+		outcome events.Outcome // "" for a held record
+		calls   []string
+	}{
+		{appliedStatus, events.OutcomeAlreadyApplied, []string{"lookup S-1"}},
+		{"FAILED", events.OutcomeApplied, []string{"lookup S-1", "redeem S-1"}},
+		{"PENDING", "", []string{"lookup S-1", "lookup S-1"}},
+	} {
+		t.Run(tc.status, func(t *testing.T) {
+			b := &Bridge{o: Options{RecordAttempts: 2, RetryBackoff: time.Millisecond, Profile: prof}, log: zap.NewNop()}
+			h, err := handlerFor(ev, prof)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &fakePartner{lookup: &loyalty.Transaction{TransactionType: redemptionType, Status: tc.status, TransactionPoint: 5}}
+			r, err := b.policy(&recordState{guard: true}, h)(context.Background(), p)
+			switch {
+			case tc.outcome == "":
+				if !loyalty.IsUnrecognised(err) || !transient(err) {
+					t.Fatalf("err %v, want a transient unrecognised answer", err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case r.Outcome != tc.outcome:
+				t.Fatalf("outcome %s, want %s", r.Outcome, tc.outcome)
+			}
+			if strings.Join(p.calls, ",") != strings.Join(tc.calls, ",") {
+				t.Fatalf("calls %v, want %v", p.calls, tc.calls)
+			}
+		})
+	}
 }

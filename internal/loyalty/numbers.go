@@ -17,9 +17,13 @@ import (
 // the same name, and converted with checks: a value that does not fit is a
 // malformed answer, never a silent zero or overflow.
 
-// maxExponent bounds the exponent of a number before it is read exactly:
-// 1e999999999 would otherwise cost the decoder gigabytes.
-const maxExponent = 40
+// maxExponent and maxDigits bound a number before it is read exactly:
+// 1e999999999, or a megabyte of digits, would otherwise cost the decoder
+// gigabytes or seconds. No point value or id comes near either.
+const (
+	maxExponent = 40
+	maxDigits   = 64
+)
 
 // points converts a point value; a fractional one is rounded or refused as
 // f says. Absent or null is 0.
@@ -79,6 +83,9 @@ func amount(field string, n json.Number) (float64, error) {
 // maxExponent.
 func exact(field string, n json.Number) (*big.Rat, error) {
 	s := string(n)
+	if len(s) > maxDigits {
+		return nil, fmt.Errorf("%s is out of range", field)
+	}
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
 		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
 		if err != nil || e > maxExponent || e < -maxExponent {
