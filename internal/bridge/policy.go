@@ -107,7 +107,7 @@ func (b *Bridge) unrecognised(st *recordState, err error) {
 		m.UnrecognisedAnswers.WithLabelValues(ue.Field).Inc()
 	}
 	b.log.Warn("partner answer not in the partner profile; record held, nothing written (check the --partner-* settings)",
-		zap.String("transactionId", st.id), zap.String("endpoint", ue.Op), zap.String("field", ue.Field), zap.String("value", ue.Value))
+		zap.String("transactionId", st.id), zap.String("endpoint", ue.Op), zap.String("field", ue.Field), zap.String("answered", ue.Value))
 }
 
 // hold makes each attempt wait while the partner refuses the credentials

@@ -141,7 +141,7 @@ func TestProfileNotMatching(t *testing.T) {
 			if got := value(t, s.metrics.UnrecognisedAnswers.WithLabelValues(tc.field)) - before; got != bridge.DefaultRecordAttempts {
 				t.Errorf("unrecognised_answers_total{field=%q} +%v, want +%d", tc.field, got, bridge.DefaultRecordAttempts)
 			}
-			if want := `"field":"` + tc.field + `","value":"` + tc.value + `"`; !strings.Contains(s.logs.String(), want) {
+			if want := `"field":"` + tc.field + `","answered":"` + tc.value + `"`; !strings.Contains(s.logs.String(), want) {
 				t.Errorf("no log line with %s", want)
 			}
 		})
