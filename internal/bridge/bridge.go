@@ -141,7 +141,7 @@ func New(o Options) (*Bridge, error) {
 		errs = append(errs, errors.New("option Codec is required"))
 	}
 	if err := o.Profile.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("Profile: %w", err))
+		errs = append(errs, fmt.Errorf("option Profile: %w", err))
 	}
 	if o.RecordAttempts < 0 {
 		errs = append(errs, fmt.Errorf("RecordAttempts %d: must not be negative", o.RecordAttempts))
