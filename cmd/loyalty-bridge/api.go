@@ -48,6 +48,11 @@ func runAPI(ctx context.Context, e env, args []string) error {
 	b := flagenv.New(fs, config.APIEnvPrefix)
 	var cfg config.API
 	cfg.Define(b, "")
+	// The partner profile, read from the same LOYALTY_BRIDGE_PARTNER_*
+	// variables as run's: accrual dates and fractional points.
+	var partner config.Partner
+	partner.Define(b, config.EnvPrefix)
+	partner.DefineLegacy(b)
 	verbose := fs.Bool("verbose", false, "log each attempt (redacted) to stderr")
 	b.All()
 	// Defined after All: request fields are not configuration.
@@ -66,7 +71,7 @@ func runAPI(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), partner.Validate()); err != nil {
 		return &exitError{code: 2, err: err}
 	}
 	log := zap.NewNop()
@@ -78,7 +83,7 @@ func runAPI(ctx context.Context, e env, args []string) error {
 		log = l
 	}
 	// The stack fetches no token until a call needs one.
-	stack, err := cfg.Build(config.BuildOptions{Logger: log, MaxConns: 4})
+	stack, err := cfg.Build(config.BuildOptions{Logger: log, MaxConns: 4, Profile: partner.Build()})
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

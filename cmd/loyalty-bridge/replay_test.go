@@ -39,10 +39,20 @@ type replayStack struct {
 
 func newReplayStack(t *testing.T) *replayStack {
 	t.Helper()
+	return newReplayStackWith(t, sim.Options{})
+}
+
+// newReplayStackWith is newReplayStack with the simulator's options (20
+// members unless so set).
+func newReplayStackWith(t *testing.T, so sim.Options) *replayStack {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if so.Members == 0 {
+		so.Members = 20
+	}
 	st, err := devstack.Start(ctx, devstack.Options{DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0",
-		SimAddr: "127.0.0.1:0", Partitions: 2, Topics: codec.DefaultTopics().All(), Sim: sim.Options{Members: 20}})
+		SimAddr: "127.0.0.1:0", Partitions: 2, Topics: codec.DefaultTopics().All(), Sim: so})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,14 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	bridgeconfig "github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
+
+// EnvPrefix is the prefix of the simulator's variables: --members is
+// LOYALTY_SIM_MEMBERS.
+const EnvPrefix = "LOYALTY_SIM_"
 
 // Exit codes.
 const (
@@ -59,6 +64,8 @@ type config struct {
 	keys            keyFiles
 	errorRates      errorRates
 	faultEndpoints  string
+	profileFile     string
+	partner         bridgeconfig.Partner
 }
 
 func parse(e env, args []string) (*config, error) {
@@ -98,12 +105,17 @@ func parse(e env, args []string) (*config, error) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may finish after SIGINT/SIGTERM")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error (JSON logs on stderr; never secrets, tokens or personal data)")
 
-	b := flagenv.New(fs, "LOYALTY_SIM_")
+	fs.StringVar(&c.profileFile, "profile", "", "YAML `FILE` of the partner profile, keyed by the --partner-* flag names (the bridge's --config takes the same keys; flags and environment override it)")
+
+	b := flagenv.New(fs, EnvPrefix)
+	// What the simulated partner answers where the spec is silent; the
+	// same settings as the bridge's, under LOYALTY_SIM_PARTNER_*.
+	c.partner.Define(b, EnvPrefix)
 	b.Secret("client-secret", "")
 	b.Secret("password", "")
 	b.Secret("admin-token", "")
 	b.All()
-	if err := b.Parse(args, e.lookup); err != nil {
+	if err := b.ParseWithFile(args, e.lookup, "profile"); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -111,6 +123,10 @@ func parse(e env, args []string) (*config, error) {
 	}
 	var errs []error
 	var err error
+	if err := c.partner.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	o.Profile = c.partner.Build()
 	if o.DuplicatePolicy, err = sim.ParseDuplicatePolicy(c.duplicatePolicy); err != nil {
 		errs = append(errs, err)
 	}
@@ -284,11 +300,13 @@ func banner(w io.Writer, addr string, c *config) {
   username:      %s
   password:      %s
   members:       %s … %s, %d points each; earn rate %g point/unit; duplicates: %s
+  profile:       not found %s, duplicate %s, types %s/%s, status %s
   partner keys:  %d registered (exchange-token, redemption sign)
   partner JWTs:  clock skew %s, sign lifetime at most %s, each jti once (%d remembered at most)
   capacity:      %s
   admin API:     %s
 `, base, base, sim.PathToken, o.ClientID, shown(o.ClientSecret, sim.DefaultClientSecret), o.Username,
 		shown(o.Password, sim.DefaultPassword), sim.MemberID(1), sim.MemberID(o.Members), o.InitialBalance, o.EarnRate,
-		o.DuplicatePolicy, len(o.PartnerKeys), o.ClockSkew, o.MaxSignLifetime, o.ReplayCacheSize, capacity, admin)
+		o.DuplicatePolicy, o.Profile.NotFoundCodes[0], o.Profile.DuplicateCodes[0], o.Profile.AccrualType, o.Profile.RedemptionType,
+		o.Profile.AppliedStatuses[0], len(o.PartnerKeys), o.ClockSkew, o.MaxSignLifetime, o.ReplayCacheSize, capacity, admin)
 }

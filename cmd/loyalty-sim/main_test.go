@@ -357,6 +357,9 @@ func TestUsageErrors(t *testing.T) {
 		"over-capacity":      {args: []string{"--over-capacity-status", "500"}},
 		"bad env value":      {envs: map[string]string{"LOYALTY_SIM_EARN_RATE": "lots"}},
 		"log level":          {args: []string{"--log-level", "loud"}},
+		"profile":            {args: []string{"--partner-accrual-type", "X", "--partner-redemption-type", "X"}},
+		"profile file":       {args: []string{"--profile", "/nonexistent.yaml"}},
+		"profile env":        {envs: map[string]string{"LOYALTY_SIM_PARTNER_FRACTIONAL_POINTS": "floor"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			// Cancelled: a setting wrongly accepted starts and stops at
@@ -378,5 +381,47 @@ func TestUsageErrors(t *testing.T) {
 	if code := run(context.Background(), env{stdout: &out, stderr: &errb, lookup: func(string) (string, bool) { return "", false }},
 		[]string{"-h"}); code != exitOK || !strings.Contains(errb.String(), "LOYALTY_SIM_CLIENT_SECRET_FILE") {
 		t.Fatalf("help: %d %s", code, errb.String())
+	}
+}
+
+// --profile FILE (the bridge's --partner-* keys) and LOYALTY_SIM_PARTNER_*
+// make the simulator answer with another partner's codes, types and
+// statuses.
+func TestProfile(t *testing.T) {
+	file := writeFile(t, "partner.yaml", `partner-not-found-codes: [TXN_NOT_FOUND]
+partner-duplicate-codes: TXN_DUPLICATE
+partner-accrual-type: EARN
+partner-redemption-type: BURN
+partner-applied-statuses: COMPLETED
+`)
+	s := start(t, map[string]string{"LOYALTY_SIM_PARTNER_ACCRUAL_TYPE": "POINTS_EARNED"}, "--profile", file)
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	form := url.Values{"grant_type": {"password"}, "client_id": {sim.DefaultClientID}, "client_secret": {sim.DefaultClientSecret},
+		"username": {sim.DefaultUsername}, "password": {sim.DefaultPassword}}
+	status, m := post(t, c, s.base+sim.PathToken, "application/x-www-form-urlencoded", form.Encode(), nil)
+	if status != 200 {
+		t.Fatalf("token: %d", status)
+	}
+	auth := map[string]string{"Authorization": "Bearer " + m["access_token"].(string)}
+	lookup := `{"loyaltyId":"` + sim.MemberID(1) + `","transactionId":"T-1"}`
+	if status, m := post(t, c, s.base+sim.PathLookup, "application/json", lookup, auth); status != 400 || m["errors"].(map[string]any)["code"] != "TXN_NOT_FOUND" {
+		t.Fatalf("lookup of nothing: %d %v", status, m)
+	}
+	accrual := `{"loyaltyId":"` + sim.MemberID(1) + `","transactionId":"T-1","transactionDate":1700000000000,"transactionAmount":5000}`
+	for i, want := range []int{200, 400} {
+		if status, m := post(t, c, s.base+sim.PathAccrual, "application/json", accrual, auth); status != want {
+			t.Fatalf("accrual %d: %d %v", i, status, m)
+		} else if want == 400 && m["errors"].(map[string]any)["code"] != "TXN_DUPLICATE" {
+			t.Fatalf("duplicate: %v", m)
+		}
+	}
+	status, m = post(t, c, s.base+sim.PathLookup, "application/json", lookup, auth)
+	data, _ := m["data"].(map[string]any)
+	if status != 200 || data["transactionType"] != "POINTS_EARNED" || data["status"] != "COMPLETED" {
+		t.Fatalf("lookup: %d %v", status, m)
+	}
+	if out := s.stdout.String(); !strings.Contains(out, "not found TXN_NOT_FOUND, duplicate TXN_DUPLICATE, types POINTS_EARNED/BURN, status COMPLETED") {
+		t.Errorf("banner:\n%s", out)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
@@ -103,6 +104,12 @@ type Options struct {
 	// producer's ProducerBatchMaxBytes and the reply topics'
 	// max.message.bytes. An error event over it leaves the original out.
 	MaxOutputBytes int
+	// Profile is what the partner answers where the spec is silent: the
+	// codes, transaction types and statuses the guard and refunds read,
+	// and the redemption date format. Zero value: the simulator's
+	// (partnerprofile.Default). An answer it does not name holds the
+	// record as a transient failure (never written).
+	Profile partnerprofile.Profile
 	// Replay guards every accrual and redemption and marks outputs
 	// replayed: true.
 	Replay bool
@@ -132,6 +139,9 @@ func New(o Options) (*Bridge, error) {
 	}
 	if o.Codec == nil {
 		errs = append(errs, errors.New("option Codec is required"))
+	}
+	if err := o.Profile.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("option Profile: %w", err))
 	}
 	if o.RecordAttempts < 0 {
 		errs = append(errs, fmt.Errorf("RecordAttempts %d: must not be negative", o.RecordAttempts))
@@ -215,7 +225,7 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 	if err := ev.Validate(); err != nil {
 		return b.failure(j, events.CategoryValidation, "", err)
 	}
-	h, err := handlerFor(ev)
+	h, err := handlerFor(ev, b.o.Profile)
 	if err != nil {
 		return b.failure(j, events.CategoryInternal, "", err)
 	}

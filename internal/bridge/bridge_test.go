@@ -19,6 +19,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
@@ -516,8 +517,9 @@ func TestPerRecordLogsAreDebug(t *testing.T) {
 
 // New reports every problem of its options together.
 func TestNewChecksOptions(t *testing.T) {
-	_, err := bridge.New(bridge.Options{RecordAttempts: -1, RetryBackoff: -time.Second})
-	for _, want := range []string{"Client", "Codec", "RecordAttempts", "RetryBackoff"} {
+	_, err := bridge.New(bridge.Options{RecordAttempts: -1, RetryBackoff: -time.Second,
+		Profile: partnerprofile.Profile{AccrualType: "T", RedemptionType: "T"}})
+	for _, want := range []string{"Client", "Codec", "RecordAttempts", "RetryBackoff", `Profile: accrual and redemption have the same transactionType "T"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New: %v; want a problem naming %s", err, want)
 		}

@@ -25,18 +25,32 @@
 //
 // Accrual and redemption (refunds included) are guarded: before a write that
 // might repeat an earlier one, the bridge looks the transactionId up, and a
-// found transaction becomes ALREADY_APPLIED with its bitReference and points.
+// transaction found applied becomes ALREADY_APPLIED with its bitReference
+// and points.
 // A write might repeat an earlier one when a previous attempt of the same
 // record was ambiguous (timeout after sending, 5xx), when the record is Fresh
 // (its partition was just assigned, so a previous owner may have processed
-// it without committing), and for every replayed record. A
-// DUPLICATE_TRANSACTION answer is looked up the same way; a partner that
+// it without committing), and for every replayed record. A duplicate
+// answer is looked up the same way; a partner that
 // answers duplicates with the original data (the simulator's
 // return-original policy) applies nothing and the result is APPLIED again.
 // Fresh is exact: the pipeline marks the records between the committed
 // offset and the dispatch horizon a previous owner left, which covers
 // everything it can have sent, however it died (see the pipeline's doc), so
 // no protection rests on the partner rejecting a repeated transactionId.
+//
+// What a lookup answer means is the partner profile's (Options.Profile, a
+// partnerprofile.Profile read by loyalty.ClassifyLookup), never a string of
+// the bridge's own: its not-found and duplicate codes, its transactionType
+// of each kind, its applied and failed statuses. Found applied means the
+// kind asked with an applied status; a failed status, the other kind or a
+// not-found code mean not applied. An answer the profile does not name (an
+// unknown code, type or status) is not guessed at: the attempt fails
+// transiently, nothing is written, and the record is retried under the
+// budget and the circuit, then reported TRANSIENT_EXHAUSTED (retryable),
+// with loyalty_bridge_unrecognised_answers_total{field} and a warning
+// naming the field and value. A refund's lookup of its original reads the
+// same way.
 // Onboarding has no idempotency key: an ambiguous onboarding is not retried
 // but reported (TRANSIENT_EXHAUSTED, retryable) so that an operator checks
 // before replaying it.

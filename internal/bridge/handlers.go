@@ -3,13 +3,12 @@ package bridge
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
 
 // partner is the partner API as a handler sees it: the calls an event may
@@ -33,15 +32,16 @@ type partner interface {
 // policy wrapped around them.
 type handler func(ctx context.Context, p partner) (*events.LoyaltyResult, error)
 
-// handlerFor binds ev to its handler.
-func handlerFor(ev events.Event) (handler, error) {
+// handlerFor binds ev to its handler; prof is what the partner answers
+// where the spec is silent.
+func handlerFor(ev events.Event, prof partnerprofile.Profile) (handler, error) {
 	switch ev := ev.(type) {
 	case *events.PurchaseCompleted:
 		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) { return accrue(ctx, ev, p) }, nil
 	case *events.RedemptionRequested:
-		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) { return redeem(ctx, ev, p) }, nil
+		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) { return redeem(ctx, ev, prof, p) }, nil
 	case *events.PurchaseRefunded:
-		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) { return refund(ctx, ev, p) }, nil
+		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) { return refund(ctx, ev, prof, p) }, nil
 	case *events.MemberOnboardRequested:
 		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) { return onboard(ctx, ev, p) }, nil
 	case *events.MemberLinkRequested:
@@ -66,12 +66,6 @@ func memberEvent(ev events.Event) bool {
 	return false
 }
 
-// Transaction types of lookup answers.
-const (
-	typeAccrual    = "ACCRUAL"
-	typeRedemption = "REDEMPTION"
-)
-
 func accrue(ctx context.Context, ev *events.PurchaseCompleted, p partner) (*events.LoyaltyResult, error) {
 	req := loyalty.AccrualRequest{LoyaltyID: ev.LoyaltyID, TransactionID: ev.TransactionID,
 		TransactionDate: loyalty.TransactionDate{Time: ev.TransactionDate}, TransactionAmount: ev.Amount,
@@ -88,9 +82,9 @@ func accrue(ctx context.Context, ev *events.PurchaseCompleted, p partner) (*even
 		APITimestamp: optional(r.Timestamp)}, nil
 }
 
-func redeem(ctx context.Context, ev *events.RedemptionRequested, p partner) (*events.LoyaltyResult, error) {
+func redeem(ctx context.Context, ev *events.RedemptionRequested, prof partnerprofile.Profile, p partner) (*events.LoyaltyResult, error) {
 	req := loyalty.RedemptionRequest{TransactionID: ev.TransactionID, LoyaltyID: ev.LoyaltyID,
-		TransactionDate: apiDate(ev.TransactionDate), TransactionAmount: ev.Amount, UsedPoint: ev.UsedPoint}
+		TransactionDate: prof.RedemptionDate(ev.TransactionDate), TransactionAmount: ev.Amount, UsedPoint: ev.UsedPoint}
 	if ev.Description != nil {
 		req.TransactionDes = *ev.Description
 	}
@@ -114,25 +108,32 @@ func redemption(ctx context.Context, p partner, req loyalty.RedemptionRequest) (
 // proportional redemption is made, with transactionId = the refund's id.
 // One record attempt is the whole sequence, so a refund that goes through
 // at once reports one attempt.
-func refund(ctx context.Context, ev *events.PurchaseRefunded, p partner) (*events.LoyaltyResult, error) {
+func refund(ctx context.Context, ev *events.PurchaseRefunded, prof partnerprofile.Profile, p partner) (*events.LoyaltyResult, error) {
 	t, err := p.LookupTransaction(ctx, loyalty.LookupRequest{LoyaltyID: ev.LoyaltyID, TransactionID: ev.OriginalTransactionID})
-	switch {
-	case errors.Is(err, loyalty.ErrTransactionNotFound):
-		return nil, &recordFailure{cat: events.CategoryBusiness, reason: events.ReasonOriginalNotFound,
-			err: fmt.Errorf("refund %s: original transaction %s not found: %w", ev.TransactionID, ev.OriginalTransactionID, err)}
-	case err != nil:
+	notFound := func(format string, args ...any) error {
+		return &recordFailure{cat: events.CategoryBusiness, reason: events.ReasonOriginalNotFound,
+			err: fmt.Errorf("refund %s: original transaction %s "+format, append([]any{ev.TransactionID, ev.OriginalTransactionID}, args...)...)}
+	}
+	// An answer the profile does not name (an unknown code, type or
+	// status) is an attempt failure retry holds: nothing is clawed back on
+	// a guess.
+	switch v, err := loyalty.ClassifyLookup(prof, partnerprofile.Accrual, t, err); v {
+	case loyalty.LookupNotFound:
+		return nil, notFound("not found")
+	case loyalty.LookupOtherKind:
+		return nil, notFound("is a %s, not an accrual", t.TransactionType)
+	case loyalty.LookupNotApplied:
+		return nil, notFound("was not applied (status %s): nothing was earned", t.Status)
+	case loyalty.LookupApplied:
+	default:
 		return nil, err
-	case t.TransactionType != "" && t.TransactionType != typeAccrual:
-		return nil, &recordFailure{cat: events.CategoryBusiness, reason: events.ReasonOriginalNotFound,
-			err: fmt.Errorf("refund %s: original transaction %s is a %s, not an accrual", ev.TransactionID,
-				ev.OriginalTransactionID, t.TransactionType)}
 	}
 	points := clawback(t.TransactionPoint, t.TransactionAmount, ev.RefundAmount)
 	if points == 0 {
 		return &events.LoyaltyResult{Outcome: events.OutcomeNoOp, LoyaltyID: &ev.LoyaltyID, UsedPoint: ptr(int64(0))}, nil
 	}
 	return redemption(ctx, p, loyalty.RedemptionRequest{TransactionID: ev.TransactionID, LoyaltyID: ev.LoyaltyID,
-		TransactionDate: apiDate(ev.RefundDate), TransactionAmount: ev.RefundAmount, UsedPoint: points,
+		TransactionDate: prof.RedemptionDate(ev.RefundDate), TransactionAmount: ev.RefundAmount, UsedPoint: points,
 		TransactionDes: "refund of " + ev.OriginalTransactionID})
 }
 
@@ -210,9 +211,6 @@ func enrich(ctx context.Context, p partner, r *events.LoyaltyResult) []error {
 	}
 	return errs
 }
-
-// apiDate is a redemption transactionDate: RFC 3339 UTC with milliseconds.
-func apiDate(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
 func rawJSON(s *string) json.RawMessage {
 	if s == nil || *s == "" {

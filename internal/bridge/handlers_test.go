@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
 
 // fakePartner answers from fields and records the calls (a pure unit: the
@@ -53,6 +55,16 @@ func (f *fakePartner) Unlink(context.Context, loyalty.LinkRequest) error {
 	return f.link
 }
 
+// The simulator's profile, which a zero partnerprofile.Profile reads as,
+// and a partner's not-found answer under it.
+var (
+	prof           = partnerprofile.Profile{FailedStatuses: []string{"FAILED"}}
+	accrualType    = partnerprofile.DefaultAccrualType
+	redemptionType = partnerprofile.DefaultRedemptionType
+	appliedStatus  = partnerprofile.DefaultAppliedStatus
+	notFound       = &loyalty.BusinessError{Code: partnerprofile.DefaultNotFoundCode}
+)
+
 func TestRefundHandler(t *testing.T) {
 	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1",
 		RefundAmount: 250, RefundDate: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)}
@@ -65,20 +77,28 @@ func TestRefundHandler(t *testing.T) {
 		nCalls   int
 		transErr bool
 	}{
-		{"proportional clawback", fakePartner{lookup: &loyalty.Transaction{TransactionType: typeAccrual, TransactionPoint: 100, TransactionAmount: 1000}},
+		{"proportional clawback", fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000}},
 			events.OutcomeApplied, 25, "", 2, false},
-		{"capped at the original's points", fakePartner{lookup: &loyalty.Transaction{TransactionPoint: 10, TransactionAmount: 100}},
+		{"capped at the original's points", fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 10, TransactionAmount: 100}},
 			events.OutcomeApplied, 10, "", 2, false},
-		{"nothing to claw back", fakePartner{lookup: &loyalty.Transaction{TransactionPoint: 0, TransactionAmount: 1000}},
+		{"nothing to claw back", fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 0, TransactionAmount: 1000}},
 			events.OutcomeNoOp, 0, "", 1, false},
-		{"original not found", fakePartner{lookErr: loyalty.ErrTransactionNotFound}, "", 0, events.ReasonOriginalNotFound, 1, false},
-		{"original is a redemption", fakePartner{lookup: &loyalty.Transaction{TransactionType: typeRedemption, TransactionPoint: 5}},
+		{"original not found", fakePartner{lookErr: notFound}, "", 0, events.ReasonOriginalNotFound, 1, false},
+		{"original is a redemption", fakePartner{lookup: &loyalty.Transaction{TransactionType: redemptionType, Status: appliedStatus, TransactionPoint: 5}},
 			"", 0, events.ReasonOriginalNotFound, 1, false},
 		{"lookup fails", fakePartner{lookErr: &loyalty.TransientError{Status: 503}}, "", 0, "", 1, true},
+		{"original failed", fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: "FAILED", TransactionPoint: 5}},
+			"", 0, events.ReasonOriginalNotFound, 1, false},
+		// Answers the profile does not name hold the record: no clawback on a guess.
+		{"unknown not-found code", fakePartner{lookErr: &loyalty.BusinessError{Code: "TXN_NOT_FOUND"}}, "", 0, "", 1, true},
+		{"unknown type", fakePartner{lookup: &loyalty.Transaction{TransactionType: "EARN", Status: appliedStatus, TransactionPoint: 5, TransactionAmount: 10}},
+			"", 0, "", 1, true},
+		{"unknown status", fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: "PENDING", TransactionPoint: 5, TransactionAmount: 10}},
+			"", 0, "", 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.p
-			r, err := refund(context.Background(), ev, &p)
+			r, err := refund(context.Background(), ev, prof, &p)
 			if len(p.calls) != tc.nCalls {
 				t.Fatalf("calls %v", p.calls)
 			}
@@ -127,6 +147,12 @@ func TestLinkHandler(t *testing.T) {
 	if _, err := link(context.Background(), &fakePartner{link: notLinked}, "L-1", "P-1", false); err == nil {
 		t.Error("MEMBER_IS_NOT_LINKED_YET on link is not an error")
 	}
+	// Unlink answered data: false (the client's *BusinessError with Data)
+	// is an error event carrying the answer, not UNLINKED.
+	declined := &loyalty.BusinessError{Op: "unlink-member", HTTPStatus: 200, StatusCode: 200, StatusMessage: "SUCCESS", Data: "false"}
+	if r, err := link(context.Background(), &fakePartner{link: declined}, "L-1", "P-1", true); err != declined || r != nil {
+		t.Errorf("unlink data false: %+v, %v", r, err)
+	}
 }
 
 // The policy's order: a guarded write looks up inside the attempt, and a
@@ -136,11 +162,11 @@ func TestPolicyGuardsAfterAmbiguity(t *testing.T) {
 	b := &Bridge{o: Options{RecordAttempts: 3, RetryBackoff: time.Millisecond}}
 	b.log = zap.NewNop()
 	ev := &events.RedemptionRequested{TransactionID: "X-1", LoyaltyID: "L-1", UsedPoint: 5, Sign: ptr("s")}
-	h, err := handlerFor(ev)
+	h, err := handlerFor(ev, partnerprofile.Profile{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &fakePartner{redeem: &loyalty.TransientError{Status: 504, Ambiguous: true}, lookErr: loyalty.ErrTransactionNotFound}
+	p := &fakePartner{redeem: &loyalty.TransientError{Status: 504, Ambiguous: true}, lookErr: notFound}
 	st := &recordState{}
 	// First attempt: ambiguous. Second: the guard looks up and finds it.
 	first := true
@@ -148,7 +174,7 @@ func TestPolicyGuardsAfterAmbiguity(t *testing.T) {
 		if first {
 			first = false
 			p.redeem, p.lookErr = nil, nil
-			p.lookup = &loyalty.Transaction{TransactionType: typeRedemption, TransactionPoint: 5, BitReference: "B-1"}
+			p.lookup = &loyalty.Transaction{TransactionType: redemptionType, Status: appliedStatus, TransactionPoint: 5, BitReference: "B-1"}
 		}
 	}}
 	r, err := b.policy(st, h)(context.Background(), wrapped)
@@ -173,4 +199,43 @@ func (s *switchingPartner) Redeem(ctx context.Context, r loyalty.RedemptionReque
 	res, err := s.fakePartner.Redeem(ctx, r)
 	s.after()
 	return res, err
+}
+
+// A guarded write whose lookup finds the transaction with a failed status
+// is sent (it took no effect); with a status the profile does not name,
+// the record is held and nothing is sent.
+func TestGuardReadsStatus(t *testing.T) {
+	ev := &events.RedemptionRequested{TransactionID: "S-1", LoyaltyID: "L-1", UsedPoint: 5, Sign: ptr("s")}
+	for _, tc := range []struct {
+		status  string
+		outcome events.Outcome // "" for a held record
+		calls   []string
+	}{
+		{appliedStatus, events.OutcomeAlreadyApplied, []string{"lookup S-1"}},
+		{"FAILED", events.OutcomeApplied, []string{"lookup S-1", "redeem S-1"}},
+		{"PENDING", "", []string{"lookup S-1", "lookup S-1"}},
+	} {
+		t.Run(tc.status, func(t *testing.T) {
+			b := &Bridge{o: Options{RecordAttempts: 2, RetryBackoff: time.Millisecond, Profile: prof}, log: zap.NewNop()}
+			h, err := handlerFor(ev, prof)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &fakePartner{lookup: &loyalty.Transaction{TransactionType: redemptionType, Status: tc.status, TransactionPoint: 5}}
+			r, err := b.policy(&recordState{guard: true}, h)(context.Background(), p)
+			switch {
+			case tc.outcome == "":
+				if !loyalty.IsUnrecognised(err) || !transient(err) {
+					t.Fatalf("err %v, want a transient unrecognised answer", err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case r.Outcome != tc.outcome:
+				t.Fatalf("outcome %s, want %s", r.Outcome, tc.outcome)
+			}
+			if strings.Join(p.calls, ",") != strings.Join(tc.calls, ",") {
+				t.Fatalf("calls %v, want %v", p.calls, tc.calls)
+			}
+		})
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/authhold"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
@@ -69,7 +70,7 @@ func TestPolicyHoldsRefusedCredentials(t *testing.T) {
 					t.Fatal(err)
 				}
 				b := &Bridge{o: Options{RecordAttempts: 1, RetryBackoff: time.Millisecond, Hold: hold}, log: zap.NewNop()}
-				h, err := handlerFor(&events.MemberLinkRequested{TransactionID: "K-1", LoyaltyID: "L-1", PartnerMemberID: "P-1"})
+				h, err := handlerFor(&events.MemberLinkRequested{TransactionID: "K-1", LoyaltyID: "L-1", PartnerMemberID: "P-1"}, partnerprofile.Profile{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 )
@@ -70,6 +71,7 @@ func (b *Bridge) retry(st *recordState) middleware {
 				if err == nil || !transient(err) || ctx.Err() != nil {
 					return r, err
 				}
+				b.unrecognised(st, err)
 				if st.probe {
 					// A failed probe says the API is still down, not that
 					// this record is unlucky: it does not spend the
@@ -90,6 +92,22 @@ func (b *Bridge) retry(st *recordState) middleware {
 			}
 		}
 	}
+}
+
+// unrecognised reports an attempt that failed on a partner answer the
+// profile does not name: a metric by field and a warning naming the field
+// and value (a code, type or status, never personal data). The record is
+// held by retry like any transient failure, never written.
+func (b *Bridge) unrecognised(st *recordState, err error) {
+	var ue *loyalty.UnrecognisedAnswerError
+	if !errors.As(err, &ue) {
+		return
+	}
+	if m := b.o.Metrics; m != nil {
+		m.UnrecognisedAnswers.WithLabelValues(ue.Field).Inc()
+	}
+	b.log.Warn("partner answer not in the partner profile; record held, nothing written (check the --partner-* settings)",
+		zap.String("transactionId", st.id), zap.String("endpoint", ue.Op), zap.String("field", ue.Field), zap.String("answered", ue.Value))
 }
 
 // hold makes each attempt wait while the partner refuses the credentials
@@ -167,30 +185,30 @@ type guardedPartner struct {
 }
 
 func (g *guardedPartner) Accrue(ctx context.Context, r loyalty.AccrualRequest) (*loyalty.AccrualResult, error) {
-	if err := g.check(ctx, r.LoyaltyID, r.TransactionID, typeAccrual); err != nil {
+	if err := g.check(ctx, r.LoyaltyID, r.TransactionID, partnerprofile.Accrual); err != nil {
 		return nil, err
 	}
 	res, err := g.partner.Accrue(ctx, r)
 	if err != nil {
-		return nil, g.writeFailed(ctx, r.LoyaltyID, r.TransactionID, typeAccrual, err)
+		return nil, g.writeFailed(ctx, r.LoyaltyID, r.TransactionID, partnerprofile.Accrual, err)
 	}
 	return res, nil
 }
 
 func (g *guardedPartner) Redeem(ctx context.Context, r loyalty.RedemptionRequest) (*loyalty.RedemptionResult, error) {
-	if err := g.check(ctx, r.LoyaltyID, r.TransactionID, typeRedemption); err != nil {
+	if err := g.check(ctx, r.LoyaltyID, r.TransactionID, partnerprofile.Redemption); err != nil {
 		return nil, err
 	}
 	res, err := g.partner.Redeem(ctx, r)
 	if err != nil {
-		return nil, g.writeFailed(ctx, r.LoyaltyID, r.TransactionID, typeRedemption, err)
+		return nil, g.writeFailed(ctx, r.LoyaltyID, r.TransactionID, partnerprofile.Redemption, err)
 	}
 	return res, nil
 }
 
 // check runs the guard when the record needs it: an *alreadyApplied when
 // the transaction exists.
-func (g *guardedPartner) check(ctx context.Context, loyaltyID, txID, kind string) error {
+func (g *guardedPartner) check(ctx context.Context, loyaltyID, txID string, kind partnerprofile.Kind) error {
 	if !g.st.guard {
 		return nil
 	}
@@ -202,41 +220,48 @@ func (g *guardedPartner) check(ctx context.Context, loyaltyID, txID, kind string
 	return nil
 }
 
-// lookup asks whether txID of kind exists: an *alreadyApplied if so, nil
-// if not, or the lookup's failure.
-func (g *guardedPartner) lookup(ctx context.Context, loyaltyID, txID, kind string) error {
+// lookup asks whether txID of kind was applied: an *alreadyApplied if so,
+// nil if it was not (not found, found as the other kind, or found with a
+// failed status), or the lookup's failure, an answer the profile does not
+// name included.
+func (g *guardedPartner) lookup(ctx context.Context, loyaltyID, txID string, kind partnerprofile.Kind) error {
 	t, err := g.partner.LookupTransaction(ctx, loyalty.LookupRequest{LoyaltyID: loyaltyID, TransactionID: txID})
-	result := "found"
-	switch {
-	case errors.Is(err, loyalty.ErrTransactionNotFound):
-		result, err = "not_found", nil
-	case err != nil:
-		result = "error"
-	case t.TransactionType != "" && t.TransactionType != kind:
-		// The same id names a transaction of the other kind.
+	v, err := loyalty.ClassifyLookup(g.b.o.Profile, kind, t, err)
+	result := "error"
+	switch v {
+	case loyalty.LookupApplied:
+		result = "found"
+	case loyalty.LookupNotFound, loyalty.LookupOtherKind:
+		// The same id naming a transaction of the other kind is not this
+		// one.
 		result = "not_found"
+	case loyalty.LookupNotApplied:
+		result = "not_applied"
+	case loyalty.LookupUnrecognised:
+		result = "unrecognised"
 	}
 	if m := g.b.o.Metrics; m != nil {
 		m.GuardLookups.WithLabelValues(result).Inc()
 	}
-	if result != "found" {
+	if v != loyalty.LookupApplied {
 		return err
 	}
 	r := &events.LoyaltyResult{Outcome: events.OutcomeAlreadyApplied, LoyaltyID: &loyaltyID,
 		BitReference: optional(t.BitReference), Points: ptr(t.TransactionPoint), RequestID: optional(t.RequestID),
 		APITimestamp: optional(t.Timestamp)}
-	if kind == typeRedemption {
+	if kind == partnerprofile.Redemption {
 		r.UsedPoint = ptr(t.TransactionPoint)
 	}
-	g.b.log.Debug("already applied", zap.String("transactionId", txID), zap.String("kind", kind))
+	g.b.log.Debug("already applied", zap.String("transactionId", txID), zap.Stringer("kind", kind))
 	return &alreadyApplied{result: r}
 }
 
-// writeFailed handles a failed accrual or redemption: a duplicate is
-// looked up (ALREADY_APPLIED), an ambiguous failure guards the next attempt.
-func (g *guardedPartner) writeFailed(ctx context.Context, loyaltyID, txID, kind string, err error) error {
-	if errors.Is(err, loyalty.ErrDuplicateTransaction) {
-		g.b.log.Debug("write answered duplicate; looking it up", zap.String("transactionId", txID), zap.String("kind", kind),
+// writeFailed handles a failed accrual or redemption: a duplicate (a code
+// the profile names) is looked up (ALREADY_APPLIED), an ambiguous failure
+// guards the next attempt.
+func (g *guardedPartner) writeFailed(ctx context.Context, loyaltyID, txID string, kind partnerprofile.Kind, err error) error {
+	if loyalty.IsDuplicate(g.b.o.Profile, err) {
+		g.b.log.Debug("write answered duplicate; looking it up", zap.String("transactionId", txID), zap.Stringer("kind", kind),
 			zap.Bool("guarded", g.st.guarded))
 		lerr := g.lookup(ctx, loyaltyID, txID, kind)
 		var aa *alreadyApplied
@@ -247,7 +272,7 @@ func (g *guardedPartner) writeFailed(ctx context.Context, loyaltyID, txID, kind 
 			g.st.guard = true
 			return lerr
 		}
-		// Duplicate by the partner's account but not found by lookup:
+		// Duplicate by the partner's account but not applied by lookup:
 		// nothing to apply twice, and nothing to report as applied.
 		return err
 	}

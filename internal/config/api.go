@@ -11,6 +11,7 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/secretfile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
@@ -35,8 +36,9 @@ func ParseGrant(s string) (Grant, error) {
 }
 
 // API is the connection to the partner Loyalty Points API: where it is,
-// the credentials, the signing key, the retry policy and the wire date
-// format. `run`, `replay`, `dev` and `api` compose it, and all of them
+// the credentials, the signing key and the retry policy (what the partner
+// answers where the spec is silent, the date formats included, is the
+// Partner section). `run`, `replay`, `dev` and `api` compose it, and all of them
 // read the same LOYALTY_BRIDGE_API_* variable for each setting.
 type API struct {
 	BaseURL      string
@@ -56,14 +58,12 @@ type API struct {
 	CAFile       string
 	CertFile     string
 	KeyFile      string
-	DateFormat   loyalty.DateFormat
 	// AllowInsecure is --allow-insecure, shared with the other sections.
 	AllowInsecure *bool
 
-	prefix     string
-	binder     *flagenv.Binder // which secrets came from *_FILE
-	grant      *choice[Grant]
-	dateFormat *choice[loyalty.DateFormat]
+	prefix string
+	binder *flagenv.Binder // which secrets came from *_FILE
+	grant  *choice[Grant]
 }
 
 // APIEnvPrefix is the prefix of the partner API section's variables:
@@ -98,14 +98,11 @@ func (a *API) Define(b *flagenv.Binder, prefix string) {
 	fs.StringVar(&a.CAFile, conn("ca-file"), "", "PEM CA bundle to trust for the partner API besides the system roots")
 	fs.StringVar(&a.CertFile, conn("cert-file"), "", "client certificate (PEM) for mutual TLS with the partner API")
 	fs.StringVar(&a.KeyFile, conn("key-file"), "", "client certificate key (PEM)")
-	a.dateFormat = defineChoice(fs, &a.DateFormat, "transaction-date-format", loyalty.DateEpochMillis, loyalty.ParseDateFormat,
-		"accrual transactionDate on the wire: epoch-millis or iso8601")
 	a.AllowInsecure = allowInsecure(b)
 	for _, name := range []string{"base-url", "timeout", "max-attempts", "max-elapsed", "max-conns", "ca-file", "cert-file", "key-file"} {
 		bind(conn(name), name)
 	}
-	for _, name := range []string{"auth-url", "realm", "client-id", "username", "partner-key", "partner-key-id", "grant",
-		"transaction-date-format"} {
+	for _, name := range []string{"auth-url", "realm", "client-id", "username", "partner-key", "partner-key-id", "grant"} {
 		bind(name, name)
 	}
 	b.Secret("client-secret", flagenv.VarName(APIEnvPrefix, "client-secret"))
@@ -156,7 +153,6 @@ func (a *API) Validate() error {
 			}
 		}
 	}
-	errs = append(errs, a.dateFormat.check("transaction-date-format"))
 	if a.Timeout <= 0 {
 		bad("%s %s: must be positive", a.flag("timeout"), a.Timeout)
 	}
@@ -227,6 +223,10 @@ type BuildOptions struct {
 	// Wait is how the client waits before a retry (default a timer); the
 	// bridge passes pipeline.Wait, which frees the record's slot meanwhile.
 	Wait func(ctx context.Context, d time.Duration) error
+	// Profile is the partner profile (Partner.Build): the client sends
+	// accrual dates and reads fractional points as it says. Zero value:
+	// the simulator's.
+	Profile partnerprofile.Profile
 }
 
 // APIClient is the partner API client stack: one HTTP client shared by the
@@ -302,7 +302,7 @@ func (a *API) Build(o BuildOptions) (_ *APIClient, err error) {
 	c.Tokens = tokensource.NewCache(grant, tokensource.CacheOptions{FetchTimeout: a.Timeout, Logger: log.Named("token"), OnGrant: o.OnGrant})
 	opts := loyalty.Options{BaseURL: a.BaseURL, HTTPClient: hc, Tokens: c.Tokens, Timeout: a.Timeout,
 		Retry:             loyalty.RetryPolicy{MaxAttempts: a.MaxAttempts, MaxElapsed: a.MaxElapsed},
-		AccrualDateFormat: a.DateFormat, Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, OnCalls: o.OnCalls, Sleep: o.Wait}
+		AccrualDateFormat: o.Profile.AccrualFormat(), FractionalPoints: o.Profile.Fractions(), Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, OnCalls: o.OnCalls, Sleep: o.Wait}
 	if c.Signer != nil {
 		opts.Signer = c.Signer
 	}

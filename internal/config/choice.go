@@ -18,6 +18,7 @@ type choice[T any] struct {
 	parse func(string) (T, error)
 	text  string // the bad value, while err is set
 	err   error
+	set   bool // a value was given (flag, environment or file)
 }
 
 func defineChoice[T any](fs *flag.FlagSet, p *T, name string, value T, parse func(string) (T, error), usage string) *choice[T] {
@@ -38,6 +39,7 @@ func (c *choice[T]) String() string {
 }
 
 func (c *choice[T]) Set(s string) error {
+	c.set = true
 	v, err := c.parse(s)
 	if err != nil {
 		c.text, c.err = s, err
@@ -46,6 +48,9 @@ func (c *choice[T]) Set(s string) error {
 	*c.p, c.text, c.err = v, "", nil
 	return nil
 }
+
+// given reports whether a value was given.
+func (c *choice[T]) given() bool { return c != nil && c.set }
 
 // check returns the parse error of the last value given, naming the flag.
 // A section built without Define has no choices to check.

@@ -28,6 +28,7 @@ type Config struct {
 	Topics     Topics
 	Group      Group
 	API        API
+	Partner    Partner
 	Processing Processing
 	Delivery   Delivery
 	Ops        Ops
@@ -93,6 +94,8 @@ func DefineWith(fs *flag.FlagSet, d Defaults) (*Config, *flagenv.Binder) {
 	c.Delivery.Define(b)
 	c.Ops.Define(b)
 	c.API.Define(b, "api-")
+	c.Partner.Define(b, EnvPrefix)
+	c.Partner.DefineLegacy(b)
 	fs.StringVar(&c.File, "config", "", "YAML file of settings keyed by flag name (flags and env override it)")
 	b.All()
 	return c, b
@@ -103,7 +106,7 @@ func DefineWith(fs *flag.FlagSet, d Defaults) (*Config, *flagenv.Binder) {
 // transactional id).
 func (c *Config) Validate() error {
 	var errs []error
-	for _, s := range []Section{&c.Kafka, &c.Group, &c.Topics, &c.Registry, &c.Processing, &c.Delivery, &c.Ops, &c.API} {
+	for _, s := range []Section{&c.Kafka, &c.Group, &c.Topics, &c.Registry, &c.Processing, &c.Delivery, &c.Ops, &c.API, &c.Partner} {
 		errs = append(errs, s.Validate())
 	}
 	return errors.Join(errs...)

@@ -1,7 +1,8 @@
 // Package config is the configuration of loyalty-bridge's commands, in
 // sections: Kafka (brokers, TLS, SASL, compression), Registry, Topics,
-// Group, API (the partner connection, credentials, retry, date format),
-// Processing, Delivery and Ops.
+// Group, API (the partner connection, credentials, retry), Partner (the
+// partner profile: what the partner answers where the spec is silent, date
+// formats included), Processing, Delivery and Ops.
 //
 // Each section defines its flags on a flagenv.Binder (so each setting is
 // also a LOYALTY_BRIDGE_* variable, a secret also a *_FILE, and a key of
@@ -12,8 +13,8 @@
 // from the packages that own them.
 //
 // A command composes only the sections it uses: `offsets` takes Kafka,
-// Topics and Group; `api` takes API; `run`, `replay` and `dev` take all
-// (Config). The API section reads the same LOYALTY_BRIDGE_API_* variable
+// Topics and Group; `api` takes API and Partner; `run`, `replay` and `dev`
+// take all (Config); loyalty-sim takes Partner, to answer as it says. The API section reads the same LOYALTY_BRIDGE_API_* variable
 // for a setting in every command. Every section that can carry a secret
 // in the clear refuses to off loopback unless --allow-insecure is given.
 //

@@ -66,6 +66,9 @@ func TestAPISettingsShareVariablesAcrossCommands(t *testing.T) {
 	b := flagenv.New(fs, APIEnvPrefix)
 	var a API
 	a.Define(b, "")
+	var p Partner
+	p.Define(b, EnvPrefix)
+	p.DefineLegacy(b)
 	b.All()
 	apiVars := b.Vars()
 	runByVar := map[string]string{}
@@ -87,6 +90,9 @@ func TestAPISettingsShareVariablesAcrossCommands(t *testing.T) {
 	}
 	if got := apiVars["transaction-date-format"].Name; got != "LOYALTY_BRIDGE_API_TRANSACTION_DATE_FORMAT" {
 		t.Errorf("api --transaction-date-format reads %q", got)
+	}
+	if got := apiVars["partner-not-found-codes"].Name; got != "LOYALTY_BRIDGE_PARTNER_NOT_FOUND_CODES" {
+		t.Errorf("api --partner-not-found-codes reads %q", got)
 	}
 }
 

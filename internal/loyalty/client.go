@@ -21,6 +21,7 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/apiendpoint"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/noredirect"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
@@ -69,7 +70,11 @@ type Options struct {
 	// AccrualDateFormat is used for an AccrualRequest whose
 	// TransactionDate.Format is empty (default epoch-millis).
 	AccrualDateFormat DateFormat
-	Logger            *zap.Logger // default no-op; retries are logged at debug
+	// FractionalPoints is what a fractional transactionPoint or usedPoint
+	// in an answer means (default partnerprofile.DefaultFractionalPoints:
+	// a malformed answer).
+	FractionalPoints partnerprofile.Fractions
+	Logger           *zap.Logger // default no-op; retries are logged at debug
 	// OnRetry, when set, is called before each retry with the endpoint name
 	// (e.g. for a retries metric).
 	OnRetry func(endpoint string)
@@ -117,6 +122,7 @@ type Client struct {
 	retry   RetryPolicy
 	signer  RedemptionSigner
 	datefmt DateFormat
+	frac    partnerprofile.Fractions
 	log     *zap.Logger
 	onRetry func(string)
 	calls   *semaphore.Weighted // nil: MaxCalls 0
@@ -146,8 +152,12 @@ func New(opts Options) (*Client, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("loyalty: AccrualDateFormat: %w", err))
 	}
+	frac, err := partnerprofile.ParseFractions(string(opts.FractionalPoints))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("loyalty: FractionalPoints: %w", err))
+	}
 	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), tokens: opts.Tokens, hc: opts.HTTPClient,
-		timeout: opts.Timeout, retry: r, signer: opts.Signer, datefmt: df, log: opts.Logger,
+		timeout: opts.Timeout, retry: r, signer: opts.Signer, datefmt: df, frac: partnerprofile.Profile{FractionalPoints: frac}.Fractions(), log: opts.Logger,
 		onRetry: opts.OnRetry, onCalls: opts.OnCalls, sleep: opts.Sleep, rand: opts.Rand, now: opts.Now}
 	if opts.MaxCalls > 0 {
 		c.calls = semaphore.NewWeighted(int64(opts.MaxCalls))
@@ -419,8 +429,12 @@ func decodeData[T any](ep endpoint, ref string, info *CallInfo, res attemptResul
 			info.Ambiguous = ep.write
 			return nil, *info, &MalformedResponseError{Op: ep.name, Ref: ref, HTTPStatus: s, Ambiguous: ep.write, Err: errors.New("body is not the JSON success envelope")}
 		case env.Data == nil:
-			info.Ambiguous = ep.write
-			return nil, *info, &MalformedResponseError{Op: ep.name, Ref: ref, HTTPStatus: s, Ambiguous: ep.write, Err: errors.New("success envelope without data")}
+			return nil, *info, malformed(ep, ref, info, errors.New("success envelope without data"))
+		case env.StatusCode != http.StatusOK:
+			return nil, *info, malformed(ep, ref, info, fmt.Errorf("success envelope with statusCode %d, not 200", env.StatusCode))
+		case env.Message != SuccessMessage:
+			// The text is the partner's: not quoted, it could say anything.
+			return nil, *info, malformed(ep, ref, info, errors.New("success envelope whose message is not "+SuccessMessage))
 		}
 		return env.Data, *info, nil
 	}
@@ -442,6 +456,17 @@ func decodeData[T any](ep endpoint, ref string, info *CallInfo, res attemptResul
 	// A 4xx without the envelope: refused in front of the API (or by an API
 	// breaking its contract), not applied, and refused again if re-sent.
 	return nil, *info, &RejectedError{Op: ep.name, Ref: ref, HTTPStatus: s}
+}
+
+// SuccessMessage is the success envelope's message (spec: "SUCCESS on
+// success"); any other is a malformed answer.
+const SuccessMessage = "SUCCESS"
+
+// malformed is a 2xx answer that cannot be read as the spec says; for a
+// write it may have been applied.
+func malformed(ep endpoint, ref string, info *CallInfo, err error) *MalformedResponseError {
+	info.Ambiguous = ep.write
+	return &MalformedResponseError{Op: ep.name, Ref: ref, HTTPStatus: info.Status, Ambiguous: ep.write, Err: err}
 }
 
 // businessError is body's error envelope as a *BusinessError, nil when

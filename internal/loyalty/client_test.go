@@ -432,8 +432,9 @@ func TestContextCancelStopsBackoff(t *testing.T) {
 }
 
 func TestNewReportsEveryProblem(t *testing.T) {
-	_, err := loyalty.New(loyalty.Options{BaseURL: "ftp://x", Retry: loyalty.RetryPolicy{MaxAttempts: -1}, AccrualDateFormat: "rfc"})
-	for _, want := range []string{"BaseURL", "Tokens", "negative", "AccrualDateFormat"} {
+	_, err := loyalty.New(loyalty.Options{BaseURL: "ftp://x", Retry: loyalty.RetryPolicy{MaxAttempts: -1}, AccrualDateFormat: "rfc",
+		FractionalPoints: "floor"})
+	for _, want := range []string{"BaseURL", "Tokens", "negative", "AccrualDateFormat", "FractionalPoints"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v does not mention %s", err, want)
 		}

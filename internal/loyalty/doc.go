@@ -43,8 +43,8 @@
 //
 // *BusinessError (the error envelope; errors.Is against the Code
 // sentinels, IsMemberLinked, IsMemberNotLinked), *AuthError, *TransientError,
-// *RejectedError, *MalformedResponseError and *ValidationError (refused
-// before any call). Category maps each to the error-event category of
+// *RejectedError, *MalformedResponseError, *UnrecognisedAnswerError and
+// *ValidationError (refused before any call). Category maps each to the error-event category of
 // DESIGN §3, Retryable to its retryable flag.
 //
 // An answer is classified by its status first, then by its body:
@@ -62,7 +62,27 @@
 //     the API says nothing about the API's health;
 //   - a 2xx that is not the success envelope: *MalformedResponseError, an
 //     API failure, Ambiguous for a write; a 3xx (never followed) too, not
-//     Ambiguous.
+//     Ambiguous. The success envelope must carry statusCode 200 and message
+//     SUCCESS, as the spec shows, and its data must read as the spec's
+//     types: its "number" fields (transactionPoint, usedPoint,
+//     transactionAmount, sponsorId) are decoded as json.Number and
+//     converted with checks (numbers.go), a fractional point value rounded
+//     or refused as Options.FractionalPoints says, anything out of range
+//     refused;
+//   - unlink-member answered data false: a *BusinessError whose Data is
+//     "false" (not applied, the partner's answer).
+//
+// # The partner profile
+//
+// What the spec leaves open (the codes of "not found" and "duplicate",
+// transaction types and statuses, date formats, fractional points) is a
+// partnerprofile.Profile. ClassifyLookup reads a LookupTransaction answer
+// through it, the one place that decides what such an answer means
+// (applied, not applied, not found, the other kind, unrecognised, failed);
+// IsDuplicate reads a write's refusal. An answer the profile does not name
+// is an *UnrecognisedAnswerError: category TRANSIENT_EXHAUSTED, retryable,
+// not an API failure. ErrTransactionNotFound and ErrDuplicateTransaction
+// are only the simulator's defaults.
 //
 // Error strings name the endpoint, the HTTP status when there was one, and
 // the transaction id (or loyaltyId / externalId), never a secret, token or

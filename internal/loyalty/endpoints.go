@@ -3,6 +3,7 @@ package loyalty
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 )
@@ -77,7 +78,10 @@ func (c *Client) Link(ctx context.Context, r LinkRequest) (*LinkResult, CallInfo
 }
 
 // Unlink is POST user/unlink-member; its data is a boolean. A write. "Not
-// linked yet" is a *BusinessError for which IsMemberNotLinked is true.
+// linked yet" is a *BusinessError for which IsMemberNotLinked is true; a
+// success envelope with data false is a *BusinessError whose Data is
+// "false" (the member was not unlinked, for no reason given). It returns
+// true or an error.
 func (c *Client) Unlink(ctx context.Context, r LinkRequest) (bool, CallInfo, error) {
 	if err := require(epUnlink.name, member(r.LoyaltyID), r.LoyaltyID != "", "loyaltyId is required",
 		r.PartnerMemberID != "", "partnerMemberId is required"); err != nil {
@@ -87,7 +91,13 @@ func (c *Client) Unlink(ctx context.Context, r LinkRequest) (bool, CallInfo, err
 	if err != nil {
 		return false, info, err
 	}
-	return *v, info, nil
+	if !*v {
+		// The partner's answer, not a failure: it says the member was not
+		// unlinked, without an error code.
+		return false, info, &BusinessError{Op: epUnlink.name, Ref: member(r.LoyaltyID), HTTPStatus: info.Status,
+			StatusCode: http.StatusOK, StatusMessage: SuccessMessage, Data: "false"}
+	}
+	return true, info, nil
 }
 
 // Redeem is POST point-redemption-with-token. A write. When r.Sign is empty
@@ -111,7 +121,15 @@ func (c *Client) Redeem(ctx context.Context, r RedemptionRequest) (*RedemptionRe
 		}
 		r.Sign = s
 	}
-	return call[RedemptionResult](ctx, c, epRedemption, "", ref, r)
+	w, info, err := call[redemptionWire](ctx, c, epRedemption, "", ref, r)
+	if err != nil {
+		return nil, info, err
+	}
+	res, err := w.value(c.frac)
+	if err != nil {
+		return nil, info, malformed(epRedemption, ref, &info, err)
+	}
+	return res, info, nil
 }
 
 // Accrue is POST point-accrual. A write. An empty TransactionCurrency is
@@ -132,13 +150,21 @@ func (c *Client) Accrue(ctx context.Context, r AccrualRequest) (*AccrualResult, 
 	if r.TransactionDate.Format == "" {
 		r.TransactionDate.Format = c.datefmt
 	}
-	return call[AccrualResult](ctx, c, epAccrual, "", ref, r)
+	w, info, err := call[accrualWire](ctx, c, epAccrual, "", ref, r)
+	if err != nil {
+		return nil, info, err
+	}
+	res, err := w.value()
+	if err != nil {
+		return nil, info, malformed(epAccrual, ref, &info, err)
+	}
+	return res, info, nil
 }
 
 // LookupTransaction is POST lookup-transaction-id, by bitReference or by
 // the partner's transactionId. A read (retried freely): the bridge's
-// idempotency guard. Not found is a *BusinessError (errors.Is
-// ErrTransactionNotFound).
+// idempotency guard. Not found is a *BusinessError whose code the partner
+// profile names; read the answer with ClassifyLookup.
 func (c *Client) LookupTransaction(ctx context.Context, r LookupRequest) (*Transaction, CallInfo, error) {
 	ref := tx(r.TransactionID)
 	if ref == "" && r.BitReference != "" {
@@ -148,5 +174,13 @@ func (c *Client) LookupTransaction(ctx context.Context, r LookupRequest) (*Trans
 		r.BitReference != "" || r.TransactionID != "", "bitReference or transactionId is required"); err != nil {
 		return nil, CallInfo{}, err
 	}
-	return call[Transaction](ctx, c, epLookup, "", ref, r)
+	w, info, err := call[transactionWire](ctx, c, epLookup, "", ref, r)
+	if err != nil {
+		return nil, info, err
+	}
+	t, err := w.value(c.frac)
+	if err != nil {
+		return nil, info, malformed(epLookup, ref, &info, err)
+	}
+	return t, info, nil
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
 
 // Code is an API error code (errors.code, errors.errorCode or errors.name
@@ -17,22 +19,25 @@ type Code string
 func (c Code) Error() string { return "loyalty: API error " + string(c) }
 
 // Codes the spec names, and those the simulator uses where the spec is
-// silent.
+// silent. ErrDuplicateTransaction and ErrTransactionNotFound are only the
+// simulator's defaults: a partner names them as its partnerprofile.Profile
+// says, which is what the bridge asks (ClassifyLookup, Profile.IsDuplicate).
 const (
 	ErrMemberIsLinked       Code = "MEMBER_IS_LINKED"
 	ErrMemberNotLinked      Code = "MEMBER_IS_NOT_LINKED_YET"
 	ErrOnboardingRejected   Code = "BAD_REQUEST" // onboarding failure: code 0001, errorCode BAD_REQUEST
 	ErrMemberNotFound       Code = "MEMBER_NOT_FOUND"
 	ErrInsufficientPoint    Code = "INSUFFICIENT_POINT"
-	ErrDuplicateTransaction Code = "DUPLICATE_TRANSACTION"
+	ErrDuplicateTransaction Code = partnerprofile.DefaultDuplicateCode
 	ErrInvalidSign          Code = "INVALID_SIGN"
 	ErrInvalidRequest       Code = "INVALID_REQUEST"
-	ErrTransactionNotFound  Code = "TRANSACTION_NOT_FOUND"
+	ErrTransactionNotFound  Code = partnerprofile.DefaultNotFoundCode
 )
 
 // BusinessError is an answer in the API's error envelope (HTTP 400 for the
-// spec's errors; any other 4xx but 401/403 that carries the envelope).
-// The call was not applied. Never retried.
+// spec's errors; any other 4xx but 401/403 that carries the envelope), or
+// a success envelope whose data refuses the call (Data). The call was not
+// applied. Never retried.
 type BusinessError struct {
 	Op  string // endpoint name, e.g. "point-accrual"
 	Ref string // "tx=<transactionId>" or "member=<loyaltyId>", may be ""
@@ -45,6 +50,9 @@ type BusinessError struct {
 	ErrorCode     string // errors.errorCode
 	Name          string // errors.name (link/unlink)
 	ResultURL     string // data.resultUrl (onboarding)
+	// Data is the data of a success envelope that refuses the call
+	// ("false" for unlink-member); "" for an error envelope.
+	Data string
 }
 
 func (e *BusinessError) Error() string {
@@ -55,6 +63,9 @@ func (e *BusinessError) Error() string {
 		if s != "" {
 			b.WriteString(" " + s)
 		}
+	}
+	if e.Data != "" {
+		b.WriteString(": answered data: " + e.Data)
 	}
 	return b.String()
 }
@@ -280,6 +291,11 @@ func Category(err error) ErrorCategory {
 	switch {
 	case err == nil:
 		return ""
+	case IsUnrecognised(err):
+		// Before BUSINESS, which it may wrap: the partner's answer is not
+		// understood, so nothing is final; fixing the profile and
+		// replaying may succeed.
+		return CategoryTransientExhausted
 	case errors.As(err, &be):
 		return CategoryBusiness
 	case errors.As(err, &re):

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
@@ -72,4 +73,38 @@ func Example() {
 	// LB00000001 ACTIVE attempts: 1
 	// 400 MEMBER_NOT_FOUND BUSINESS ambiguous: false
 	// true
+}
+
+// A lookup answer means what the partner profile says, and nothing else:
+// an answer it does not name is unrecognised, never guessed at.
+func ExampleClassifyLookup() {
+	partner := partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND"}, AccrualType: "EARN", RedemptionType: "BURN",
+		AppliedStatuses: []string{"COMPLETED"}, FailedStatuses: []string{"FAILED"}}
+	answers := []struct {
+		t   *loyalty.Transaction
+		err error
+	}{
+		{&loyalty.Transaction{TransactionType: "EARN", Status: "COMPLETED"}, nil},
+		{&loyalty.Transaction{TransactionType: "EARN", Status: "FAILED"}, nil},
+		{&loyalty.Transaction{TransactionType: "BURN", Status: "COMPLETED"}, nil},
+		{nil, &loyalty.BusinessError{HTTPStatus: 400, Code: "TXN_NOT_FOUND"}},
+		{&loyalty.Transaction{TransactionType: "EARN", Status: "PENDING"}, nil},
+		{nil, &loyalty.BusinessError{HTTPStatus: 400, Code: "TRANSACTION_NOT_FOUND"}},
+	}
+	for _, a := range answers {
+		v, err := loyalty.ClassifyLookup(partner, partnerprofile.Accrual, a.t, a.err)
+		var ue *loyalty.UnrecognisedAnswerError
+		if errors.As(err, &ue) {
+			fmt.Println(v, ue.Field, ue.Value)
+			continue
+		}
+		fmt.Println(v)
+	}
+	// Output:
+	// applied
+	// not_applied
+	// other_kind
+	// not_found
+	// unrecognised status PENDING
+	// unrecognised errorCode TRANSACTION_NOT_FOUND
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
@@ -24,6 +25,10 @@ func FuzzDecodeAnswer(f *testing.F) {
 	}{
 		{200, `{"statusCode":200,"message":"OK","data":{"sponsorId":1,"transactionId":"t","bitReference":"b","loyaltyId":"L","timestamp":"x","requestId":"r"}}`},
 		{200, `{"statusCode":200,"data":null}`},
+		{200, `{"statusCode":200,"message":"SUCCESS","data":{"transactionPoint":12.5,"transactionAmount":1e3,"transactionType":"ACCRUAL","status":"SUCCESS"}}`},
+		{200, `{"statusCode":200,"message":"SUCCESS","data":{"transactionPoint":-1e-41,"usedPoint":"7","sponsorId":1.5}}`},
+		{200, `{"statusCode":201,"message":"SUCCESS","data":{"usedPoint":9223372036854775808}}`},
+		{200, `{"statusCode":200,"message":"SUCCESS","data":false}`},
 		{200, `{"errors":{"code":"X"}}`},
 		{200, `not json`},
 		{400, `{"statusCode":400,"message":"Bad Request","errors":{"code":"DUPLICATE_TRANSACTION","message":"phone +84900000000 exists","errorCode":"E"},"data":{"resultUrl":"u"}}`},
@@ -71,6 +76,21 @@ func FuzzDecodeAnswer(f *testing.F) {
 		check(m != nil, err)
 		o, _, err := decodeData[OnboardedMember](epOnboard, "", &info, res)
 		check(o != nil, err)
+		// The wire types' numbers, converted under either fraction rule.
+		for _, frac := range []partnerprofile.Fractions{partnerprofile.FractionsRefuse, partnerprofile.FractionsRoundHalfUp} {
+			if w, _, err := decodeData[transactionWire](epLookup, "tx=t", &info, res); err == nil {
+				tr, err := w.value(frac)
+				check(tr != nil, err)
+			}
+			if w, _, err := decodeData[redemptionWire](epRedemption, "tx=t", &info, res); err == nil {
+				r, err := w.value(frac)
+				check(r != nil, err)
+			}
+		}
+		if w, _, err := decodeData[accrualWire](epAccrual, "tx=t", &info, res); err == nil {
+			a, err := w.value()
+			check(a != nil, err)
+		}
 		_ = parseRetryAfter(string(body))
 	})
 }

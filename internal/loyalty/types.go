@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
 
 // Member profile, returned by CustomerInfo (spec: Customer Info).
@@ -77,29 +79,28 @@ type LinkResult struct {
 	LoyaltyID string `json:"loyaltyId"`
 }
 
-// DateFormat says how an accrual transactionDate travels.
-type DateFormat string
+// DateFormat says how a transactionDate travels (partnerprofile owns the
+// formats; the names here are kept for the client's callers).
+type DateFormat = partnerprofile.DateFormat
 
 // Accrual transactionDate formats. The spec declares a string but its
 // example sends a number of epoch milliseconds, hence the default.
 const (
-	DateEpochMillis DateFormat = "epoch-millis" // JSON number, ms since the epoch (default)
-	DateISO8601     DateFormat = "iso8601"      // JSON string, RFC 3339 UTC with milliseconds
+	DateEpochMillis = partnerprofile.DateEpochMillis // JSON number, ms since the epoch (default)
+	DateISO8601     = partnerprofile.DateISO8601     // JSON string, RFC 3339 UTC with milliseconds
 )
 
 // ParseDateFormat accepts "epoch-millis" and "iso8601" ("" gives the
-// default).
+// accrual default).
 func ParseDateFormat(s string) (DateFormat, error) {
-	switch DateFormat(s) {
-	case "", DateEpochMillis:
-		return DateEpochMillis, nil
-	case DateISO8601:
-		return DateISO8601, nil
+	f, err := partnerprofile.ParseDateFormat(s)
+	if f == "" && err == nil {
+		f = partnerprofile.DefaultAccrualDateFormat
 	}
-	return "", fmt.Errorf("date format %q: want epoch-millis or iso8601", s)
+	return f, err
 }
 
-const isoMillis = "2006-01-02T15:04:05.000Z07:00"
+const isoMillis = partnerprofile.ISOMillis
 
 // TransactionDate is an accrual transactionDate. It marshals as Format
 // says (the client fills an empty Format from Options.AccrualDateFormat);

@@ -173,7 +173,7 @@ func (d *Deps) Bridge(replay bool) (*bridge.Bridge, error) {
 	}
 	o := cfg.Processing.BuildBridge()
 	o.Client, o.Codec, o.Topics, o.Breaker, o.Hold, o.Signer = d.Client, d.Codec, cfg.Topics.Build(), d.Breaker, d.Hold, d.Signer
-	o.Replay, o.Metrics, o.Logger = replay, d.Metrics, d.Log.Named("bridge")
+	o.Replay, o.Metrics, o.Logger, o.Profile = replay, d.Metrics, d.Log.Named("bridge"), cfg.Partner.Build()
 	return bridge.New(o)
 }
 
@@ -258,7 +258,7 @@ func (d *Deps) buildClient(ctx context.Context) error {
 		},
 		OnGrant: d.Metrics.TokenGrant,
 		OnRetry: func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() },
-		Wait:    d.retries.wait(pipeline.Wait)})
+		Wait:    d.retries.wait(pipeline.Wait), Profile: cfg.Partner.Build()})
 	if err != nil {
 		return err
 	}

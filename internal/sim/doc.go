@@ -45,7 +45,13 @@
 // limits (transactionAmount ≥ 0, usedPoint > 0, currency VND by default,
 // lookup by bitReference or transactionId), and the token response fields.
 //
-// Our own, where the spec is silent (each documented in the README too):
+// Our own, where the spec is silent (each documented in the README too).
+// The codes of "transaction not found" and "duplicate transaction", the
+// transactionType values and the applied status are Options.Profile's (a
+// partnerprofile.Profile, also --profile FILE and the --partner-* flags of
+// cmd/loyalty-sim); the values below are its defaults, so that tests can
+// prove the bridge follows its own profile against a partner that answers
+// differently:
 //
 //   - Error codes, all in the spec's error envelope with errors.code =
 //     errors.errorCode: MEMBER_NOT_FOUND (unknown loyaltyId on any member,

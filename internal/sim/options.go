@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 )
 
@@ -216,6 +217,13 @@ type Options struct {
 	RefreshTokenTTL time.Duration
 	// DuplicatePolicy for a repeated transactionId (default reject).
 	DuplicatePolicy DuplicatePolicy
+	// Profile is how the Server answers where the spec is silent: the
+	// first of its not-found and duplicate codes, its transactionType of
+	// each kind and the first of its applied statuses. Zero value: the
+	// defaults (partnerprofile.Default). Its date formats and fractional
+	// points do not change the Server, which reads either date format and
+	// answers whole points.
+	Profile partnerprofile.Profile
 	// ClockSkew is how far a partner's clock may be off the Server's when a
 	// partner JWT is checked (default DefaultClockSkew, 30 s; at most
 	// MaxClockSkew): iat may be that far ahead, exp that far behind, and a
@@ -333,6 +341,10 @@ func (o Options) withDefaults() (Options, error) {
 	default:
 		errs = append(errs, fmt.Errorf("sim: OverCapacityStatus %d: want 429 or 503", o.OverCapacityStatus))
 	}
+	if err := o.Profile.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("sim: Profile: %w", err))
+	}
+	o.Profile = o.Profile.WithDefaults()
 	if o.DuplicatePolicy < DuplicateReject || o.DuplicatePolicy > DuplicateApply {
 		errs = append(errs, fmt.Errorf("sim: unknown %s", o.DuplicatePolicy))
 	}

@@ -177,10 +177,10 @@ func (s *Server) handleAccrual(c *call) reply {
 	case dup && s.opts.DuplicatePolicy == DuplicateReturnOriginal:
 		return ok(prev.result)
 	case dup && s.opts.DuplicatePolicy == DuplicateReject:
-		return badRequest(CodeDuplicateTransaction, "transactionId already accrued")
+		return badRequest(s.opts.Profile.DuplicateCodes[0], "transactionId already accrued")
 	}
 	// Not a duplicate, or DuplicateApply: applied (again).
-	t := &txn{kind: TypeAccrual, loyaltyID: m.id, transactionID: a.TransactionID, bitReference: s.st.bitRef(),
+	t := &txn{kind: s.opts.Profile.AccrualType, loyaltyID: m.id, transactionID: a.TransactionID, bitReference: s.st.bitRef(),
 		requestID: uuid.NewString(), points: points, amount: *a.TransactionAmount, at: now, txTime: txTime}
 	t.result = accrualResult{SponsorID: SponsorID, TransactionID: t.transactionID, BitReference: t.bitReference,
 		LoyaltyID: m.id, Timestamp: now.UTC().Format(isoMillisUTC), RequestID: t.requestID}
@@ -240,12 +240,12 @@ func (s *Server) handleRedemption(c *call) reply {
 	case dup && s.opts.DuplicatePolicy == DuplicateReturnOriginal:
 		return ok(prev.result)
 	case dup && s.opts.DuplicatePolicy == DuplicateReject:
-		return badRequest(CodeDuplicateTransaction, "transactionId already redeemed")
+		return badRequest(s.opts.Profile.DuplicateCodes[0], "transactionId already redeemed")
 	}
 	if m.balance < usedPoint {
 		return badRequest(CodeInsufficientPoint, "Insufficient point balance")
 	}
-	t := &txn{kind: TypeRedemption, loyaltyID: m.id, transactionID: rq.TransactionID, bitReference: s.st.bitRef(),
+	t := &txn{kind: s.opts.Profile.RedemptionType, loyaltyID: m.id, transactionID: rq.TransactionID, bitReference: s.st.bitRef(),
 		requestID: uuid.NewString(), points: usedPoint, amount: *rq.TransactionAmount, at: now, txTime: txTime}
 	t.result = redemptionResult{RequestID: t.requestID, TransactionID: t.transactionID, BitReference: t.bitReference,
 		UsedPoint: usedPoint, Timestamp: now.UTC().Format(isoMillisUTC)}
@@ -324,12 +324,12 @@ func (s *Server) handleLookup(c *call) reply {
 		}
 	}
 	if t == nil || t.loyaltyID != l.LoyaltyID {
-		return badRequest(CodeTransactionNotFound, "Transaction not found")
+		return badRequest(s.opts.Profile.NotFoundCodes[0], "Transaction not found")
 	}
 	return ok(transactionRecord{
 		TransactionPoint: t.points, TransactionAmount: t.amount, TransactionSource: TransactionSource,
 		TransactionType: t.kind, TransactionID: t.transactionID, BitReference: t.bitReference, Sponsor: SponsorName,
-		Status: StatusSuccess, TransactionTime: t.txTime.In(ict).Format(isoMillisZoned), RequestID: t.requestID,
+		Status: s.opts.Profile.AppliedStatuses[0], TransactionTime: t.txTime.In(ict).Format(isoMillisZoned), RequestID: t.requestID,
 		Timestamp: t.at.UTC().Format(isoMillisUTC),
 	})
 }

@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 )
 
@@ -421,13 +422,15 @@ func plainError(status int) reply {
 }
 
 // Error codes of our own: the spec names no code for these conditions.
+// CodeDuplicateTransaction and CodeTransactionNotFound are the default
+// profile's (partnerprofile owns them; Options.Profile may name others).
 const (
 	CodeMemberNotFound       = "MEMBER_NOT_FOUND"
 	CodeInsufficientPoint    = "INSUFFICIENT_POINT"
-	CodeDuplicateTransaction = "DUPLICATE_TRANSACTION"
+	CodeDuplicateTransaction = partnerprofile.DefaultDuplicateCode
 	CodeInvalidSign          = "INVALID_SIGN"
 	CodeInvalidRequest       = "INVALID_REQUEST"
-	CodeTransactionNotFound  = "TRANSACTION_NOT_FOUND"
+	CodeTransactionNotFound  = partnerprofile.DefaultNotFoundCode
 	CodePartnerMemberInUse   = "PARTNER_MEMBER_ID_IN_USE"
 	CodeUnauthorized         = "UNAUTHORIZED"
 	// CodeOverCapacity answers a business request beyond Options.Capacity.

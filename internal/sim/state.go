@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
 
 // ict is the service's local zone (+07:00), used for transactionTime and
@@ -20,12 +22,14 @@ const (
 	isoDate        = "2006-01-02"
 )
 
-// Transaction types and the fixed values of transaction records.
+// Transaction types and status of the default profile (partnerprofile
+// owns them; Options.Profile may name others), and the fixed values of
+// transaction records.
 const (
-	TypeAccrual       = "ACCRUAL"
-	TypeRedemption    = "REDEMPTION"
+	TypeAccrual       = partnerprofile.DefaultAccrualType
+	TypeRedemption    = partnerprofile.DefaultRedemptionType
 	TransactionSource = "PARTNER"
-	StatusSuccess     = "SUCCESS"
+	StatusSuccess     = partnerprofile.DefaultAppliedStatus
 )
 
 // member is one member's state. Seeded members are materialised on first

@@ -25,17 +25,20 @@ type Metrics struct {
 	APICalls         *prometheus.CounterVec   // endpoint, status (HTTP code, or "error")
 	APILatency       *prometheus.HistogramVec // endpoint
 	APIRetries       *prometheus.CounterVec   // endpoint
-	GuardLookups     *prometheus.CounterVec   // result: found, not_found, error
-	AlreadyApplied   *prometheus.CounterVec   // topic
-	TokenRefreshes   *prometheus.CounterVec   // result: ok, error; one per grant call (see TokenGrant)
-	CircuitState     prometheus.Gauge         // 0 closed, 1 half-open, 2 open
-	AuthFailures     prometheus.Counter       // attempts and probes refused for the credentials
-	AuthHeld         prometheus.Gauge         // 1 while records are held for refused credentials
-	InFlight         prometheus.Gauge
-	APICallsInFlight prometheus.Gauge     // partner requests holding a call slot
-	Held             prometheus.Gauge     // records held back while the circuit is open
-	CommittedOffset  *prometheus.GaugeVec // topic, partition
-	Lag              *prometheus.GaugeVec // topic, partition: high watermark − committed
+	GuardLookups     *prometheus.CounterVec   // result: found, not_found, not_applied, unrecognised, error
+	// UnrecognisedAnswers counts partner answers the partner profile does
+	// not name, by field (errorCode, transactionType, status).
+	UnrecognisedAnswers *prometheus.CounterVec
+	AlreadyApplied      *prometheus.CounterVec // topic
+	TokenRefreshes      *prometheus.CounterVec // result: ok, error; one per grant call (see TokenGrant)
+	CircuitState        prometheus.Gauge       // 0 closed, 1 half-open, 2 open
+	AuthFailures        prometheus.Counter     // attempts and probes refused for the credentials
+	AuthHeld            prometheus.Gauge       // 1 while records are held for refused credentials
+	InFlight            prometheus.Gauge
+	APICallsInFlight    prometheus.Gauge     // partner requests holding a call slot
+	Held                prometheus.Gauge     // records held back while the circuit is open
+	CommittedOffset     *prometheus.GaugeVec // topic, partition
+	Lag                 *prometheus.GaugeVec // topic, partition: high watermark − committed
 }
 
 // NewMetrics builds and registers every collector, plus the Go runtime and
@@ -64,6 +67,9 @@ func NewMetrics() *Metrics {
 	m.GuardLookups = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
 		Name: "guard_lookups_total", Help: "Idempotency-guard lookups before a call that might repeat an earlier one."},
 		[]string{"result"})
+	m.UnrecognisedAnswers = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "unrecognised_answers_total", Help: "Lookup answers whose error code, transactionType or status the partner profile does not name (--partner-*): each holds its record as a transient failure, never written."},
+		[]string{"field"})
 	m.AlreadyApplied = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
 		Name: "already_applied_total", Help: "Records answered ALREADY_APPLIED instead of a second effect."}, []string{"topic"})
 	m.TokenRefreshes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
@@ -86,7 +92,7 @@ func NewMetrics() *Metrics {
 		Name: "consumer_lag", Help: "High watermark minus committed offset, per partition."}, []string{"topic", "partition"})
 
 	for _, c := range []prometheus.Collector{m.RecordsConsumed, m.RecordsCompleted, m.ErrorEvents, m.APICalls,
-		m.APILatency, m.APIRetries, m.GuardLookups, m.AlreadyApplied, m.TokenRefreshes, m.CircuitState, m.AuthFailures, m.AuthHeld,
+		m.APILatency, m.APIRetries, m.GuardLookups, m.UnrecognisedAnswers, m.AlreadyApplied, m.TokenRefreshes, m.CircuitState, m.AuthFailures, m.AuthHeld,
 		m.InFlight, m.APICallsInFlight, m.Held, m.CommittedOffset, m.Lag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)

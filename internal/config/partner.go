@@ -1,0 +1,123 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
+)
+
+// Partner is the partner profile: what the partner answers where the spec
+// is silent (error codes, transaction types and statuses, date formats,
+// fractional points). Its defaults are the simulator's
+// (partnerprofile.Default). `run`, `replay`, `dev` and `api` compose it,
+// and so does loyalty-sim, which answers as it says: one YAML file of
+// these keys configures both.
+type Partner struct {
+	Profile partnerprofile.Profile
+
+	accrualDate, redemptionDate, legacyDate *choice[partnerprofile.DateFormat]
+	fractions                               *choice[partnerprofile.Fractions]
+	legacy                                  partnerprofile.DateFormat
+}
+
+// LegacyDateFormatFlag is the accrual date format's flag before the
+// partner profile (LOYALTY_BRIDGE_API_TRANSACTION_DATE_FORMAT); it still
+// works, and must agree with --partner-accrual-date-format when both are
+// given.
+const LegacyDateFormatFlag = "transaction-date-format"
+
+// Define defines the section's --partner-* flags on b's flag set, with the
+// profile's defaults, and binds each to envPrefix + its name:
+// LOYALTY_BRIDGE_PARTNER_NOT_FOUND_CODES for EnvPrefix, in every bridge
+// command alike (`api` included), LOYALTY_SIM_PARTNER_… for loyalty-sim.
+func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
+	fs := b.FlagSet()
+	p.Profile = partnerprofile.Default()
+	pr := &p.Profile
+	fs.Var(listFlag{&pr.NotFoundCodes}, "partner-not-found-codes",
+		"error codes (errors.code, errorCode or name) of a lookup that found no such transaction, comma-separated")
+	fs.Var(listFlag{&pr.DuplicateCodes}, "partner-duplicate-codes",
+		"error codes of a write refused because its transactionId was seen before, comma-separated")
+	fs.StringVar(&pr.AccrualType, "partner-accrual-type", pr.AccrualType, "transactionType of an accrual in lookup answers")
+	fs.StringVar(&pr.RedemptionType, "partner-redemption-type", pr.RedemptionType, "transactionType of a redemption in lookup answers")
+	fs.Var(listFlag{&pr.AppliedStatuses}, "partner-applied-statuses",
+		"transaction statuses that mean applied, comma-separated")
+	fs.Var(listFlag{&pr.FailedStatuses}, "partner-failed-statuses",
+		"transaction statuses that mean recorded but not applied, comma-separated (default none; a status in neither list holds the record)")
+	p.accrualDate = defineChoice(fs, &pr.AccrualDateFormat, "partner-accrual-date-format", pr.AccrualDateFormat,
+		partnerprofile.ParseDateFormat, "accrual transactionDate on the wire: epoch-millis (a JSON number) or iso8601")
+	p.redemptionDate = defineChoice(fs, &pr.RedemptionDateFormat, "partner-redemption-date-format", pr.RedemptionDateFormat,
+		partnerprofile.ParseDateFormat, "redemption transactionDate (a string, also signed): iso8601 or epoch-millis")
+	p.fractions = defineChoice(fs, &pr.FractionalPoints, "partner-fractional-points", pr.FractionalPoints,
+		partnerprofile.ParseFractions, "a fractional transactionPoint or usedPoint in an answer: refuse (a malformed answer) or round-half-up")
+	for _, name := range PartnerFlags {
+		b.Env(name, flagenv.VarName(envPrefix, name))
+	}
+}
+
+// PartnerFlags are the section's flags, which are also the keys of a
+// profile file (loyalty-sim --profile, or the bridge's --config).
+var PartnerFlags = []string{"partner-not-found-codes", "partner-duplicate-codes", "partner-accrual-type", "partner-redemption-type",
+	"partner-applied-statuses", "partner-failed-statuses", "partner-accrual-date-format", "partner-redemption-date-format",
+	"partner-fractional-points"}
+
+// DefineLegacy defines --transaction-date-format, the accrual date
+// format's flag before the profile, bound to
+// LOYALTY_BRIDGE_API_TRANSACTION_DATE_FORMAT as it was.
+func (p *Partner) DefineLegacy(b *flagenv.Binder) {
+	p.legacyDate = defineChoice(b.FlagSet(), &p.legacy, LegacyDateFormatFlag, "", partnerprofile.ParseDateFormat,
+		"deprecated: --partner-accrual-date-format")
+	b.Env(LegacyDateFormatFlag, flagenv.VarName(APIEnvPrefix, LegacyDateFormatFlag))
+}
+
+// Validate reports every problem of the section together, and takes the
+// legacy --transaction-date-format when it alone is given.
+func (p *Partner) Validate() error {
+	var errs []error
+	for name, c := range map[string]*choice[partnerprofile.DateFormat]{"partner-accrual-date-format": p.accrualDate,
+		"partner-redemption-date-format": p.redemptionDate, LegacyDateFormatFlag: p.legacyDate} {
+		errs = append(errs, c.check(name))
+	}
+	errs = append(errs, p.fractions.check("partner-fractional-points"))
+	if p.legacyDate.given() && p.legacy != "" {
+		switch {
+		case !p.accrualDate.given():
+			p.Profile.AccrualDateFormat = p.legacy
+		case p.legacy != p.Profile.AccrualDateFormat:
+			errs = append(errs, fmt.Errorf("--%s %s and --partner-accrual-date-format %s differ; give only the latter",
+				LegacyDateFormatFlag, p.legacy, p.Profile.AccrualDateFormat))
+		}
+	}
+	if err := p.Profile.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--partner-*: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Build returns the profile, every default filled.
+func (p *Partner) Build() partnerprofile.Profile { return p.Profile.WithDefaults() }
+
+// listFlag is a comma-separated list; a value replaces the list, empty
+// entries are dropped.
+type listFlag struct{ p *[]string }
+
+func (l listFlag) String() string {
+	if l.p == nil {
+		return ""
+	}
+	return strings.Join(*l.p, ",")
+}
+
+func (l listFlag) Set(s string) error {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	*l.p = out
+	return nil
+}

@@ -1,0 +1,100 @@
+package config
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
+)
+
+// The profile comes from the YAML file, the environment and flags like
+// every setting; its defaults are the simulator's.
+func TestPartnerProfileSources(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "partner.yaml")
+	yml := `partner-not-found-codes: [TXN_NOT_FOUND, NO_SUCH_TXN]
+partner-duplicate-codes: TXN_DUPLICATE
+partner-accrual-type: EARN
+partner-redemption-type: BURN
+partner-applied-statuses: [COMPLETED, POSTED]
+partner-failed-statuses: FAILED
+partner-accrual-date-format: iso8601
+partner-redemption-date-format: epoch-millis
+partner-fractional-points: round-half-up
+`
+	if err := os.WriteFile(file, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(extra map[string]string) map[string]string {
+		m := maps.Clone(creds)
+		maps.Copy(m, extra)
+		return m
+	}
+	fromFile := partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND", "NO_SUCH_TXN"}, DuplicateCodes: []string{"TXN_DUPLICATE"},
+		AccrualType: "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED", "POSTED"}, FailedStatuses: []string{"FAILED"},
+		AccrualDateFormat: partnerprofile.DateISO8601, RedemptionDateFormat: partnerprofile.DateEpochMillis,
+		FractionalPoints: partnerprofile.FractionsRoundHalfUp}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want partnerprofile.Profile
+		err  string
+	}{
+		{name: "defaults", want: partnerprofile.Default()},
+		{name: "file", args: []string{"--config", file}, want: fromFile},
+		{name: "environment over file", args: []string{"--config", file},
+			env: map[string]string{"LOYALTY_BRIDGE_PARTNER_ACCRUAL_TYPE": "ACCRUE", "LOYALTY_BRIDGE_PARTNER_NOT_FOUND_CODES": "A, B"},
+			want: func() partnerprofile.Profile {
+				p := fromFile
+				p.AccrualType, p.NotFoundCodes = "ACCRUE", []string{"A", "B"}
+				return p
+			}()},
+		{name: "flag over environment", args: []string{"--partner-applied-statuses", "DONE"},
+			env: map[string]string{"LOYALTY_BRIDGE_PARTNER_APPLIED_STATUSES": "OK"},
+			want: func() partnerprofile.Profile {
+				p := partnerprofile.Default()
+				p.AppliedStatuses = []string{"DONE"}
+				return p
+			}()},
+		{name: "legacy date flag still works", env: map[string]string{"LOYALTY_BRIDGE_API_TRANSACTION_DATE_FORMAT": "iso8601"},
+			want: func() partnerprofile.Profile {
+				p := partnerprofile.Default()
+				p.AccrualDateFormat = partnerprofile.DateISO8601
+				return p
+			}()},
+		{name: "legacy and new agreeing", args: []string{"--transaction-date-format", "iso8601", "--partner-accrual-date-format", "iso8601"},
+			want: func() partnerprofile.Profile {
+				p := partnerprofile.Default()
+				p.AccrualDateFormat = partnerprofile.DateISO8601
+				return p
+			}()},
+		{name: "legacy and new differing", args: []string{"--transaction-date-format", "iso8601", "--partner-accrual-date-format", "epoch-millis"},
+			err: "--transaction-date-format iso8601 and --partner-accrual-date-format epoch-millis differ"},
+		{name: "contradictions", args: []string{"--partner-not-found-codes", "X", "--partner-duplicate-codes", "X",
+			"--partner-accrual-type", "T", "--partner-redemption-type", "T", "--partner-failed-statuses", "SUCCESS",
+			"--partner-fractional-points", "floor", "--partner-redemption-date-format", "julian"},
+			err: `code "X" is both|same transactionType "T"|status "SUCCESS" is both|--partner-fractional-points "floor"|--partner-redemption-date-format "julian"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parse(t, tc.args, env(tc.env))
+			if tc.err != "" {
+				for _, want := range strings.Split(tc.err, "|") {
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Errorf("want %q in %v", want, err)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Partner.Build(); !reflect.DeepEqual(got, tc.want.WithDefaults()) {
+				t.Errorf("profile\n%+v, want\n%+v", got, tc.want.WithDefaults())
+			}
+		})
+	}
+}

@@ -1,0 +1,143 @@
+package loyalty
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
+)
+
+// LookupVerdict is what a Lookup Transaction answer says about a
+// transaction of one kind, read through the partner profile.
+type LookupVerdict int
+
+// Verdicts of ClassifyLookup.
+const (
+	// LookupFailed: no answer to read (transient, auth, malformed...); the
+	// error says why.
+	LookupFailed LookupVerdict = iota
+	// LookupApplied: found, of the kind asked, with an applied status.
+	LookupApplied
+	// LookupNotApplied: found, of the kind asked, with a failed status: it
+	// took no effect.
+	LookupNotApplied
+	// LookupNotFound: answered with a not-found code.
+	LookupNotFound
+	// LookupOtherKind: the transactionId names a transaction of the other
+	// kind (the profile's type of it); nothing of the kind asked.
+	LookupOtherKind
+	// LookupUnrecognised: an error code, transactionType or status that
+	// the profile does not name. The error is an
+	// *UnrecognisedAnswerError; nothing may be concluded from it.
+	LookupUnrecognised
+)
+
+func (v LookupVerdict) String() string {
+	switch v {
+	case LookupFailed:
+		return "failed"
+	case LookupApplied:
+		return "applied"
+	case LookupNotApplied:
+		return "not_applied"
+	case LookupNotFound:
+		return "not_found"
+	case LookupOtherKind:
+		return "other_kind"
+	case LookupUnrecognised:
+		return "unrecognised"
+	}
+	return fmt.Sprintf("LookupVerdict(%d)", int(v))
+}
+
+// Fields an UnrecognisedAnswerError names.
+const (
+	FieldErrorCode       = "errorCode"
+	FieldTransactionType = "transactionType"
+	FieldStatus          = "status"
+)
+
+// UnrecognisedAnswerError: a lookup answer whose error code,
+// transactionType or status the partner profile does not name. The
+// partner answered, but what it means is unknown: the bridge holds the
+// record as a transient failure (retried, never written) until the profile
+// is fixed, rather than guess. Category TRANSIENT_EXHAUSTED, retryable; not
+// an API failure.
+type UnrecognisedAnswerError struct {
+	Op, Ref string
+	Field   string // FieldErrorCode, FieldTransactionType or FieldStatus
+	Value   string // as answered (at most 32 bytes and an ellipsis)
+	Err     error  // the *BusinessError of an unrecognised code, else nil
+}
+
+func (e *UnrecognisedAnswerError) Error() string {
+	return fmt.Sprintf("%sanswer not in the partner profile: %s %q", prefix(e.Op, e.Ref), e.Field, e.Value)
+}
+
+func (e *UnrecognisedAnswerError) Unwrap() error { return e.Err }
+
+// IsUnrecognised reports whether err is an *UnrecognisedAnswerError.
+func IsUnrecognised(err error) bool {
+	var ue *UnrecognisedAnswerError
+	return errors.As(err, &ue)
+}
+
+// ClassifyLookup reads the answer of LookupTransaction (t, err) about a
+// transaction of kind through profile p. It is the one place that decides
+// what a lookup answer means; the bridge's guard, its refunds and
+// reconciliation all ask it.
+//
+//   - err a *BusinessError with one of p's not-found codes (in code,
+//     errorCode or name): LookupNotFound, nil.
+//   - err another *BusinessError: LookupUnrecognised and an
+//     *UnrecognisedAnswerError (FieldErrorCode) wrapping it.
+//   - any other err: LookupFailed, err.
+//   - t of the other kind's type: LookupOtherKind, nil.
+//   - t of a type p does not name: LookupUnrecognised (FieldTransactionType).
+//   - t of kind with an applied status: LookupApplied; a failed status:
+//     LookupNotApplied; another: LookupUnrecognised (FieldStatus).
+func ClassifyLookup(p partnerprofile.Profile, kind partnerprofile.Kind, t *Transaction, err error) (LookupVerdict, error) {
+	if err != nil {
+		var be *BusinessError
+		if !errors.As(err, &be) {
+			return LookupFailed, err
+		}
+		for _, c := range []string{be.Code, be.ErrorCode, be.Name} {
+			if p.IsNotFound(c) {
+				return LookupNotFound, nil
+			}
+		}
+		return LookupUnrecognised, &UnrecognisedAnswerError{Op: be.Op, Ref: be.Ref, Field: FieldErrorCode,
+			Value: short(be.APICode()), Err: err}
+	}
+	if t == nil {
+		return LookupFailed, fmt.Errorf("%sno transaction and no error", prefix(epLookup.name, ""))
+	}
+	unrecognised := func(field, value string) (LookupVerdict, error) {
+		return LookupUnrecognised, &UnrecognisedAnswerError{Op: epLookup.name, Ref: tx(t.TransactionID), Field: field, Value: short(value)}
+	}
+	switch k := p.KindOf(t.TransactionType); {
+	case k == 0:
+		return unrecognised(FieldTransactionType, t.TransactionType)
+	case k != kind:
+		return LookupOtherKind, nil
+	}
+	switch p.StatusOf(t.Status) {
+	case partnerprofile.StatusApplied:
+		return LookupApplied, nil
+	case partnerprofile.StatusFailed:
+		return LookupNotApplied, nil
+	}
+	return unrecognised(FieldStatus, t.Status)
+}
+
+// IsDuplicate reports whether err is a *BusinessError with one of p's
+// duplicate codes (in code, errorCode or name): a write refused because
+// its transactionId was seen before.
+func IsDuplicate(p partnerprofile.Profile, err error) bool {
+	var be *BusinessError
+	if !errors.As(err, &be) {
+		return false
+	}
+	return p.IsDuplicate(be.Code) || p.IsDuplicate(be.ErrorCode) || p.IsDuplicate(be.Name)
+}

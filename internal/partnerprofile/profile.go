@@ -1,0 +1,286 @@
+package partnerprofile
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults: the simulator's choices where the spec is silent. Both the
+// simulator and the bridge read them from here.
+const (
+	DefaultNotFoundCode         = "TRANSACTION_NOT_FOUND"
+	DefaultDuplicateCode        = "DUPLICATE_TRANSACTION"
+	DefaultAccrualType          = "ACCRUAL"
+	DefaultRedemptionType       = "REDEMPTION"
+	DefaultAppliedStatus        = "SUCCESS"
+	DefaultAccrualDateFormat    = DateEpochMillis
+	DefaultRedemptionDateFormat = DateISO8601
+	DefaultFractionalPoints     = FractionsRefuse
+)
+
+// DateFormat says how a transactionDate travels.
+type DateFormat string
+
+// Date formats. The spec declares the accrual transactionDate a string but
+// its example sends a number of epoch milliseconds, hence the accrual
+// default; the redemption transactionDate is a string in either format
+// (its text is also signed).
+const (
+	// DateEpochMillis: milliseconds since the epoch; a JSON number for an
+	// accrual, a string of digits for a redemption.
+	DateEpochMillis DateFormat = "epoch-millis"
+	// DateISO8601: RFC 3339 in UTC with milliseconds,
+	// 2026-11-23T10:00:00.000Z.
+	DateISO8601 DateFormat = "iso8601"
+)
+
+// ParseDateFormat accepts "epoch-millis" and "iso8601" ("" gives "", which
+// WithDefaults fills).
+func ParseDateFormat(s string) (DateFormat, error) {
+	switch f := DateFormat(s); f {
+	case "", DateEpochMillis, DateISO8601:
+		return f, nil
+	}
+	return "", fmt.Errorf("date format %q: want epoch-millis or iso8601", s)
+}
+
+// ISOMillis is the layout of DateISO8601.
+const ISOMillis = "2006-01-02T15:04:05.000Z07:00"
+
+// Format writes t as the text of f (epoch milliseconds as digits).
+func (f DateFormat) Format(t time.Time) string {
+	if f == DateEpochMillis {
+		return strconv.FormatInt(t.UnixMilli(), 10)
+	}
+	return t.UTC().Format(ISOMillis)
+}
+
+// Fractions says what a fractional point value (transactionPoint,
+// usedPoint) in an answer means. The spec types points as "number" without
+// saying whether they are whole.
+type Fractions string
+
+// Fraction treatments.
+const (
+	// FractionsRefuse: a fractional point value is a malformed answer (for
+	// a write's answer, an ambiguous one). The default: the bridge does
+	// not guess what 12.5 points are.
+	FractionsRefuse Fractions = "refuse"
+	// FractionsRoundHalfUp: rounded to the nearest whole point, halves away
+	// from zero (12.5 → 13, 12.4 → 12), computed exactly on the decimal
+	// text.
+	FractionsRoundHalfUp Fractions = "round-half-up"
+)
+
+// ParseFractions accepts "refuse" and "round-half-up" ("" gives "").
+func ParseFractions(s string) (Fractions, error) {
+	switch f := Fractions(s); f {
+	case "", FractionsRefuse, FractionsRoundHalfUp:
+		return f, nil
+	}
+	return "", fmt.Errorf("fractional points %q: want refuse or round-half-up", s)
+}
+
+// Kind is the kind of a point transaction.
+type Kind int
+
+// Kinds.
+const (
+	Accrual Kind = iota + 1
+	Redemption
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Accrual:
+		return "accrual"
+	case Redemption:
+		return "redemption"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Profile is what a partner answers where the spec is silent. The zero
+// value is Default: every empty field takes its default (WithDefaults).
+type Profile struct {
+	// NotFoundCodes are the error codes (errors.code, errorCode or name)
+	// of a lookup that found no such transaction.
+	NotFoundCodes []string
+	// DuplicateCodes are the error codes of a write refused because its
+	// transactionId was applied already.
+	DuplicateCodes []string
+	// AccrualType and RedemptionType are the transactionType values of a
+	// lookup answer.
+	AccrualType, RedemptionType string
+	// AppliedStatuses are the statuses of a transaction that took effect.
+	AppliedStatuses []string
+	// FailedStatuses are the statuses of a transaction recorded but not
+	// applied (default none). A status in neither list is not understood:
+	// the bridge holds the record rather than guess.
+	FailedStatuses []string
+	// AccrualDateFormat and RedemptionDateFormat are the transactionDate
+	// formats the bridge sends.
+	AccrualDateFormat, RedemptionDateFormat DateFormat
+	// FractionalPoints is what a fractional point value in an answer means.
+	FractionalPoints Fractions
+}
+
+// Default is the simulator's profile.
+func Default() Profile {
+	return Profile{}.WithDefaults()
+}
+
+// WithDefaults fills every empty field with its default. Lists are copied,
+// so the result shares nothing with p.
+func (p Profile) WithDefaults() Profile {
+	list := func(l []string, def string) []string {
+		if len(l) == 0 {
+			return []string{def}
+		}
+		return slices.Clone(l)
+	}
+	str := func(s *string, def string) {
+		if *s == "" {
+			*s = def
+		}
+	}
+	p.NotFoundCodes = list(p.NotFoundCodes, DefaultNotFoundCode)
+	p.DuplicateCodes = list(p.DuplicateCodes, DefaultDuplicateCode)
+	p.AppliedStatuses = list(p.AppliedStatuses, DefaultAppliedStatus)
+	p.FailedStatuses = slices.Clone(p.FailedStatuses)
+	str(&p.AccrualType, DefaultAccrualType)
+	str(&p.RedemptionType, DefaultRedemptionType)
+	if p.AccrualDateFormat == "" {
+		p.AccrualDateFormat = DefaultAccrualDateFormat
+	}
+	if p.RedemptionDateFormat == "" {
+		p.RedemptionDateFormat = DefaultRedemptionDateFormat
+	}
+	if p.FractionalPoints == "" {
+		p.FractionalPoints = DefaultFractionalPoints
+	}
+	return p
+}
+
+// Validate reports every contradiction of p (after WithDefaults) together:
+// a code that means both not found and duplicate, one type for both kinds,
+// a status both applied and failed, an empty entry, an unknown format.
+func (p Profile) Validate() error {
+	p = p.WithDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for name, l := range map[string][]string{"not-found codes": p.NotFoundCodes, "duplicate codes": p.DuplicateCodes,
+		"applied statuses": p.AppliedStatuses, "failed statuses": p.FailedStatuses} {
+		if slices.ContainsFunc(l, func(s string) bool { return strings.TrimSpace(s) == "" }) {
+			bad("%s: an empty entry", name)
+		}
+	}
+	for _, c := range p.NotFoundCodes {
+		if slices.Contains(p.DuplicateCodes, c) {
+			bad("code %q is both a not-found and a duplicate code", c)
+		}
+	}
+	for _, s := range p.AppliedStatuses {
+		if slices.Contains(p.FailedStatuses, s) {
+			bad("status %q is both applied and failed", s)
+		}
+	}
+	if p.AccrualType == p.RedemptionType {
+		bad("accrual and redemption have the same transactionType %q", p.AccrualType)
+	}
+	if _, err := ParseDateFormat(string(p.AccrualDateFormat)); err != nil {
+		bad("accrual %v", err)
+	}
+	if _, err := ParseDateFormat(string(p.RedemptionDateFormat)); err != nil {
+		bad("redemption %v", err)
+	}
+	if _, err := ParseFractions(string(p.FractionalPoints)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// in reports whether s is in l, or is def when l is empty (the zero
+// Profile reads as Default without copying it on every call).
+func in(l []string, def, s string) bool {
+	if len(l) == 0 {
+		return s == def
+	}
+	return slices.Contains(l, s)
+}
+
+func or[T ~string](v, def T) T {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// TypeOf is the transactionType of kind k ("" for an unknown kind).
+func (p Profile) TypeOf(k Kind) string {
+	switch k {
+	case Accrual:
+		return or(p.AccrualType, DefaultAccrualType)
+	case Redemption:
+		return or(p.RedemptionType, DefaultRedemptionType)
+	}
+	return ""
+}
+
+// KindOf is the kind whose transactionType is t, or 0 when the profile
+// does not know t.
+func (p Profile) KindOf(t string) Kind {
+	switch t {
+	case p.TypeOf(Accrual):
+		return Accrual
+	case p.TypeOf(Redemption):
+		return Redemption
+	}
+	return 0
+}
+
+// Status is what a transaction status means.
+type Status int
+
+// Statuses.
+const (
+	StatusUnknown Status = iota
+	StatusApplied
+	StatusFailed
+)
+
+// StatusOf reads a transaction status.
+func (p Profile) StatusOf(s string) Status {
+	switch {
+	case in(p.AppliedStatuses, DefaultAppliedStatus, s):
+		return StatusApplied
+	case slices.Contains(p.FailedStatuses, s):
+		return StatusFailed
+	}
+	return StatusUnknown
+}
+
+// IsNotFound reports whether code is one of the not-found codes.
+func (p Profile) IsNotFound(code string) bool {
+	return code != "" && in(p.NotFoundCodes, DefaultNotFoundCode, code)
+}
+
+// IsDuplicate reports whether code is one of the duplicate codes.
+func (p Profile) IsDuplicate(code string) bool {
+	return code != "" && in(p.DuplicateCodes, DefaultDuplicateCode, code)
+}
+
+// RedemptionDate is t as a redemption transactionDate.
+func (p Profile) RedemptionDate(t time.Time) string {
+	return or(p.RedemptionDateFormat, DefaultRedemptionDateFormat).Format(t)
+}
+
+// AccrualFormat is the accrual transactionDate format.
+func (p Profile) AccrualFormat() DateFormat { return or(p.AccrualDateFormat, DefaultAccrualDateFormat) }
+
+// Fractions is what a fractional point value means.
+func (p Profile) Fractions() Fractions { return or(p.FractionalPoints, DefaultFractionalPoints) }

@@ -1,0 +1,74 @@
+package partnerprofile_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
+)
+
+// The zero Profile reads as Default everywhere, without WithDefaults.
+func TestZeroIsDefault(t *testing.T) {
+	var zero partnerprofile.Profile
+	d := partnerprofile.Default()
+	want := partnerprofile.Profile{NotFoundCodes: []string{"TRANSACTION_NOT_FOUND"}, DuplicateCodes: []string{"DUPLICATE_TRANSACTION"},
+		AccrualType: "ACCRUAL", RedemptionType: "REDEMPTION", AppliedStatuses: []string{"SUCCESS"},
+		AccrualDateFormat: partnerprofile.DateEpochMillis, RedemptionDateFormat: partnerprofile.DateISO8601,
+		FractionalPoints: partnerprofile.FractionsRefuse}
+	if !reflect.DeepEqual(d, want) {
+		t.Fatalf("Default %+v", d)
+	}
+	for _, p := range []partnerprofile.Profile{zero, d} {
+		if !p.IsNotFound("TRANSACTION_NOT_FOUND") || p.IsNotFound("") || !p.IsDuplicate("DUPLICATE_TRANSACTION") ||
+			p.KindOf("ACCRUAL") != partnerprofile.Accrual || p.KindOf("REDEMPTION") != partnerprofile.Redemption || p.KindOf("EARN") != 0 ||
+			p.StatusOf("SUCCESS") != partnerprofile.StatusApplied || p.StatusOf("FAILED") != partnerprofile.StatusUnknown ||
+			p.AccrualFormat() != partnerprofile.DateEpochMillis || p.Fractions() != partnerprofile.FractionsRefuse {
+			t.Errorf("%+v does not read as the default", p)
+		}
+	}
+	at := time.Date(2026, 11, 23, 17, 0, 0, 123e6, time.FixedZone("ICT", 7*3600))
+	if got := zero.RedemptionDate(at); got != "2026-11-23T10:00:00.123Z" {
+		t.Errorf("redemption date %s", got)
+	}
+	if got := (partnerprofile.Profile{RedemptionDateFormat: partnerprofile.DateEpochMillis}).RedemptionDate(at); got != "1795428000123" {
+		t.Errorf("epoch-millis redemption date %s", got)
+	}
+	// WithDefaults copies: the result shares no list with its source.
+	p := partnerprofile.Profile{FailedStatuses: []string{"FAILED"}}
+	q := p.WithDefaults()
+	q.FailedStatuses[0] = "X"
+	if p.FailedStatuses[0] != "FAILED" {
+		t.Error("WithDefaults shares a list")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    partnerprofile.Profile
+		want string // "" valid; "|"-separated parts
+	}{
+		{"zero", partnerprofile.Profile{}, ""},
+		{"another partner", partnerprofile.Profile{NotFoundCodes: []string{"A", "B"}, AccrualType: "EARN", RedemptionType: "BURN",
+			AppliedStatuses: []string{"OK"}, FailedStatuses: []string{"KO"}}, ""},
+		{"contradictions", partnerprofile.Profile{NotFoundCodes: []string{"X"}, DuplicateCodes: []string{"X"}, AccrualType: "T",
+			RedemptionType: "T", FailedStatuses: []string{"SUCCESS", " "}, AccrualDateFormat: "julian", FractionalPoints: "floor"},
+			`code "X" is both|same transactionType "T"|status "SUCCESS" is both|failed statuses: an empty entry|accrual date format "julian"|fractional points "floor"`},
+		{"one type for both through the default", partnerprofile.Profile{RedemptionType: "ACCRUAL"}, `same transactionType "ACCRUAL"`},
+	} {
+		err := tc.p.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		for _, part := range strings.Split(tc.want, "|") {
+			if err == nil || !strings.Contains(err.Error(), part) {
+				t.Errorf("%s: want %q in %v", tc.name, part, err)
+			}
+		}
+	}
+}
