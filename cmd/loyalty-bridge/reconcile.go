@@ -19,7 +19,7 @@ func reconcileCommand() command {
 	return command{summary: "compare the replies of a time window with the partner's records (lookup-transaction-id)", run: runReconcile}
 }
 
-const reconcileUsage = `usage: loyalty-bridge reconcile --since TIME [--until TIME] [--topic T]... [--concurrency N] [--rate N/s] [--json] [connection flags of run]
+const reconcileUsage = `usage: loyalty-bridge reconcile --since TIME [--until TIME] [--topic T]... [--concurrency N] [--rate N/s] [--json] [connection and --partner-* flags of run]
 
 Reads the result and error topics (T.result, T.error) of the input topics
 (default: the purchase and refund-redemption topics) for the replies
@@ -28,12 +28,20 @@ lookup-transaction-id about each accrual, redemption and refund
 transaction once. It reports:
 
   MISSING            a result says APPLIED or ALREADY_APPLIED, the partner has no such transaction
+  NOT_APPLIED        a result says APPLIED or ALREADY_APPLIED, the partner has it with a failed
+                     status (--partner-failed-statuses): recorded, but it took no effect
   DIFFERS            the partner's points, amount or bitReference differ from the result's
                      (or from the amount and usedPoint of the input record it answers)
   ERROR_BUT_APPLIED  only error events answer the transaction, and the partner has it applied
-  UNRECOGNISED       an answer the bridge does not know how to read (a status, a transactionType,
+  UNRECOGNISED       an answer the partner profile does not name (a status, a transactionType,
                      an error code): reported, never taken for applied or not found
-  UNCHECKED          no answer (retries exhausted, credentials refused), or no loyaltyId to ask with
+  UNCHECKED          no answer (retries exhausted, credentials refused, an answer that does not
+                     read), or no loyaltyId to ask with
+
+Answers are read through the partner profile, as the bridge's guard reads
+them: the --partner-* flags, LOYALTY_BRIDGE_PARTNER_* and the --config keys
+of run (defaults: the simulator's names). Give reconcile the profile the
+bridge runs with.
 
 A transaction with a result is judged by its results (its earlier error
 events, such as a failure a replay then fixed, say nothing more). A
@@ -71,11 +79,16 @@ func runReconcile(ctx context.Context, e env, args []string) error {
 		Registry config.Registry
 		Topics   config.Topics
 		API      config.API
+		Partner  config.Partner
 	}
 	cfg.Kafka.Define(b)
 	cfg.Registry.Define(b)
 	cfg.Topics.Define(b)
 	cfg.API.Define(b, "api-")
+	// The partner profile, as run's: what a lookup answer means (codes,
+	// transaction types, statuses) is read as the bridge's guard reads it.
+	cfg.Partner.Define(b, config.EnvPrefix)
+	cfg.Partner.DefineLegacy(b)
 	config.DefineFile(b)
 	b.All()
 	// The request's flags come from the command line only.
@@ -99,7 +112,7 @@ func runReconcile(ctx context.Context, e env, args []string) error {
 	}
 	now := time.Now()
 	q, rate, err := reconcileRequest(cfg.Topics.Build(), topics, *since, *until, *rateFlag, *concurrency, now)
-	err = errors.Join(err, cfg.Kafka.Validate(), cfg.Registry.Validate(), cfg.Topics.Validate(), cfg.API.Validate())
+	err = errors.Join(err, cfg.Kafka.Validate(), cfg.Registry.Validate(), cfg.Topics.Validate(), cfg.API.Validate(), cfg.Partner.Validate())
 	if *maxTx < 1 {
 		err = errors.Join(err, fmt.Errorf("--max-transactions %d: must be at least 1", *maxTx))
 	}
@@ -125,17 +138,15 @@ func runReconcile(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	stack, err := cfg.API.Build(config.BuildOptions{MaxConns: *concurrency})
+	profile := cfg.Partner.Build()
+	stack, err := cfg.API.Build(config.BuildOptions{MaxConns: *concurrency, Profile: profile})
 	if err != nil {
 		return usageIf[*config.SettingError](err)
 	}
 	defer stack.Close()
 	prog := progress.New(e.stderr, "transactions looked up", now)
 	done, planned := 0, 0
-	// What a lookup answer means: the guard's reading until the partner
-	// profile's classifier replaces it here (one reading for both).
-	classify := reconcile.GuardRules
-	r, err := reconcile.New(reconcile.Options{Kafka: kopts, Codec: cd, Partner: stack.Client, Classify: classify,
+	r, err := reconcile.New(reconcile.Options{Kafka: kopts, Codec: cd, Partner: stack.Client, Profile: profile,
 		Concurrency: *concurrency, Rate: rate, MaxTransactions: *maxTx,
 		Progress: func(d, p int) {
 			done, planned = d, p

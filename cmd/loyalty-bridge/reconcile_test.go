@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,8 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/reconcile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
@@ -233,5 +237,59 @@ func TestReconcileUsage(t *testing.T) {
 		if code == 2 && (strings.Contains(errs, "usage:") || !strings.Contains(errs, "see 'loyalty-bridge reconcile --help'")) {
 			t.Errorf("%v: a usage error is its problem and a pointer to --help:\n%s", tc.args, errs)
 		}
+	}
+}
+
+// A partner that names things its own way (the simulator with another
+// profile) and a bridge that runs with its profile: reconcile given the
+// same profile, through LOYALTY_BRIDGE_PARTNER_* or the keys of a --config
+// file, finds the window clean; given none (the simulator's names), it
+// reports every answer UNRECOGNISED rather than guessing MISSING.
+func TestReconcileFollowsThePartnerProfile(t *testing.T) {
+	other := partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND"}, DuplicateCodes: []string{"TXN_DUPLICATE"},
+		AccrualType: "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED"}}
+	s := newReplayStackWith(t, sim.Options{Profile: other})
+	s.envs["LOYALTY_BRIDGE_API_PARTNER_KEY"], s.envs["LOYALTY_BRIDGE_API_PARTNER_KEY_ID"] = s.st.PartnerKeyPath, s.st.PartnerKeyID
+	stop := s.live(t, func(c *config.Config) { c.Partner.Profile = other })
+	s.produce(t, nil, "P-0", "P-1", "P-2")
+	refunds, m, now := codec.DefaultRefundRedemptionTopic, sim.MemberID, time.Now()
+	s.produceEvents(t, refunds,
+		&events.RedemptionRequested{TransactionID: "R-0", LoyaltyID: m(5), TransactionDate: now, Amount: 700, UsedPoint: 70},
+		&events.PurchaseRefunded{TransactionID: "F-0", OriginalTransactionID: "P-2", LoyaltyID: m(3), RefundAmount: 2500, RefundDate: now})
+	s.replies(t, codec.DefaultPurchaseTopic+".result", 3)
+	s.replies(t, refunds+".result", 2)
+	stop()
+
+	file := filepath.Join(t.TempDir(), "bridge.yaml")
+	yml := "partner-not-found-codes: [TXN_NOT_FOUND]\npartner-accrual-type: EARN\npartner-redemption-type: BURN\npartner-applied-statuses: COMPLETED\n"
+	if err := os.WriteFile(file, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, got, rep, errs := s.reconcileFindings(t, "--since", "1h", "--config", file)
+	if code != 0 || len(got) != 0 || rep.Checked != 5 || rep.Agreed != 5 {
+		t.Fatalf("--config: exit %d, findings %q, checked %d, agreed %d\n%s", code, got, rep.Checked, rep.Agreed, errs)
+	}
+
+	code, got, _, errs = s.reconcileFindings(t, "--since", "1h")
+	want := []string{"UNRECOGNISED F-0", "UNRECOGNISED P-0", "UNRECOGNISED P-1", "UNRECOGNISED P-2", "UNRECOGNISED R-0"}
+	if code != 1 || !slices.Equal(got, want) || !strings.Contains(errs, "5 mismatches with the partner's records") {
+		t.Fatalf("not matching: exit %d, findings %q, want %q\n%s", code, got, want, errs)
+	}
+
+	for k, v := range map[string]string{
+		"LOYALTY_BRIDGE_PARTNER_NOT_FOUND_CODES":  "TXN_NOT_FOUND",
+		"LOYALTY_BRIDGE_PARTNER_ACCRUAL_TYPE":     "EARN",
+		"LOYALTY_BRIDGE_PARTNER_REDEMPTION_TYPE":  "BURN",
+		"LOYALTY_BRIDGE_PARTNER_APPLIED_STATUSES": "COMPLETED",
+	} {
+		s.envs[k] = v
+	}
+	if code, got, rep, errs := s.reconcileFindings(t, "--since", "1h"); code != 0 || len(got) != 0 || rep.Agreed != 5 {
+		t.Fatalf("LOYALTY_BRIDGE_PARTNER_*: exit %d, findings %q, agreed %d\n%s", code, got, rep.Agreed, errs)
+	}
+	// A profile that contradicts itself is a usage error, as for run.
+	if code, _, errs := s.cli(t, "reconcile", "--since", "1h", "--partner-redemption-type", "EARN"); code != 2 ||
+		!strings.Contains(errs, `same transactionType "EARN"`) {
+		t.Errorf("contradictory profile: exit %d\n%s", code, errs)
 	}
 }

@@ -38,8 +38,9 @@ func ParseGrant(s string) (Grant, error) {
 // API is the connection to the partner Loyalty Points API: where it is,
 // the credentials, the signing key and the retry policy (what the partner
 // answers where the spec is silent, the date formats included, is the
-// Partner section). `run`, `replay`, `dev` and `api` compose it, and all of them
-// read the same LOYALTY_BRIDGE_API_* variable for each setting.
+// Partner section). `run`, `replay`, `dev`, `api` and `reconcile` compose
+// it, and all of them read the same LOYALTY_BRIDGE_API_* variable for each
+// setting.
 type API struct {
 	BaseURL      string
 	AuthURL      string // "" until Validate: then BaseURL

@@ -12,9 +12,9 @@ import (
 // Partner is the partner profile: what the partner answers where the spec
 // is silent (error codes, transaction types and statuses, date formats,
 // fractional points). Its defaults are the simulator's
-// (partnerprofile.Default). `run`, `replay`, `dev` and `api` compose it,
-// and so does loyalty-sim, which answers as it says: one YAML file of
-// these keys configures both.
+// (partnerprofile.Default). `run`, `replay`, `dev`, `api` and `reconcile`
+// compose it, and so does loyalty-sim, which answers as it says: one YAML
+// file of these keys configures both.
 type Partner struct {
 	Profile partnerprofile.Profile
 

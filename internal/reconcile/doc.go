@@ -22,6 +22,9 @@
 //
 //   - Missing: a result says APPLIED or ALREADY_APPLIED and the partner
 //     has no such transaction;
+//   - NotApplied: a result says APPLIED or ALREADY_APPLIED and the
+//     partner has the transaction with a failed status (the profile's
+//     FailedStatuses): recorded, but it took no effect;
 //   - Differs: the partner's points (transactionPoint) differ from the
 //     result's (points; usedPoint for a redemption or a refund's
 //     clawback), its transactionAmount from the input record's (amount;
@@ -29,11 +32,12 @@
 //     asked for, or its bitReference from the result's;
 //   - ErrorButApplied: only error events answer the transaction, and the
 //     partner has it applied;
-//   - NotRecognised: the partner's answer is one the Classifier does not
-//     know; it is neither "applied" nor "not found", and nothing is
-//     guessed;
-//   - Unchecked: no answer (retries exhausted, credentials refused), or
-//     nothing to ask with (no loyaltyId anywhere).
+//   - NotRecognised: the partner's answer names an error code, a
+//     transactionType or a status the partner profile does not; it is
+//     neither "applied" nor "not found", and nothing is guessed;
+//   - Unchecked: no answer (retries exhausted, credentials refused, an
+//     answer that does not read), or nothing to ask with (no loyaltyId
+//     anywhere).
 //
 // A run holds a few hundred bytes per transaction of its window until the
 // lookups are done; Options.MaxTransactions bounds them, and a window that
@@ -55,11 +59,19 @@
 //
 // # One reading of an answer
 //
-// What an answer means (the partner's "not found" code, its transaction
-// types, the statuses that count as applied) is the Classifier's alone:
-// the spec leaves it open. GuardRules is the bridge guard's reading with
-// the simulator's names; Options.Classify is where the partner profile's
-// classifier plugs in, so that reconcile and the guard cannot disagree.
+// What an answer means (the partner's "not found" codes, its transaction
+// types, the statuses that count as applied or failed) is left open by the
+// spec; the partner profile says it (Options.Profile), and
+// loyalty.ClassifyLookup alone reads an answer through it, as the bridge's
+// guard and refunds do, so that reconcile and the guard cannot disagree.
+// Its verdicts: applied is compared with the replies; not found, and a
+// record of the other kind (the transactionId names another transaction),
+// are "no such transaction" (Missing against a result, agreement with
+// error events); not applied is NotApplied against a result and agreement
+// with error events. NotApplied is not Missing: the partner holds the
+// transactionId, and whether it takes it again is the partner's to say,
+// so a person looks before a replay. Failed is Unchecked, unrecognised
+// NotRecognised.
 //
 // # What it does not own
 //

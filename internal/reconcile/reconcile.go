@@ -21,6 +21,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
 
 // Defaults of Options.
@@ -47,8 +48,12 @@ type Options struct {
 	Codec *codec.Codec
 	// Partner answers the lookups.
 	Partner Partner
-	// Classify says what each lookup answer means (default GuardRules).
-	Classify Classifier
+	// Profile is how the partner names things the spec leaves open (its
+	// not-found codes, transaction types, applied and failed statuses):
+	// loyalty.ClassifyLookup reads every answer through it, as the
+	// bridge's guard and refunds do. Zero value: partnerprofile.Default,
+	// the simulator's names.
+	Profile partnerprofile.Profile
 	// Concurrency bounds lookups in progress (default DefaultConcurrency).
 	Concurrency int
 	// Rate bounds lookups started per second (0: no bound). A
@@ -88,9 +93,10 @@ func New(o Options) (*Reconciler, error) {
 	case o.Rate < 0:
 		return nil, fmt.Errorf("reconcile: Options.Rate %v is negative", o.Rate)
 	}
-	if o.Classify == nil {
-		o.Classify = GuardRules
+	if err := o.Profile.Validate(); err != nil {
+		return nil, fmt.Errorf("reconcile: Options.Profile: %w", err)
 	}
+	o.Profile = o.Profile.WithDefaults()
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
 	}
@@ -156,15 +162,16 @@ type item struct {
 }
 
 // kindOf is the kind of partner transaction an event type makes, and
-// whether it makes one reconcile checks (members' do not).
-func kindOf(t events.EventType) (Kind, bool) {
+// whether it makes one reconcile checks (members' do not). A refund's
+// clawback is a redemption on the partner's side.
+func kindOf(t events.EventType) (partnerprofile.Kind, bool) {
 	switch t {
 	case events.TypePurchaseCompleted:
-		return KindAccrual, true
+		return partnerprofile.Accrual, true
 	case events.TypeRedemptionRequested, events.TypePurchaseRefunded:
-		return KindRedemption, true
+		return partnerprofile.Redemption, true
 	}
-	return "", false
+	return 0, false
 }
 
 // Run reads the replies of q's window, looks each accrual, redemption and
@@ -258,7 +265,7 @@ func (r *Reconciler) take(ctx context.Context, rec *kgo.Record, input string, it
 		}
 		id, typ, src = v.TransactionID, v.EventType, position{v.Source.Topic, v.Source.Partition, v.Source.Offset}
 		res = &result{at: at, outcome: v.Outcome, loyaltyID: deref(v.LoyaltyID), bitReference: deref(v.BitReference), points: v.Points}
-		if k, _ := kindOf(typ); k == KindRedemption && v.UsedPoint != nil {
+		if k, _ := kindOf(typ); k == partnerprofile.Redemption && v.UsedPoint != nil {
 			res.points = v.UsedPoint
 		}
 	case *events.LoyaltyError:
@@ -521,59 +528,64 @@ func (it *item) unchecked(format string, args ...any) {
 	it.add(Unchecked, it.first(), format, args...)
 }
 
-// answered reports whether err is an answer of the partner's (its error
-// envelope, or an answer that does not read), which the classifier
-// judges, rather than no answer at all.
-func answered(err error) bool {
-	var be *loyalty.BusinessError
-	var me *loyalty.MalformedResponseError
-	return err == nil || errors.As(err, &be) || errors.As(err, &me)
-}
-
-// judge compares the partner's answer with the item's replies. A
-// transaction with a result is judged by its results; its error events
-// (an attempt that failed before one that succeeded, a replay) then say
-// nothing more.
-func (r *Reconciler) judge(it *item, t *loyalty.Transaction, err error) {
-	if !answered(err) {
+// judge compares the partner's answer, read by loyalty.ClassifyLookup
+// through Options.Profile, with the item's replies. A transaction with a
+// result is judged by its results; its error events (an attempt that
+// failed before one that succeeded, a replay) then say nothing more.
+//
+// Verdicts: applied is compared; not found, and a record of the other
+// kind (the transactionId names another transaction), are "no such
+// transaction"; not applied (a failed status) is a record that took no
+// effect, NotApplied against a result and agreement with error events;
+// failed (no answer, or one that does not read) leaves it unchecked;
+// unrecognised (a code, type or status the profile does not name) is
+// reported as such, never guessed.
+func (r *Reconciler) judge(it *item, t *loyalty.Transaction, lerr error) {
+	kind, _ := kindOf(it.typ)
+	v, err := loyalty.ClassifyLookup(r.o.Profile, kind, t, lerr)
+	switch v {
+	case loyalty.LookupFailed:
 		it.unchecked("lookup failed: %v", err)
 		return
+	case loyalty.LookupUnrecognised:
+		it.add(NotRecognised, it.first(), "the partner's answer is not in the partner profile (%s): not taken for applied or not found (--partner-*)",
+			describe(err))
+		return
 	}
-	kind, _ := kindOf(it.typ)
-	ans := r.o.Classify(kind, t, err)
-	if ans == Applied && t == nil {
-		ans = Unrecognised // a classifier cannot call an error envelope a record
+	if len(it.results) == 0 {
+		if v == loyalty.LookupApplied {
+			rp := it.errors[len(it.errors)-1]
+			it.add(ErrorButApplied, rp.at, "error event %s, but the partner has it applied (%d points)", rp.what, t.TransactionPoint)
+		}
+		return
 	}
-	switch {
-	case ans == Unrecognised:
-		it.add(NotRecognised, it.first(), "the partner's answer is not recognised (%s): not taken for applied or not found", describe(t, err))
-	case len(it.results) > 0 && ans == NotFound:
-		rp := it.results[0]
+	rp := it.results[0]
+	switch v {
+	case loyalty.LookupNotFound:
 		it.add(Missing, rp.at, "result %s, but the partner has no such transaction", rp.outcome)
-	case len(it.results) > 0:
+	case loyalty.LookupOtherKind:
+		it.add(Missing, rp.at, "result %s, but the partner has no such transaction (the transactionId names a %s, not this %s)",
+			rp.outcome, t.TransactionType, kind)
+	case loyalty.LookupNotApplied:
+		it.add(NotApplied, rp.at, "result %s, but the partner's record has status %q, a failed status: it took no effect", rp.outcome, t.Status)
+	case loyalty.LookupApplied:
 		for _, rp := range it.results {
 			if d := differences(it.in, rp, t); d != "" {
 				it.add(Differs, rp.at, "%s", d)
 			}
 		}
-	case ans == Applied:
-		rp := it.errors[len(it.errors)-1]
-		it.add(ErrorButApplied, rp.at, "error event %s, but the partner has it applied (%d points)", rp.what, t.TransactionPoint)
 	}
 }
 
-// describe says what an unrecognised answer was: codes and names only.
-func describe(t *loyalty.Transaction, err error) string {
-	var be *loyalty.BusinessError
-	switch {
-	case errors.As(err, &be):
-		return "error code " + be.APICode()
-	case err != nil:
-		return err.Error()
-	case t == nil:
-		return "no record"
+// describe says what an unrecognised answer was: the field and the value
+// (shortened) that the profile does not name, e.g. errorCode "TXN_GONE"
+// or transactionType "EARN"; codes and names only.
+func describe(err error) string {
+	var ue *loyalty.UnrecognisedAnswerError
+	if errors.As(err, &ue) {
+		return fmt.Sprintf("%s %q", ue.Field, ue.Value)
 	}
-	return fmt.Sprintf("transactionType %q, status %q", t.TransactionType, t.Status)
+	return "an answer the profile does not name"
 }
 
 // describeFailure names an error event's category and code or reason.

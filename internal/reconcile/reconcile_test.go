@@ -20,6 +20,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/reconcile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
@@ -46,6 +47,13 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
+	return newHarnessWith(t, partnerprofile.Profile{})
+}
+
+// newHarnessWith runs the simulator as a partner answering with profile p
+// (its codes, transaction types and applied status).
+func newHarnessWith(t testing.TB, p partnerprofile.Profile) *harness {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, codec.DefaultTopics().All()...))
 	if err != nil {
 		t.Fatal(err)
@@ -68,15 +76,15 @@ func newHarness(t testing.TB) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.cl.Close)
-	if h.sim, err = sim.New(sim.Options{Members: 5, InitialBalance: 100_000}); err != nil {
+	if h.sim, err = sim.New(sim.Options{Members: 5, InitialBalance: 100_000, Profile: p}); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h.sim)
 	t.Cleanup(func() { h.sim.Close(); srv.Close() })
 	a := config.API{BaseURL: srv.URL, AuthURL: srv.URL, Realm: tokensource.DefaultRealm, ClientID: sim.DefaultClientID,
 		ClientSecret: sim.DefaultClientSecret, Username: sim.DefaultUsername, Password: sim.DefaultPassword, Grant: config.GrantPassword,
-		Timeout: 5 * time.Second, MaxAttempts: 2, MaxElapsed: 10 * time.Second, DateFormat: loyalty.DateEpochMillis}
-	if h.api, err = a.Build(config.BuildOptions{MaxConns: 8}); err != nil {
+		Timeout: 5 * time.Second, MaxAttempts: 2, MaxElapsed: 10 * time.Second}
+	if h.api, err = a.Build(config.BuildOptions{MaxConns: 8, Profile: p.WithDefaults()}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.api.Close)
@@ -187,7 +195,7 @@ func findings(rep *reconcile.Report) []string {
 }
 
 // scenario plants one transaction of every case and returns the findings
-// GuardRules must give.
+// reconcile must give with the simulator's profile.
 func scenario(h *harness) []string {
 	h.t.Helper()
 	old := time.Now().Add(-2 * time.Hour)
@@ -350,41 +358,124 @@ func TestReconcileCleanWindow(t *testing.T) {
 	}
 }
 
-// What an answer means is the classifier's alone: one that does not
-// recognise redemption records has them reported unrecognised, never
-// taken for applied or missing.
+// What an answer means is the partner profile's alone: a profile that
+// names another redemption type has the simulator's redemption records
+// reported unrecognised, never taken for applied or missing, while what
+// it does name (accruals, the not-found code) is read as usual.
 func TestReconcileUnrecognisedAnswers(t *testing.T) {
 	h := newHarness(t)
-	src := h.input(refunds, &events.RedemptionRequested{TransactionID: "R-1", LoyaltyID: member, TransactionDate: time.Now(), Amount: 500, UsedPoint: 50})
+	src, _ := h.accrue("A-1", 5000)
+	h.result(src, events.TypePurchaseCompleted, "A-1", events.OutcomeApplied, time.Time{}, nil)
+	src = h.input(refunds, &events.RedemptionRequested{TransactionID: "R-1", LoyaltyID: member, TransactionDate: time.Now(), Amount: 500, UsedPoint: 50})
 	h.plant(sim.TypeRedemption, "R-1", 50, 500)
 	h.result(src, events.TypeRedemptionRequested, "R-1", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(50)) })
 	src = h.input(refunds, &events.RedemptionRequested{TransactionID: "R-2", LoyaltyID: member, TransactionDate: time.Now(), Amount: 500, UsedPoint: 50})
 	h.result(src, events.TypeRedemptionRequested, "R-2", events.OutcomeApplied, time.Time{}, nil)
-	var kinds []reconcile.Kind
-	var mu sync.Mutex
-	r := h.reconciler(func(o *reconcile.Options) {
-		o.Classify = func(k reconcile.Kind, t *loyalty.Transaction, err error) reconcile.Answer {
-			mu.Lock()
-			kinds = append(kinds, k)
-			mu.Unlock()
-			if t != nil {
-				return reconcile.Unrecognised
-			}
-			return reconcile.GuardRules(k, t, err)
-		}
-	})
-	rep, err := r.Run(context.Background(), reconcile.Request{Inputs: []string{refunds}, Since: time.Now().Add(-time.Hour)})
+	r := h.reconciler(func(o *reconcile.Options) { o.Profile = partnerprofile.Profile{RedemptionType: "BURN"} })
+	rep, err := r.Run(context.Background(), reconcile.Request{Inputs: []string{purchase, refunds}, Since: time.Now().Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := findings(rep), []string{"MISSING R-2", "UNRECOGNISED R-1"}; !slices.Equal(got, want) {
-		t.Fatalf("findings %q, want %q", got, want)
+	if got, want := findings(rep), []string{"MISSING R-2", "UNRECOGNISED R-1"}; !slices.Equal(got, want) || rep.Agreed != 1 {
+		t.Fatalf("findings %q, want %q; agreed %d", got, want, rep.Agreed)
 	}
-	if !strings.Contains(rep.Findings[0].Detail+rep.Findings[1].Detail, `transactionType "REDEMPTION", status "SUCCESS"`) {
-		t.Errorf("details do not say what was not recognised: %+v", rep.Findings)
+	for _, f := range rep.Findings {
+		if f.Kind == reconcile.NotRecognised && !strings.Contains(f.Detail, `not in the partner profile (transactionType "REDEMPTION")`) {
+			t.Errorf("the detail does not say what was not recognised: %q", f.Detail)
+		}
 	}
-	if len(kinds) != 2 || kinds[0] != reconcile.KindRedemption || kinds[1] != reconcile.KindRedemption {
-		t.Errorf("classifier asked about %v", kinds)
+}
+
+// otherPartner names nothing the simulator names by default.
+var otherPartner = partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND"}, DuplicateCodes: []string{"TXN_DUPLICATE"},
+	AccrualType: "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED"}}
+
+// A partner that answers with its own codes, types and statuses (the
+// simulator with another profile): reconcile told its profile finds a
+// clean window clean; told the simulator's names instead, it reports every
+// answer unrecognised (the records' type, the failure's not-found code)
+// rather than guessing "missing" or "applied".
+func TestReconcileFollowsThePartnerProfile(t *testing.T) {
+	h := newHarnessWith(t, otherPartner)
+	for _, id := range []string{"A-1", "A-2"} {
+		src, bit := h.accrue(id, 5000)
+		h.result(src, events.TypePurchaseCompleted, id, events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) {
+			r.Points, r.BitReference = ptr(int64(5)), &bit
+		})
+	}
+	// A failure the partner does not have either: TXN_NOT_FOUND.
+	src := h.input(purchase, &events.PurchaseCompleted{TransactionID: "A-refused", LoyaltyID: member, TransactionDate: time.Now(), Amount: 1})
+	acc := events.TypePurchaseCompleted
+	h.failure(src, &acc, "A-refused", events.CategoryBusiness, nil)
+	q := reconcile.Request{Inputs: []string{purchase}, Since: time.Now().Add(-time.Hour)}
+
+	rep, err := h.reconciler(func(o *reconcile.Options) { o.Profile = otherPartner }).Run(context.Background(), q)
+	if err != nil || !rep.OK() || rep.Checked != 3 || rep.Agreed != 3 {
+		t.Fatalf("matching: %v, checked %d, agreed %d\n%s", err, rep.Checked, rep.Agreed, rep.Table())
+	}
+
+	rep, err = h.reconciler(nil).Run(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := findings(rep), []string{"UNRECOGNISED A-1", "UNRECOGNISED A-2", "UNRECOGNISED A-refused"}; !slices.Equal(got, want) || rep.Agreed != 0 {
+		t.Fatalf("not matching: findings %q, want %q; agreed %d", got, want, rep.Agreed)
+	}
+	for _, f := range rep.Findings {
+		want := `(transactionType "EARN")`
+		if f.TransactionID == "A-refused" {
+			want = `(errorCode "TXN_NOT_FOUND")`
+		}
+		if !strings.Contains(f.Detail, want) {
+			t.Errorf("%s: %q, want %s", f.TransactionID, f.Detail, want)
+		}
+	}
+}
+
+// A record the partner holds with a failed status took no effect: against
+// a result it is NOT_APPLIED (not MISSING: the partner has the
+// transactionId), against error events only it agrees. A transactionId
+// that names a transaction of the other kind is no such transaction.
+func TestReconcileNotApplied(t *testing.T) {
+	h := newHarness(t)
+	acc := events.TypePurchaseCompleted
+	src, _ := h.accrue("A-failed", 5000)
+	h.result(src, acc, "A-failed", events.OutcomeApplied, time.Time{}, nil)
+	src, _ = h.accrue("A-failed-too", 5000)
+	h.failure(src, &acc, "A-failed-too", events.CategoryTransientExhausted, nil)
+	src = h.input(purchase, &events.PurchaseCompleted{TransactionID: "A-other", LoyaltyID: member, TransactionDate: time.Now(), Amount: 500})
+	h.plant(sim.TypeRedemption, "A-other", 5, 500)
+	h.result(src, acc, "A-other", events.OutcomeApplied, time.Time{}, nil)
+	// The simulator's applied status is this partner's failed one.
+	r := h.reconciler(func(o *reconcile.Options) {
+		o.Profile = partnerprofile.Profile{AppliedStatuses: []string{"COMPLETED"}, FailedStatuses: []string{partnerprofile.DefaultAppliedStatus}}
+	})
+	rep, err := r.Run(context.Background(), reconcile.Request{Inputs: []string{purchase}, Since: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := findings(rep), []string{"MISSING A-other", "NOT_APPLIED A-failed"}; !slices.Equal(got, want) || rep.Agreed != 1 || rep.Mismatches() != 2 {
+		t.Fatalf("findings %q, want %q; agreed %d\n%s", got, want, rep.Agreed, rep.Table())
+	}
+	details := map[string]string{}
+	for _, f := range rep.Findings {
+		details[f.TransactionID] = f.Detail
+	}
+	if !strings.Contains(details["A-failed"], `status "SUCCESS", a failed status`) ||
+		!strings.Contains(details["A-other"], "no such transaction (the transactionId names a REDEMPTION, not this accrual)") {
+		t.Errorf("details %q", details)
+	}
+	if tab := strings.Join(strings.Fields(rep.Table()), " "); !strings.Contains(tab, "NOT_APPLIED 1") {
+		t.Errorf("table lacks the NOT_APPLIED count:\n%s", rep.Table())
+	}
+}
+
+// A profile that contradicts itself is refused before anything runs.
+func TestReconcileRefusesAContradictoryProfile(t *testing.T) {
+	_, err := reconcile.New(reconcile.Options{Codec: &codec.Codec{}, Partner: &loyalty.Client{},
+		Profile: partnerprofile.Profile{AccrualType: "X", RedemptionType: "X"}})
+	if err == nil || !strings.Contains(err.Error(), `same transactionType "X"`) {
+		t.Fatalf("err %v", err)
 	}
 }
 
@@ -401,33 +492,6 @@ func TestReconcilePartnerNotAnswering(t *testing.T) {
 	}
 	if got := findings(rep); rep.OK() || !slices.Equal(got, []string{"UNCHECKED A-1"}) || !strings.Contains(rep.Findings[0].Detail, "lookup failed") {
 		t.Fatalf("%q %+v", got, rep.Findings)
-	}
-}
-
-func TestGuardRules(t *testing.T) {
-	nf := &loyalty.BusinessError{Code: string(loyalty.ErrTransactionNotFound)}
-	other := &loyalty.BusinessError{Code: "SOMETHING_ELSE"}
-	for _, tc := range []struct {
-		kind reconcile.Kind
-		t    *loyalty.Transaction
-		err  error
-		want reconcile.Answer
-	}{
-		{reconcile.KindAccrual, nil, nf, reconcile.NotFound},
-		{reconcile.KindAccrual, nil, other, reconcile.Unrecognised},
-		{reconcile.KindAccrual, nil, &loyalty.MalformedResponseError{}, reconcile.Unrecognised},
-		{reconcile.KindAccrual, &loyalty.Transaction{TransactionType: "ACCRUAL", Status: "SUCCESS"}, nil, reconcile.Applied},
-		{reconcile.KindAccrual, &loyalty.Transaction{}, nil, reconcile.Applied},
-		{reconcile.KindAccrual, &loyalty.Transaction{TransactionType: "REDEMPTION"}, nil, reconcile.NotFound},
-		{reconcile.KindRedemption, &loyalty.Transaction{TransactionType: "REDEMPTION", Status: "SUCCESS"}, nil, reconcile.Applied},
-		{reconcile.KindRedemption, &loyalty.Transaction{TransactionType: "ACCRUAL"}, nil, reconcile.NotFound},
-		{reconcile.KindAccrual, &loyalty.Transaction{TransactionType: "EARN"}, nil, reconcile.Unrecognised},
-		{reconcile.KindAccrual, &loyalty.Transaction{TransactionType: "ACCRUAL", Status: "PENDING"}, nil, reconcile.Unrecognised},
-		{reconcile.KindAccrual, nil, nil, reconcile.Unrecognised},
-	} {
-		if got := reconcile.GuardRules(tc.kind, tc.t, tc.err); got != tc.want {
-			t.Errorf("GuardRules(%s, %+v, %v) = %s, want %s", tc.kind, tc.t, tc.err, got, tc.want)
-		}
 	}
 }
 

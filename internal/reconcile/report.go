@@ -21,6 +21,13 @@ const (
 	// Missing: a result says APPLIED or ALREADY_APPLIED, and the partner
 	// has no such transaction.
 	Missing FindingKind = "MISSING"
+	// NotApplied: a result says APPLIED or ALREADY_APPLIED, and the
+	// partner holds the transaction with a failed status (the profile's
+	// FailedStatuses): recorded, but it took no effect. Not Missing: the
+	// partner does have the transactionId, and whether it takes the same
+	// transactionId again (a replay) is the partner's to say, so a person
+	// has to look, not a replay to be run blindly.
+	NotApplied FindingKind = "NOT_APPLIED"
 	// Differs: the partner has it, with other points, amount or
 	// bitReference than the result (or the input record it answers).
 	Differs FindingKind = "DIFFERS"
@@ -114,7 +121,7 @@ func (r *Report) Table() string {
 	fmt.Fprintf(w, "reply records read\t%d\n", r.Replies)
 	fmt.Fprintf(w, "transactions looked up\t%d\n", r.Checked)
 	fmt.Fprintf(w, "  as the partner has them\t%d\n", r.Agreed)
-	for _, k := range []FindingKind{Missing, Differs, ErrorButApplied, NotRecognised, Unchecked} {
+	for _, k := range []FindingKind{Missing, NotApplied, Differs, ErrorButApplied, NotRecognised, Unchecked} {
 		fmt.Fprintf(w, "  %s\t%d\n", k, r.Count(k))
 	}
 	if r.Interrupted > 0 {
