@@ -58,7 +58,7 @@ func (s *Server) EditTransaction(transactionID string, e TransactionEdit) (creat
 			return false, fmt.Errorf("loyaltyId %s: no such member", e.LoyaltyID)
 		}
 		now := s.now()
-		t = &txn{kind: e.Kind, loyaltyID: e.LoyaltyID, transactionID: transactionID, bitReference: s.st.bitRef(),
+		t = &txn{kind: s.typeName(e.Kind), loyaltyID: e.LoyaltyID, transactionID: transactionID, bitReference: s.st.bitRef(),
 			requestID: uuid.NewString(), at: now, txTime: now}
 		byID[transactionID] = t
 		s.st.byBitRef[t.bitReference] = t
@@ -70,7 +70,7 @@ func (s *Server) EditTransaction(transactionID string, e TransactionEdit) (creat
 	if e.Amount != nil {
 		t.amount = *e.Amount
 	}
-	if t.kind == TypeAccrual {
+	if e.Kind == TypeAccrual {
 		t.result = accrualResult{SponsorID: SponsorID, TransactionID: t.transactionID, BitReference: t.bitReference,
 			LoyaltyID: t.loyaltyID, Timestamp: t.at.UTC().Format(isoMillisUTC), RequestID: t.requestID}
 	} else {
@@ -98,6 +98,16 @@ func (s *Server) DeleteTransaction(kind, transactionID string) (bool, error) {
 	delete(byID, transactionID)
 	delete(s.st.byBitRef, t.bitReference)
 	return true, nil
+}
+
+// typeName is the transactionType the simulator's profile gives records
+// of the admin API's kind (TypeAccrual or TypeRedemption), so that a
+// planted record answers as the API's own do.
+func (s *Server) typeName(kind string) string {
+	if kind == TypeAccrual {
+		return s.opts.Profile.AccrualType
+	}
+	return s.opts.Profile.RedemptionType
 }
 
 // records are the transactions of kind by transactionId. Caller holds mu.

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
 
@@ -63,5 +64,33 @@ func TestAdminTransactions(t *testing.T) {
 	}
 	if r := e.admin(http.MethodDelete, "transactions/R-9?kind=REDEMPTION", "", ""); r.status != 401 {
 		t.Fatalf("no token: %d", r.status)
+	}
+}
+
+// Under another profile a planted record answers with the profile's
+// transactionType, as the API's own records do, and editing an accrual
+// the API made keeps it an accrual.
+func TestAdminTransactionsFollowTheProfile(t *testing.T) {
+	e := newEnv(t, func(o *sim.Options) { o.Profile = partnerprofile.Profile{AccrualType: "EARN", RedemptionType: "BURN"} })
+	const tok = "admin-secret"
+	lookup := func(tx string) map[string]any {
+		t.Helper()
+		return successData(t, e.post(sim.PathLookup, map[string]string{"loyaltyId": sim.MemberID(1), "transactionId": tx}), "object").(map[string]any)
+	}
+	successData(t, e.post(sim.PathAccrual, accrual(1, "T-1", 5000, 0)), "object")
+	if r := e.admin(http.MethodPut, "transactions/T-1", tok, `{"kind":"ACCRUAL","points":99}`); r.status != 200 {
+		t.Fatalf("edit: %d %s", r.status, r.raw)
+	}
+	if rec := lookup("T-1"); rec["transactionType"] != "EARN" || rec["transactionPoint"] != 99.0 {
+		t.Fatalf("edited record %v", rec)
+	}
+	for _, tc := range []struct{ id, kind, want string }{{"A-2", "ACCRUAL", "EARN"}, {"R-2", "REDEMPTION", "BURN"}} {
+		body := `{"kind":"` + tc.kind + `","loyaltyId":"` + sim.MemberID(1) + `","points":7,"amount":70}`
+		if r := e.admin(http.MethodPut, "transactions/"+tc.id, tok, body); r.status != 200 || r.body["created"] != true {
+			t.Fatalf("create %s: %d %s", tc.id, r.status, r.raw)
+		}
+		if rec := lookup(tc.id); rec["transactionType"] != tc.want {
+			t.Fatalf("created %s: %v", tc.id, rec)
+		}
 	}
 }
