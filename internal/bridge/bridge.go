@@ -122,6 +122,8 @@ type Bridge struct {
 	topics codec.Topics
 	log    *zap.Logger
 	now    func() time.Time
+	// lanes serialise the clawbacks of one original (clawback.go).
+	lanes lanes
 }
 
 // New checks o, reporting every problem together, and returns a Bridge.

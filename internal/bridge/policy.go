@@ -23,6 +23,10 @@ type recordState struct {
 	guard    bool   // look the transaction up before the next write
 	guarded  bool   // a guard lookup was made
 	probe    bool   // the current attempt is the circuit's half-open probe
+	// clawSlot is the clawback slot a refund's ambiguous write went to;
+	// legacyChecked: its clawback under its own id was looked for (clawback.go).
+	clawSlot      string
+	legacyChecked bool
 }
 
 // middleware wraps a handler with one concern of the attempt policy.

@@ -1,0 +1,130 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+)
+
+// The slot logic alone, over a fake partner; the guarantees over the
+// simulator are in refund_test.go.
+func TestClawbackSlots(t *testing.T) {
+	when := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	other := when.Add(time.Hour)
+	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250, RefundDate: when}
+	original := &loyalty.Transaction{TransactionType: typeAccrual, TransactionPoint: 100, TransactionAmount: 1000}
+	slot := func(points int64, amount float64, at time.Time) *loyalty.Transaction {
+		return &loyalty.Transaction{TransactionType: typeRedemption, TransactionPoint: points, TransactionAmount: amount,
+			BitReference: fmt.Sprintf("B-%d", points), TransactionTime: at.In(time.FixedZone("", 7*3600)).Format("2006-01-02T15:04:05.000-07:00")}
+	}
+	many := map[string]*loyalty.Transaction{}
+	for k := 1; k <= MaxClawbacks; k++ {
+		many[ClawbackID("T-1", k)] = slot(1, 1, other)
+	}
+	for _, tc := range []struct {
+		name      string
+		slots     map[string]*loyalty.Transaction
+		mayRepeat bool
+		outcome   events.Outcome
+		reason    string
+		points    int64  // clawed back
+		clawback  string // its id
+		wrote     bool
+	}{
+		{"first clawback", nil, false, events.OutcomeApplied, "", 25, "T-1~cb1", true},
+		{"after earlier clawbacks, capped by them", map[string]*loyalty.Transaction{"T-1~cb1": slot(60, 600, other), "T-1~cb2": slot(30, 300, other)},
+			false, events.OutcomeApplied, "", 10, "T-1~cb3", true},
+		{"nothing left", map[string]*loyalty.Transaction{"T-1~cb1": slot(100, 1000, other)}, false, events.OutcomeNoOp, "", 0, "", false},
+		{"may repeat: its own slot", map[string]*loyalty.Transaction{"T-1~cb1": slot(60, 600, other), "T-1~cb2": slot(25, 250, other)},
+			true, events.OutcomeAlreadyApplied, "", 25, "T-1~cb2", false},
+		{"may repeat: its own capped slot", map[string]*loyalty.Transaction{"T-1~cb1": slot(90, 900, other), "T-1~cb2": slot(10, 250, other)},
+			true, events.OutcomeAlreadyApplied, "", 10, "T-1~cb2", false},
+		{"may repeat: points it could not have claimed there", map[string]*loyalty.Transaction{"T-1~cb1": slot(60, 600, other), "T-1~cb2": slot(20, 250, other)},
+			true, events.OutcomeApplied, "", 20, "T-1~cb3", true},
+		{"first time: a twin of another date is another refund", map[string]*loyalty.Transaction{"T-1~cb1": slot(25, 250, other)},
+			false, events.OutcomeApplied, "", 25, "T-1~cb2", true},
+		{"first time: same amount and date is a copy of itself", map[string]*loyalty.Transaction{"T-1~cb1": slot(25, 250, when)},
+			false, events.OutcomeAlreadyApplied, "", 25, "T-1~cb1", false},
+		{"a slot that is not a redemption", map[string]*loyalty.Transaction{"T-1~cb1": {TransactionType: typeAccrual, TransactionPoint: 5}},
+			false, "", events.ReasonClawbackConflict, 0, "", false},
+		{"every slot filled", many, false, "", events.ReasonClawbackLimit, 0, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := fakePartner{lookup: original, slots: tc.slots}
+			if p.slots == nil {
+				p.slots = map[string]*loyalty.Transaction{}
+			}
+			r, err := refund(context.Background(), ev, p.guarded(&recordState{guard: tc.mayRepeat}))
+			wrote := slices.ContainsFunc(p.calls, func(c string) bool { return c[:6] == "redeem" })
+			if wrote != tc.wrote {
+				t.Errorf("calls %v", p.calls)
+			}
+			if tc.reason != "" {
+				var rf *recordFailure
+				if !errors.As(err, &rf) || rf.reason != tc.reason {
+					t.Fatalf("err %v, want reason %s", err, tc.reason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Outcome != tc.outcome || *r.Points != tc.points || *r.RequestedPoints != 25 || *r.UsedPoint != tc.points {
+				t.Errorf("result %s points %d requested %d usedPoint %d, want %s %d", r.Outcome, *r.Points, *r.RequestedPoints, *r.UsedPoint, tc.outcome, tc.points)
+			}
+			if got := deref(r.ClawbackTransactionID); got != tc.clawback {
+				t.Errorf("clawback %q, want %q", got, tc.clawback)
+			}
+			if wrote && (p.last.TransactionID != tc.clawback || p.last.UsedPoint != tc.points || p.last.TransactionAmount != 250) {
+				t.Errorf("redemption %+v", p.last)
+			}
+		})
+	}
+}
+
+func TestLanesSerialiseAKey(t *testing.T) {
+	var l lanes
+	ctx := context.Background()
+	var mu sync.Mutex
+	inside := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			key := fmt.Sprint(i % 4)
+			release, err := l.acquire(ctx, key)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			inside[key]++
+			if inside[key] > 1 {
+				t.Errorf("key %s held twice", key)
+			}
+			mu.Unlock()
+			mu.Lock()
+			inside[key]--
+			mu.Unlock()
+			release()
+		})
+	}
+	wg.Wait()
+	// A waiter whose context ends leaves the lane.
+	release, _ := l.acquire(ctx, "k")
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := l.acquire(cctx, "k"); !errors.Is(err, context.Canceled) {
+		t.Errorf("acquire with an ended context: %v", err)
+	}
+	release()
+	if len(l.m) != 0 {
+		t.Errorf("%d lanes left", len(l.m))
+	}
+}
