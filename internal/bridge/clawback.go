@@ -166,8 +166,9 @@ func (g *guardedPartner) claim(ctx context.Context, c clawRequest, id string, n 
 // that may have been sent before takes such a slot for its own (erring
 // towards clawing back less); a record sent for the first time takes it
 // for its own only when the partner's transactionTime, where it can be
-// read, is the refund's date, which only a copy of this very refund
-// processed at the same time elsewhere can have written.
+// read, is within a second of the refund's date: then it is a copy of this
+// very refund processed at the same time elsewhere, or a twin refunded in
+// the same second (clawing back less).
 func (g *guardedPartner) ownSlot(c clawRequest, t *loyalty.Transaction, id string, claimed int64, mayRepeat bool) bool {
 	if math.Abs(t.TransactionAmount-c.ev.RefundAmount) > amountSlack || t.TransactionPoint != min(c.points, c.earned-claimed) {
 		return false
@@ -183,11 +184,9 @@ func (g *guardedPartner) ownSlot(c clawRequest, t *loyalty.Transaction, id strin
 	if err != nil {
 		return true
 	}
-	want := c.ev.RefundDate.Truncate(time.Millisecond)
-	if at.Nanosecond() == 0 {
-		want = want.Truncate(time.Second) // a partner keeping whole seconds
-	}
-	return at.Equal(want)
+	// Within a second: a partner may keep whole seconds.
+	d := at.Sub(c.ev.RefundDate)
+	return d > -time.Second && d < time.Second
 }
 
 // legacyClawback finds a clawback made before slots, under the refund's own
