@@ -147,6 +147,7 @@ func (g *guardedPartner) claim(ctx context.Context, c clawRequest, id string, n 
 		// this is another refund's clawback, and nothing was applied.
 		return nil, true, fmt.Errorf("slot answered with %d points, not %d", res.UsedPoint, n)
 	case err == nil:
+		g.verify(ctx, c, id, res.BitReference)
 		return clawbackResult(events.OutcomeApplied, c, id, n, res.BitReference, res.RequestID, res.Timestamp), false, nil
 	case errors.Is(err, loyalty.ErrDuplicateTransaction):
 		return nil, true, err
@@ -156,6 +157,27 @@ func (g *guardedPartner) claim(ctx context.Context, c clawRequest, id string, n 
 		g.st.clawSlot, g.st.guard = id, true
 	}
 	return nil, false, err
+}
+
+// verify looks the slot just written up again: a partner that applies a
+// repeated transactionId keeps two clawbacks in the slot when two
+// processes wrote it at once (outside the package doc's assumption), and
+// its lookup can show only one of them, so later refunds would count too
+// little. Whichever writer sees the other's bitReference says so, loudly:
+// the original's clawbacks may now exceed what it earned. It changes
+// nothing else; a failed lookup is only logged.
+func (g *guardedPartner) verify(ctx context.Context, c clawRequest, id, bitRef string) {
+	t, err := g.partner.LookupTransaction(ctx, loyalty.LookupRequest{LoyaltyID: c.ev.LoyaltyID, TransactionID: id})
+	switch {
+	case err != nil:
+		g.b.log.Debug("clawback not verified", zap.String("transactionId", c.ev.TransactionID), zap.String("clawback", id), zap.Error(err))
+	case bitRef != "" && t.BitReference != "" && t.BitReference != bitRef:
+		g.b.log.Error("clawback slot written twice: another process wrote it at the same time and the partner applied both; "+
+			"the original's clawbacks may exceed what it earned (refunds of one original must not run in two processes at once "+
+			"against a partner that applies a repeated transactionId)",
+			zap.String("transactionId", c.ev.TransactionID), zap.String("original", c.ev.OriginalTransactionID),
+			zap.String("clawback", id), zap.String("bitReference", bitRef), zap.String("found", t.BitReference))
+	}
 }
 
 // ownSlot reports whether the filled slot id is this refund's own clawback.

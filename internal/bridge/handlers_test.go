@@ -81,9 +81,9 @@ func TestRefundHandler(t *testing.T) {
 		transErr bool
 	}{
 		{"proportional clawback", fakePartner{lookup: &loyalty.Transaction{TransactionType: typeAccrual, TransactionPoint: 100, TransactionAmount: 1000}},
-			events.OutcomeApplied, 25, "", 3, false},
+			events.OutcomeApplied, 25, "", 4, false},
 		{"capped at the original's points", fakePartner{lookup: &loyalty.Transaction{TransactionPoint: 10, TransactionAmount: 100}},
-			events.OutcomeApplied, 10, "", 3, false},
+			events.OutcomeApplied, 10, "", 4, false},
 		{"nothing to claw back", fakePartner{lookup: &loyalty.Transaction{TransactionPoint: 0, TransactionAmount: 1000}},
 			events.OutcomeNoOp, 0, "", 1, false},
 		{"original not found", fakePartner{lookErr: loyalty.ErrTransactionNotFound}, "", 0, events.ReasonOriginalNotFound, 1, false},
