@@ -69,11 +69,24 @@ func clawBack(ctx context.Context, p partner, ev *events.PurchaseRefunded, earne
 
 func (g *guardedPartner) clawBack(ctx context.Context, c clawRequest) (*events.LoyaltyResult, error) {
 	ev := c.ev
-	release, err := g.b.lanes.acquire(ctx, ev.LoyaltyID+"\x00"+ev.OriginalTransactionID)
-	if err != nil {
-		return nil, err
+	// The lane is kept from an ambiguous write to the next attempt, so that
+	// no other refund of the original takes that slot meanwhile.
+	release := g.st.lane
+	g.st.lane = nil
+	if release == nil {
+		var err error
+		if release, err = g.b.lanes.acquire(ctx, ev.LoyaltyID+"\x00"+ev.OriginalTransactionID); err != nil {
+			return nil, err
+		}
 	}
-	defer release()
+	g.st.keepLane = false
+	defer func() {
+		if g.st.keepLane {
+			g.st.lane = release
+		} else {
+			release()
+		}
+	}()
 
 	// The record may have been sent before (fresh after another owner,
 	// replayed, or an ambiguous write of an earlier attempt): a slot that
@@ -154,7 +167,7 @@ func (g *guardedPartner) claim(ctx context.Context, c clawRequest, id string, n 
 	case loyalty.IsAmbiguous(err):
 		// The write may have been applied: the next attempt finds it in
 		// this slot, and takes it for its own if it fits.
-		g.st.clawSlot, g.st.guard = id, true
+		g.st.clawSlot, g.st.guard, g.st.keepLane = id, true, true
 	}
 	return nil, false, err
 }
@@ -239,6 +252,15 @@ func clawbackResult(o events.Outcome, c clawRequest, id string, points int64, bi
 	return &events.LoyaltyResult{Outcome: o, LoyaltyID: &c.ev.LoyaltyID, BitReference: optional(bitRef),
 		UsedPoint: ptr(points), Points: ptr(points), RequestID: optional(requestID), APITimestamp: optional(ts),
 		ClawbackTransactionID: ptr(id), RequestedPoints: ptr(c.points)}
+}
+
+// releaseLane lets go of a clawback lane kept after the record's last
+// attempt; Handle calls it when the record ends, however it ends.
+func (st *recordState) releaseLane() {
+	if st.lane != nil {
+		st.lane()
+		st.lane = nil
+	}
 }
 
 // lanes serialises work by key within the process: one holder per key at

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 )
@@ -126,5 +128,48 @@ func TestLanesSerialiseAKey(t *testing.T) {
 	release()
 	if len(l.m) != 0 {
 		t.Errorf("%d lanes left", len(l.m))
+	}
+}
+
+// After an ambiguous write the original's lane stays held until the
+// record's next attempt has looked its slot up, so that no other refund of
+// the original can take the slot while the write may still land.
+func TestClawbackKeepsTheLaneAfterAnAmbiguousWrite(t *testing.T) {
+	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250,
+		RefundDate: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	p := &fakePartner{lookup: &loyalty.Transaction{TransactionType: typeAccrual, TransactionPoint: 100, TransactionAmount: 1000},
+		slots: map[string]*loyalty.Transaction{}, redeem: &loyalty.TransientError{Status: 504, Ambiguous: true}}
+	b := &Bridge{log: zap.NewNop()}
+	st := &recordState{}
+	g := &guardedPartner{partner: p, b: b, st: st}
+	key := "L-1\x00T-1"
+	if _, err := refund(context.Background(), ev, g); !loyalty.IsAmbiguous(err) {
+		t.Fatalf("first attempt: %v", err)
+	}
+	if st.lane == nil || st.clawSlot != "T-1~cb1" || len(b.lanes.m[key].held) != 1 {
+		t.Fatalf("after an ambiguous write: lane kept %v, slot %q", st.lane != nil, st.clawSlot)
+	}
+	// The write had landed: the next attempt finds it as its own.
+	p.redeem = nil
+	p.slots["T-1~cb1"] = &loyalty.Transaction{TransactionType: typeRedemption, TransactionPoint: 25, TransactionAmount: 250}
+	r, err := refund(context.Background(), ev, g)
+	if err != nil || r.Outcome != events.OutcomeAlreadyApplied || *r.ClawbackTransactionID != "T-1~cb1" {
+		t.Fatalf("second attempt: %+v, %v", r, err)
+	}
+	st.releaseLane()
+	if st.lane != nil || len(b.lanes.m) != 0 {
+		t.Errorf("lane not released: %d lanes", len(b.lanes.m))
+	}
+	// A record that ends after an ambiguous write lets the lane go.
+	p.slots = map[string]*loyalty.Transaction{}
+	p.redeem = &loyalty.TransientError{Status: 504, Ambiguous: true}
+	st = &recordState{}
+	g.st = st
+	if _, err := refund(context.Background(), ev, g); !loyalty.IsAmbiguous(err) {
+		t.Fatal(err)
+	}
+	st.releaseLane()
+	if len(b.lanes.m) != 0 {
+		t.Errorf("lane not released at the record's end")
 	}
 }

@@ -70,7 +70,9 @@
 // each slot holds one effect, the points of slots 1..k never exceed P, for
 // every k. A slot gets two effects only if two writers claim it at once. In
 // one process the lane rules that out: the lane is held from the first
-// lookup to the end of the write, and a retry starts again at slot 1.
+// lookup to the end of the write (and after an ambiguous write, until the
+// record's next attempt has looked that slot up or the record ends), and a
+// retry starts again at slot 1.
 // Across processes (refunds of one original in flight in two members at
 // once, which needs keys other than the loyaltyId the README asks for, or
 // a replay of refunds beside the live bridge), the partner settles it by
