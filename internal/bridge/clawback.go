@@ -241,7 +241,7 @@ func (g *guardedPartner) legacyClawback(ctx context.Context, c clawRequest) (*ev
 // capped answers a refund whose original's earlier clawbacks took all it
 // earned: nothing clawed back, NO_OP with points 0 below requestedPoints.
 func (g *guardedPartner) capped(c clawRequest, claimed int64) *events.LoyaltyResult {
-	g.b.log.Info("refund capped: earlier refunds clawed back what the original earned", zap.String("transactionId", c.ev.TransactionID),
+	g.b.log.Debug("refund capped: earlier refunds clawed back what the original earned", zap.String("transactionId", c.ev.TransactionID),
 		zap.String("original", c.ev.OriginalTransactionID), zap.Int64("earned", c.earned), zap.Int64("clawedBack", claimed),
 		zap.Int64("requested", c.points))
 	return &events.LoyaltyResult{Outcome: events.OutcomeNoOp, LoyaltyID: &c.ev.LoyaltyID, UsedPoint: ptr(int64(0)),
