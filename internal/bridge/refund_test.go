@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -350,5 +351,84 @@ func TestRefundRaceAcrossProcessesWithoutDuplicateRejection(t *testing.T) {
 		"(%d points too many in all); %d of them named by a log line", over, total, extra, flagged)
 	if flagged != over {
 		t.Errorf("%d originals over-clawed without a log line", over-flagged)
+	}
+}
+
+// A member killed while refunds are in flight, with nothing committed (as
+// after kill -9): its successor sees every refund again, guards the ones
+// the dead member may have sent, finds their clawbacks in the slots, and
+// claws back nothing twice. Every answer of one refund says the same.
+func TestRefundsAfterACrash(t *testing.T) {
+	for _, policy := range []sim.DuplicatePolicy{sim.DuplicateReject, sim.DuplicateApply} {
+		t.Run(policy.String(), func(t *testing.T) {
+			s := newStack(t, stackOpts{sim: sim.Options{DuplicatePolicy: policy, Members: 100}})
+			out := s.follow()
+			p := s.producer()
+			const originals = 20
+			var buys []string
+			for o := range originals {
+				buy := purchase(fmt.Sprintf("cp-%d", o), 40+o, 100_000)
+				p.send(topics.Purchase, buy.LoyaltyID, buy)
+				buys = append(buys, buy.TransactionID)
+			}
+			p.flush()
+			var refuse atomic.Bool
+			refuse.Store(true)
+			s.freezeCommits(&refuse)
+			a := s.start(memberOpts{bridge: s.bridge(nil), drain: time.Millisecond})
+			out.waitAll(t, buys, time.Minute)
+			// 50% + 30% + 40% + 10% of each purchase, in order by key.
+			s.sim.SetFaults(sim.Faults{ApplyThen500Rate: 0.2, Latency: 10 * time.Millisecond, Endpoints: []string{sim.EndpointRedemption}})
+			var refunds []string
+			for i, share := range []float64{0.5, 0.3, 0.4, 0.1} {
+				for o := range originals {
+					ev := refundOf(fmt.Sprintf("cp-%d-r%d", o, i), fmt.Sprintf("cp-%d", o), 40+o, 100_000*share, refundBase.Add(time.Duration(i)*time.Minute))
+					p.send(topics.RefundRedemption, ev.LoyaltyID, ev)
+					refunds = append(refunds, ev.TransactionID)
+				}
+			}
+			p.flush()
+			waitFor(t, time.Minute, func() string {
+				if c := out.count(); c < len(buys)+len(refunds)/4 {
+					return fmt.Sprintf("%d outputs", c)
+				}
+				return ""
+			})
+			a.halt(t)
+			refuse.Store(false)
+			answered := 0
+			for _, id := range refunds {
+				answered += min(len(out.get(id)), 1)
+			}
+			s.start(memberOpts{bridge: s.bridge(nil)})
+			out.waitAll(t, refunds, 2*time.Minute)
+			s.sim.SetFaults(sim.Faults{})
+			for o := range originals {
+				if got := s.clawed(40+o, 100); got != 100 {
+					t.Errorf("cp-%d: clawed back %d of 100", o, got)
+				}
+			}
+			again, already := 0, 0
+			for _, id := range refunds {
+				rs := out.get(id)
+				again += len(rs) - 1
+				for _, r := range rs {
+					if r.outcome() == "ALREADY_APPLIED" {
+						already++
+					}
+					if r.points() < 0 || r.points() != rs[0].points() || r.clawback() != rs[0].clawback() {
+						t.Errorf("%s: answers disagree: %s %d %q, first %s %d %q (%s)", id, r.outcome(), r.points(), r.clawback(),
+							rs[0].outcome(), rs[0].points(), rs[0].clawback(), r.detail())
+					}
+				}
+			}
+			if over := s.sim.EffectsOver(1); len(over) > 0 {
+				t.Errorf("transactions applied more than once: %v", over)
+			}
+			if again < answered {
+				t.Errorf("only %d of the %d refunds answered before the crash were answered again", again, answered)
+			}
+			t.Logf("%d refunds, %d answered at the crash, %d answered again, %d ALREADY_APPLIED answers", len(refunds), answered, again, already)
+		})
 	}
 }
