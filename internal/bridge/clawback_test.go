@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
@@ -171,5 +172,36 @@ func TestClawbackKeepsTheLaneAfterAnAmbiguousWrite(t *testing.T) {
 	st.releaseLane()
 	if len(b.lanes.m) != 0 {
 		t.Errorf("lane not released at the record's end")
+	}
+}
+
+// A slot that shows another bitReference than the write just made was
+// written twice at once by a partner that applied both: said in an error
+// line naming the original.
+func TestClawbackVerifySaysWhenASlotWasWrittenTwice(t *testing.T) {
+	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250,
+		RefundDate: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	for _, tc := range []struct {
+		name  string
+		found string // the verifying lookup's bitReference
+		lines int
+	}{{"own", "B", 0}, {"another writer's", "B-other", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &fakePartner{lookup: &loyalty.Transaction{TransactionType: typeAccrual, TransactionPoint: 100, TransactionAmount: 1000},
+				slots: map[string]*loyalty.Transaction{}}
+			p.onRedeem = func(r loyalty.RedemptionRequest) {
+				p.slots[r.TransactionID] = &loyalty.Transaction{TransactionType: typeRedemption, BitReference: tc.found, TransactionPoint: r.UsedPoint}
+			}
+			core, logs := observer.New(zap.ErrorLevel)
+			g := &guardedPartner{partner: p, b: &Bridge{log: zap.New(core)}, st: &recordState{}}
+			r, err := refund(context.Background(), ev, g)
+			if err != nil || r.Outcome != events.OutcomeApplied || *r.BitReference != "B" {
+				t.Fatalf("%+v, %v", r, err)
+			}
+			got := logs.FilterMessageSnippet("written twice").FilterField(zap.String("original", "T-1")).Len()
+			if got != tc.lines {
+				t.Errorf("%d error lines, want %d", got, tc.lines)
+			}
+		})
 	}
 }

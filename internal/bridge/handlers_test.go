@@ -24,8 +24,10 @@ type fakePartner struct {
 	// unless listed.
 	slots  map[string]*loyalty.Transaction
 	redeem error
-	link   error
-	last   loyalty.RedemptionRequest
+	// onRedeem, when set, sees every redemption (e.g. to fill its slot).
+	onRedeem func(loyalty.RedemptionRequest)
+	link     error
+	last     loyalty.RedemptionRequest
 }
 
 func (f *fakePartner) LookupTransaction(_ context.Context, r loyalty.LookupRequest) (*loyalty.Transaction, error) {
@@ -47,6 +49,9 @@ func (f *fakePartner) guarded(st *recordState) *guardedPartner {
 func (f *fakePartner) Redeem(_ context.Context, r loyalty.RedemptionRequest) (*loyalty.RedemptionResult, error) {
 	f.calls = append(f.calls, "redeem "+r.TransactionID)
 	f.last = r
+	if f.onRedeem != nil {
+		f.onRedeem(r)
+	}
 	if f.redeem != nil {
 		return nil, f.redeem
 	}
