@@ -7,7 +7,6 @@ import (
 	"math"
 	"strconv"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -89,9 +88,13 @@ func (g *guardedPartner) clawBack(ctx context.Context, c clawRequest) (*events.L
 		}
 	}()
 
-	// The record may have been sent before (fresh after another owner,
-	// replayed, or an ambiguous write of an earlier attempt): a slot that
-	// looks like its own is taken for its own.
+	// Whether the record needs to recognise its own clawback is the guard
+	// flag's to say, as for every write: set when the record may have been
+	// sent before (Fresh, below a previous owner's dispatch horizon;
+	// replayed; or an earlier attempt's ambiguous write, which claim also
+	// records in clawSlot). Then a slot that looks like its own is taken
+	// for its own. A record never sent before has no clawback yet: every
+	// slot it finds is another refund's, whatever it looks like.
 	mayRepeat := g.st.guard || g.st.clawSlot != ""
 	if mayRepeat && !g.st.legacyChecked {
 		if r, err := g.legacyClawback(ctx, c); r != nil || err != nil {
@@ -139,7 +142,7 @@ func (g *guardedPartner) clawBack(ctx context.Context, c clawRequest) (*events.L
 		// A slot whose redemption the partner reports not applied (a
 		// failed status) is not this refund's clawback: it took no effect,
 		// so the refund claws back in a later slot.
-		if v == loyalty.LookupApplied && g.ownSlot(c, t, id, claimed, mayRepeat) {
+		if mayRepeat && v == loyalty.LookupApplied && g.ownSlot(c, t, id, claimed) {
 			if m := g.b.o.Metrics; m != nil {
 				m.GuardLookups.WithLabelValues("found").Inc()
 			}
@@ -208,35 +211,25 @@ func (g *guardedPartner) verify(ctx context.Context, c clawRequest, id, bitRef s
 	}
 }
 
-// ownSlot reports whether the filled slot id is this refund's own clawback.
-// A slot is this refund's only if it could have come from it: its amount is
-// the refund's (within amountSlack) and its points are what the refund
-// would have claimed there, behind the claimed points of the slots before
-// it. Two refunds of one original with equal amounts look alike: a record
-// that may have been sent before takes such a slot for its own (erring
-// towards clawing back less); a record sent for the first time takes it
-// for its own only when the partner's transactionTime, where it can be
-// read, is within a second of the refund's date: then it is a copy of this
-// very refund processed at the same time elsewhere, or a twin refunded in
-// the same second (clawing back less).
-func (g *guardedPartner) ownSlot(c clawRequest, t *loyalty.Transaction, id string, claimed int64, mayRepeat bool) bool {
+// ownSlot reports whether the filled slot id may be this refund's own
+// clawback, for a record that may have been sent before: its amount is the
+// refund's (within amountSlack) and its points are what the refund would
+// have claimed there, behind the claimed points of the slots before it.
+// That never misses the refund's own clawback. Two refunds of one original
+// with equal amounts look alike, and such a twin's slot is taken for this
+// refund's own: it errs towards clawing back less, and the result says so
+// by naming the twin's slot in clawbackTransactionId. Nothing else of the
+// partner's record is read: in particular not its transactionTime, which
+// the spec does not say echoes the transactionDate sent.
+func (g *guardedPartner) ownSlot(c clawRequest, t *loyalty.Transaction, id string, claimed int64) bool {
 	if math.Abs(t.TransactionAmount-c.ev.RefundAmount) > amountSlack || t.TransactionPoint != min(c.points, c.earned-claimed) {
 		return false
 	}
-	if mayRepeat {
-		if g.st.clawSlot != "" && g.st.clawSlot != id {
-			g.b.log.Debug("clawback slot matched by amount and points", zap.String("transactionId", c.ev.TransactionID),
-				zap.String("clawback", id), zap.String("written", g.st.clawSlot))
-		}
-		return true
+	if g.st.clawSlot != id {
+		g.b.log.Debug("clawback slot matched by amount and points", zap.String("transactionId", c.ev.TransactionID),
+			zap.String("clawback", id), zap.String("written", g.st.clawSlot))
 	}
-	at, err := time.Parse(time.RFC3339Nano, t.TransactionTime)
-	if err != nil {
-		return true
-	}
-	// Within a second: a partner may keep whole seconds.
-	d := at.Sub(c.ev.RefundDate)
-	return d > -time.Second && d < time.Second
+	return true
 }
 
 // legacyClawback finds a clawback made before slots, under the refund's own

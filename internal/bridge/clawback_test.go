@@ -53,8 +53,13 @@ func TestClawbackSlots(t *testing.T) {
 			true, events.OutcomeApplied, "", 20, "T-1~cb3", true},
 		{"first time: a twin of another date is another refund", map[string]*loyalty.Transaction{"T-1~cb1": slot(25, 250, other)},
 			false, events.OutcomeApplied, "", 25, "T-1~cb2", true},
-		{"first time: same amount and date is a copy of itself", map[string]*loyalty.Transaction{"T-1~cb1": slot(25, 250, when)},
-			false, events.OutcomeAlreadyApplied, "", 25, "T-1~cb1", false},
+		// A record never sent before (the guard flag unset) has no
+		// clawback yet: a slot like its own, even stamped with its refund
+		// date, is another refund's. transactionTime is never read.
+		{"first time: same amount and date is another refund", map[string]*loyalty.Transaction{"T-1~cb1": slot(25, 250, when)},
+			false, events.OutcomeApplied, "", 25, "T-1~cb2", true},
+		{"may repeat: its own slot, whatever its time", map[string]*loyalty.Transaction{"T-1~cb1": slot(25, 250, when.Add(-72*time.Hour))},
+			true, events.OutcomeAlreadyApplied, "", 25, "T-1~cb1", false},
 		{"a slot that is not a redemption", map[string]*loyalty.Transaction{"T-1~cb1": {TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 5}},
 			false, "", events.ReasonClawbackConflict, 0, "", false},
 		{"every slot filled", many, false, "", events.ReasonClawbackLimit, 0, "", false},

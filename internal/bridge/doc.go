@@ -112,21 +112,28 @@
 //     partner returns a slot's transactionAmount (to within a currency unit)
 //     and transactionPoint as sent, and the original's points unchanged.
 //
-// Idempotency. A refund is applied when one slot holds its clawback, and a
-// refund that may have been sent before (an ambiguous write of an earlier
-// attempt, a Fresh record, every replayed record) looks for it: a slot is
-// R's own when its amount is R's refundAmount and its points are exactly
-// what R would have claimed there, behind the slots before it. That never
-// misses R's own clawback, so a replayed or restarted refund claws back
-// nothing new. It can take a twin's (another refund of O with the same
-// amount, whose clawback came to the same points) for R's own: R then claws
-// back nothing and its result names the twin's clawback. A refund sent for
-// the first time has never been written by this bridge, so it takes a slot
-// for its own only if, in addition, the partner's transactionTime is within
-// a second of R's refundDate: a copy of R being handled in another process
-// at this moment, or a twin refunded in the same second (clawing back
-// less). If the partner stamps its own time instead, such a concurrent copy
-// is not recognised and R is clawed back twice, still within the cap.
+// Idempotency. A refund is applied when one slot holds its clawback.
+// Whether R looks for its own is decided by the guard flag, as for every
+// guarded write: a refund that may have been sent before (an ambiguous
+// write of an earlier attempt, a Fresh record, every replayed record)
+// looks for it; a slot is R's own when its amount is R's refundAmount and
+// its points are exactly what R would have claimed there, behind the slots
+// before it. That never misses R's own clawback, so a replayed or
+// restarted refund claws back nothing new. It can take a twin's (another
+// refund of O with the same amount, whose clawback came to the same
+// points) for R's own: R then claws back nothing and its result names the
+// twin's clawback. A refund the guard flag says was never sent (below no
+// previous owner's dispatch horizon, not replayed, no ambiguous attempt)
+// has no clawback yet, so every slot it finds is another refund's, however
+// alike. Nothing of a slot's transactionTime is read: the spec does not say
+// that it echoes the transactionDate sent, and a partner stamping its own
+// time would otherwise make a twin handled in the same second look like
+// R's copy. The one case this leaves out is a copy of R in flight in
+// another process at the same moment while R is handled for the first
+// time here (a replay running ahead of the live bridge over records it has
+// not consumed yet): R is then clawed back in two slots, still within the
+// cap, and reconcile reports the two results naming two clawbacks
+// (DIFFERS).
 // Clawbacks made before slots existed, under the refund's own id, are
 // looked for too (a guarded refund's first lookup); they keep their own
 // refund idempotent but are not counted against other refunds' cap.

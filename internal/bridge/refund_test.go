@@ -20,6 +20,7 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
@@ -430,5 +431,60 @@ func TestRefundsAfterACrash(t *testing.T) {
 			}
 			t.Logf("%d refunds, %d answered at the crash, %d answered again, %d ALREADY_APPLIED answers", len(refunds), answered, again, already)
 		})
+	}
+}
+
+// A partner whose transactionTime is its own processing time, not the
+// transactionDate sent (the spec does not say it echoes it): refunds read
+// nothing of it. Whether a refund looks for its own clawback is the guard
+// flag's to say: equal refunds dated now and handled for the first time
+// within the same second are two clawbacks, not one taken for the other's
+// copy; replayed or fresh, each finds a slot it may have written and
+// writes nothing.
+func TestRefundsAgainstAPartnerStampingProcessingTime(t *testing.T) {
+	s := newStack(t, stackOpts{sim: sim.Options{StampProcessingTime: true}})
+	b := s.bridge(nil)
+	pt, rt := topics.Purchase, topics.RefundRedemption
+	if r := s.handle(b, s.record(pt, purchase("st-1", 6, 100_000)), false); r.outcome() != "APPLIED" {
+		t.Fatalf("purchase: %s (%s)", r.outcome(), r.detail())
+	}
+	now := time.Now()
+	refunds := []*events.PurchaseRefunded{refundOf("st-r1", "st-1", 6, 30_000, now), refundOf("st-r2", "st-1", 6, 30_000, now),
+		refundOf("st-r3", "st-1", 6, 10_000, refundBase)}
+	want := []int64{30, 30, 10}
+	for i, ev := range refunds {
+		r := s.handle(b, s.record(rt, ev), false)
+		if r.outcome() != "APPLIED" || r.points() != want[i] || r.clawback() != bridge.ClawbackID("st-1", i+1) {
+			t.Errorf("%s: %s %d at %q (%s), want APPLIED %d at %s", ev.TransactionID, r.outcome(), r.points(), r.clawback(), r.detail(),
+				want[i], bridge.ClawbackID("st-1", i+1))
+		}
+	}
+	// The simulator does stamp its own time: the slot of a refund dated
+	// a day ago says now.
+	tx, _, err := s.client.LookupTransaction(context.Background(), loyalty.LookupRequest{LoyaltyID: sim.MemberID(6), TransactionID: bridge.ClawbackID("st-1", 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at, err := time.Parse(time.RFC3339Nano, tx.TransactionTime); err != nil || at.Sub(refundBase).Abs() < time.Hour {
+		t.Fatalf("transactionTime %q echoes the refund date %s (%v)", tx.TransactionTime, refundBase, err)
+	}
+	// Handled again (replayed, fresh), each finds a slot of its amount and
+	// points; the second twin finds the first's (the package doc's twins:
+	// clawing back less, never more).
+	writes := s.sim.TotalCalls(sim.EndpointRedemption)
+	replay := s.bridge(func(o *bridge.Options) { o.Replay = true })
+	for i, ev := range refunds {
+		slot := bridge.ClawbackID("st-1", []int{1, 1, 3}[i])
+		for _, r := range []reply{s.handle(replay, s.record(rt, ev), false), s.handle(b, s.record(rt, ev), true)} {
+			if r.outcome() != "ALREADY_APPLIED" || r.points() != want[i] || r.clawback() != slot {
+				t.Errorf("%s again: %s %d at %q (%s)", ev.TransactionID, r.outcome(), r.points(), r.clawback(), r.detail())
+			}
+		}
+	}
+	if got := s.sim.TotalCalls(sim.EndpointRedemption) - writes; got != 0 {
+		t.Errorf("refunds handled again wrote %d clawbacks", got)
+	}
+	if got := s.clawed(6, 100); got != 70 {
+		t.Errorf("clawed back %d, want 70", got)
 	}
 }
