@@ -256,6 +256,16 @@ func scenario(h *harness) []string {
 	h.result(src, ref, "F-slot-lost", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) {
 		r.UsedPoint, r.ClawbackTransactionID, r.BitReference = ptr(int64(1)), ptr("A-ok~cb2"), &bit
 	})
+	// Two results of one refund naming two clawbacks (a copy of it handled
+	// elsewhere at the same time): it may have been clawed back twice.
+	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-twice", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 4000, RefundDate: time.Now()})
+	h.plant(sim.TypeRedemption, "A-ok~cb3", 4, 4000)
+	h.plant(sim.TypeRedemption, "A-ok~cb4", 4, 4000)
+	for _, slot := range []string{"A-ok~cb3", "A-ok~cb4"} {
+		h.result(src, ref, "F-twice", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) {
+			r.UsedPoint, r.ClawbackTransactionID = ptr(int64(4)), ptr(slot)
+		})
+	}
 	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-lost", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1000, RefundDate: time.Now()})
 	h.result(src, ref, "F-lost", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(1)) })
 	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-zero", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1, RefundDate: time.Now()})
@@ -278,7 +288,7 @@ func scenario(h *harness) []string {
 	h.result(events.Source{Topic: purchase}, acc, "A-before", events.OutcomeApplied, old, nil)
 
 	return []string{
-		"DIFFERS A-amount", "DIFFERS A-points", "DIFFERS R-used",
+		"DIFFERS A-amount", "DIFFERS A-points", "DIFFERS F-twice", "DIFFERS R-used",
 		"ERROR_BUT_APPLIED A-failed-but-applied", "ERROR_BUT_APPLIED A-failed-but-applied-2",
 		"MISSING A-lost", "MISSING F-lost", "MISSING F-slot-lost",
 		"UNCHECKED A-gone",
@@ -309,11 +319,11 @@ func TestReconcileFindsEveryPlantedMismatch(t *testing.T) {
 	if got := findings(rep); !slices.Equal(got, want) {
 		t.Errorf("findings\n got %q\nwant %q\n%s", got, want, rep.Table())
 	}
-	// 16 transactions looked up; A-gone could not be.
-	if rep.Checked != 16 || rep.Agreed != 8 || calls != 16 || last != 16 || planned != 16 {
+	// 17 transactions looked up; A-gone could not be.
+	if rep.Checked != 17 || rep.Agreed != 8 || calls != 17 || last != 17 || planned != 17 {
 		t.Errorf("checked %d, agreed %d; progress %d calls, last %d/%d\n%s", rep.Checked, rep.Agreed, calls, last, planned, rep.Table())
 	}
-	if rep.OK() || rep.Mismatches() != 8 || rep.Count(reconcile.Unchecked) != 1 {
+	if rep.OK() || rep.Mismatches() != 9 || rep.Count(reconcile.Unchecked) != 1 {
 		t.Errorf("OK %v, %d mismatches, %d unchecked", rep.OK(), rep.Mismatches(), rep.Count(reconcile.Unchecked))
 	}
 	details := map[string]string{}
@@ -329,6 +339,7 @@ func TestReconcileFindsEveryPlantedMismatch(t *testing.T) {
 		"A-gone":                 "its input record is gone",
 		"F-lost":                 "no such transaction",
 		"F-slot-lost":            "no such transaction (clawback A-ok~cb2)",
+		"F-twice":                "clawbackTransactionId: result A-ok~cb4, another result A-ok~cb3",
 		"A-failed-but-applied-2": "applied",
 	} {
 		if !strings.Contains(details[id], want) {
@@ -340,7 +351,7 @@ func TestReconcileFindsEveryPlantedMismatch(t *testing.T) {
 		t.Errorf("skipped %v", rep.Skipped)
 	}
 	tab := rep.Table()
-	for _, s := range []string{"transactions looked up  16", "MISSING", "DIFFERS A-points"} {
+	for _, s := range []string{"transactions looked up  17", "MISSING", "DIFFERS A-points"} {
 		if !strings.Contains(strings.Join(strings.Fields(tab), " "), strings.Join(strings.Fields(s), " ")) {
 			t.Errorf("table lacks %q:\n%s", s, tab)
 		}
