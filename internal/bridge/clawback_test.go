@@ -210,3 +210,35 @@ func TestClawbackVerifySaysWhenASlotWasWrittenTwice(t *testing.T) {
 		})
 	}
 }
+
+// Slot answers are read through the partner profile: a status it does not
+// name fails the attempt with an *UnrecognisedAnswerError (retry holds the
+// record, as for the guard) and nothing is written; a failed status is a
+// slot that took no effect, counted (clawing back less) and never taken
+// for the refund's own.
+func TestClawbackSlotAnswersFollowTheProfile(t *testing.T) {
+	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250,
+		RefundDate: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	original := &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000}
+	slot := func(status string) map[string]*loyalty.Transaction {
+		return map[string]*loyalty.Transaction{"T-1~cb1": {TransactionType: redemptionType, Status: status, TransactionPoint: 25, TransactionAmount: 250}}
+	}
+
+	p := fakePartner{lookup: original, slots: slot("PENDING")}
+	_, err := refund(context.Background(), ev, prof, p.guarded(&recordState{guard: true}))
+	var ue *loyalty.UnrecognisedAnswerError
+	if !errors.As(err, &ue) || ue.Field != loyalty.FieldStatus || ue.Value != "PENDING" || !transient(err) {
+		t.Fatalf("unknown slot status: %v", err)
+	}
+	if slices.ContainsFunc(p.calls, func(c string) bool { return c[:6] == "redeem" }) {
+		t.Errorf("wrote on an unrecognised answer: %v", p.calls)
+	}
+
+	// Looks like its own, and the record may repeat, but it failed: the
+	// refund claws back in the next slot what the failed one left.
+	p = fakePartner{lookup: original, slots: slot("FAILED")}
+	r, err := refund(context.Background(), ev, prof, p.guarded(&recordState{guard: true}))
+	if err != nil || r.Outcome != events.OutcomeApplied || deref(r.ClawbackTransactionID) != "T-1~cb2" || *r.Points != 25 {
+		t.Fatalf("failed slot: %+v, %v", r, err)
+	}
+}
