@@ -45,8 +45,9 @@ bridge runs with.
 
 A transaction with a result is judged by its results (its earlier error
 events, such as a failure a replay then fixed, say nothing more). A
-refund's clawback is looked up by the bitReference of its result when it
-has one, otherwise by the refund's transactionId. Member commands
+refund's clawback is looked up by its result's clawbackTransactionId
+(older results: by their bitReference, else by the refund's
+transactionId). Member commands
 (onboard, link, unlink) are out of scope: they have no transaction to look
 up. NO_OP refunds wrote nothing and are skipped.
 

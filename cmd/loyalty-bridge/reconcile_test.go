@@ -165,7 +165,7 @@ func TestReconcile(t *testing.T) {
 		{http.MethodDelete, "transactions/P-0?kind=ACCRUAL", ""},                                                         // lost
 		{http.MethodPut, "transactions/P-1", `{"kind":"ACCRUAL","amount":4900}`},                                         // amount
 		{http.MethodPut, "transactions/R-0", `{"kind":"REDEMPTION","points":7}`},                                         // points
-		{http.MethodDelete, "transactions/F-0?kind=REDEMPTION", ""},                                                      // the refund's clawback lost
+		{http.MethodDelete, "transactions/P-2~cb1?kind=REDEMPTION", ""},                                                  // the refund's clawback (its clawbackTransactionId) lost
 		{http.MethodPut, "transactions/R-big", `{"kind":"REDEMPTION","loyaltyId":"` + m(7) + `","points":5,"amount":1}`}, // failed here, applied there
 	} {
 		if st := s.simAdmin(t, p.method, p.path, simAdminToken, p.body); st != http.StatusOK {

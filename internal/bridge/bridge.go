@@ -129,6 +129,8 @@ type Bridge struct {
 	topics codec.Topics
 	log    *zap.Logger
 	now    func() time.Time
+	// lanes serialise the clawbacks of one original (clawback.go).
+	lanes lanes
 }
 
 // New checks o, reporting every problem together, and returns a Bridge.
@@ -210,6 +212,7 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 		return nil, errors.New("bridge: nil record")
 	}
 	j := &job{rec: rec, start: b.now(), st: recordState{guard: m.Fresh || b.o.Replay}}
+	defer j.st.releaseLane()
 	ev, err := b.decode(ctx, rec)
 	if err != nil {
 		if ctx.Err() != nil {

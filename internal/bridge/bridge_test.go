@@ -372,7 +372,10 @@ func TestGuard(t *testing.T) {
 			if pts := rs[2].result.Points; pts == nil || *pts != 5 {
 				t.Errorf("refund ALREADY_APPLIED points %v, want 5", pts)
 			}
-			for _, id := range []string{"g-1", "g-2", "g-f"} {
+			if c := rs[2].result.ClawbackTransactionID; c == nil || *c != bridge.ClawbackID("g-p", 1) {
+				t.Errorf("refund's clawback %v, want %s", c, bridge.ClawbackID("g-p", 1))
+			}
+			for _, id := range []string{"g-1", "g-2", bridge.ClawbackID("g-p", 1)} {
 				if e := s.sim.Effects(id); e != 1 {
 					t.Errorf("%s: %d effects", id, e)
 				}

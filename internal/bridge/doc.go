@@ -13,7 +13,8 @@
 //     error naming sign);
 //   - PurchaseRefunded → lookup of the original accrual, points =
 //     round(transactionPoint × refundAmount / transactionAmount) capped at
-//     transactionPoint, then a redemption with transactionId = refundId;
+//     transactionPoint and at what the original's earlier clawbacks left,
+//     then a redemption in the original's next clawback slot (see Refunds);
 //     original unknown → BUSINESS error with reason ORIGINAL_NOT_FOUND; zero
 //     points → NO_OP without a call;
 //   - MemberOnboardRequested → user/onboard (ONBOARDED);
@@ -23,10 +24,10 @@
 //
 // # No double effects
 //
-// Accrual and redemption (refunds included) are guarded: before a write that
-// might repeat an earlier one, the bridge looks the transactionId up, and a
-// transaction found applied becomes ALREADY_APPLIED with its bitReference
-// and points.
+// Accrual and redemption are guarded (a refund's clawback by its slots, see
+// Refunds): before a write that might repeat an earlier one, the bridge
+// looks the transactionId up, and a transaction found applied becomes
+// ALREADY_APPLIED with its bitReference and points.
 // A write might repeat an earlier one when a previous attempt of the same
 // record was ambiguous (timeout after sending, 5xx), when the record is Fresh
 // (its partition was just assigned, so a previous owner may have processed
@@ -54,6 +55,97 @@
 // Onboarding has no idempotency key: an ambiguous onboarding is not retried
 // but reported (TRANSIENT_EXHAUSTED, retryable) so that an operator checks
 // before replaying it.
+//
+// # Refunds
+//
+// A purchase may be refunded in several parts, and all its clawbacks
+// together must never take more points than it earned. The partner offers
+// no list of a member's transactions and no description in a lookup, only
+// lookups by exact transactionId, and the bridge keeps no state of its own.
+// So the clawbacks of an original O that earned P points live in numbered
+// slots, redemptions with transactionId ClawbackID(O, k) = O~cb1, O~cb2, …
+// (at most MaxClawbacks). A refund R with proportional share s:
+//
+//  1. takes the lane of (loyaltyId, O): within one process, one refund of O
+//     at a time, whatever the ordering mode and the records' keys;
+//  2. looks slots 1, 2, … up until one is not found, adding up their points
+//     (whatever their status: a filled slot cannot be reused, and counting
+//     it errs towards clawing back less); a slot that is R's own (below)
+//     ends it as ALREADY_APPLIED;
+//  3. writes the first free slot k with n = min(s, P − the points of slots
+//     1..k−1), only if n > 0 (else NO_OP with points 0 and requestedPoints
+//     s), then looks slot k up again (below);
+//  4. answers APPLIED with points = usedPoint = n, requestedPoints = s,
+//     clawbackTransactionId = the slot's id, keyed by R's own transactionId.
+//
+// The cap. A slot is written only after the slots before it were seen
+// filled and it was seen free, with at most what they left; so as long as
+// each slot holds one effect, the points of slots 1..k never exceed P, for
+// every k. A slot gets two effects only if two writers claim it at once. In
+// one process the lane rules that out: the lane is held from the first
+// lookup to the end of the write (and after an ambiguous write, until the
+// record's next attempt has looked that slot up or the record ends), and a
+// retry starts again at slot 1.
+// Across processes (refunds of one original in flight in two members at
+// once, which needs keys other than the loyaltyId the README asks for, or
+// a replay of refunds beside the live bridge), the partner settles it by
+// rejecting the second write (DUPLICATE_TRANSACTION, or the first write's
+// answer returned again): the loser looks the slot up again and moves on.
+// A partner that applies a repeated transactionId again gives nothing to
+// settle it with: no call the bridge can make is an atomic claim. So:
+//
+//   - Guaranteed: the clawbacks of one original take at most what it
+//     earned, with any duplicate policy, whenever its refunds are handled
+//     by one process at a time (refunds keyed by loyaltyId or by
+//     originalTransactionId, any ordering mode, replays and restarts
+//     included), and with any placement of refunds when the partner rejects
+//     a repeated transactionId.
+//   - Not guaranteed: refunds of one original in two processes at the same
+//     moment against a partner that applies duplicates. Both claims of a
+//     slot are applied and the lookup shows one, so later refunds count too
+//     little. The lookup after each write catches it (a bitReference not its
+//     own) and says so in an error log line naming the original. Measured,
+//     three processes racing twelve refunds per original: 197 of 200
+//     originals over-clawed, every one named.
+//   - Assumed, as for every guarded write: an ambiguous write has landed, or
+//     never will, by the time the next attempt looks its slot up; and the
+//     partner returns a slot's transactionAmount (to within a currency unit)
+//     and transactionPoint as sent, and the original's points unchanged.
+//
+// Idempotency. A refund is applied when one slot holds its clawback.
+// Whether R looks for its own is decided by the guard flag, as for every
+// guarded write: a refund that may have been sent before (an ambiguous
+// write of an earlier attempt, a Fresh record, every replayed record)
+// looks for it; a slot is R's own when its amount is R's refundAmount and
+// its points are exactly what R would have claimed there, behind the slots
+// before it. That never misses R's own clawback, so a replayed or
+// restarted refund claws back nothing new. It can take a twin's (another
+// refund of O with the same amount, whose clawback came to the same
+// points) for R's own: R then claws back nothing and its result names the
+// twin's clawback. A refund the guard flag says was never sent (below no
+// previous owner's dispatch horizon, not replayed, no ambiguous attempt)
+// has no clawback yet, so every slot it finds is another refund's, however
+// alike. Nothing of a slot's transactionTime is read: the spec does not say
+// that it echoes the transactionDate sent, and a partner stamping its own
+// time would otherwise make a twin handled in the same second look like
+// R's copy. The one case this leaves out is a copy of R in flight in
+// another process at the same moment while R is handled for the first
+// time here (a replay running ahead of the live bridge over records it has
+// not consumed yet): R is then clawed back in two slots, still within the
+// cap, and reconcile reports the two results naming two clawbacks
+// (DIFFERS).
+// Clawbacks made before slots existed, under the refund's own id, are
+// looked for too (a guarded refund's first lookup); they keep their own
+// refund idempotent but are not counted against other refunds' cap.
+//
+// Every other doubt ends in clawing back less, and says so: a full original
+// is a NO_OP with points below requestedPoints; a slot holding something
+// other than a redemption is a BUSINESS error CLAWBACK_CONFLICT; MaxClawbacks
+// filled slots a BUSINESS error CLAWBACK_LIMIT; a slot lost to other writers
+// more than a few times in a row ends with the partner's duplicate answer.
+// A refund costs n + 4 calls when the original has n earlier clawbacks:
+// the original's lookup, n + 1 slot lookups, the write and its verifying
+// lookup; a guarded refund one more.
 //
 // # Retry budget and the circuit
 //

@@ -105,7 +105,8 @@ func redemption(ctx context.Context, p partner, req loyalty.RedemptionRequest) (
 }
 
 // refund is a clawback: the original accrual is looked up, then the
-// proportional redemption is made, with transactionId = the refund's id.
+// proportional redemption is made in the original's next clawback slot,
+// capped at what its earlier clawbacks left (clawback.go).
 // One record attempt is the whole sequence, so a refund that goes through
 // at once reports one attempt.
 func refund(ctx context.Context, ev *events.PurchaseRefunded, prof partnerprofile.Profile, p partner) (*events.LoyaltyResult, error) {
@@ -132,9 +133,7 @@ func refund(ctx context.Context, ev *events.PurchaseRefunded, prof partnerprofil
 	if points == 0 {
 		return &events.LoyaltyResult{Outcome: events.OutcomeNoOp, LoyaltyID: &ev.LoyaltyID, UsedPoint: ptr(int64(0))}, nil
 	}
-	return redemption(ctx, p, loyalty.RedemptionRequest{TransactionID: ev.TransactionID, LoyaltyID: ev.LoyaltyID,
-		TransactionDate: prof.RedemptionDate(ev.RefundDate), TransactionAmount: ev.RefundAmount, UsedPoint: points,
-		TransactionDes: "refund of " + ev.OriginalTransactionID})
+	return clawBack(ctx, p, ev, t.TransactionPoint, points)
 }
 
 // clawback is round(points × refund / amount), capped at points; a zero or

@@ -21,19 +21,38 @@ type fakePartner struct {
 	calls   []string
 	lookup  *loyalty.Transaction
 	lookErr error
-	redeem  error
-	link    error
-	last    loyalty.RedemptionRequest
+	// slots answers lookups of other ids (clawback slots); not found
+	// unless listed.
+	slots  map[string]*loyalty.Transaction
+	redeem error
+	// onRedeem, when set, sees every redemption (e.g. to fill its slot).
+	onRedeem func(loyalty.RedemptionRequest)
+	link     error
+	last     loyalty.RedemptionRequest
 }
 
 func (f *fakePartner) LookupTransaction(_ context.Context, r loyalty.LookupRequest) (*loyalty.Transaction, error) {
 	f.calls = append(f.calls, "lookup "+r.TransactionID)
+	if strings.Contains(r.TransactionID, clawbackMark) || f.slots != nil && r.TransactionID != "T-1" {
+		if t, ok := f.slots[r.TransactionID]; ok {
+			return t, nil
+		}
+		return nil, notFound
+	}
 	return f.lookup, f.lookErr
+}
+
+// guarded wraps f as the attempt policy hands it to a handler.
+func (f *fakePartner) guarded(st *recordState) *guardedPartner {
+	return &guardedPartner{partner: f, b: &Bridge{o: Options{Profile: prof}, log: zap.NewNop()}, st: st}
 }
 
 func (f *fakePartner) Redeem(_ context.Context, r loyalty.RedemptionRequest) (*loyalty.RedemptionResult, error) {
 	f.calls = append(f.calls, "redeem "+r.TransactionID)
 	f.last = r
+	if f.onRedeem != nil {
+		f.onRedeem(r)
+	}
 	if f.redeem != nil {
 		return nil, f.redeem
 	}
@@ -78,9 +97,9 @@ func TestRefundHandler(t *testing.T) {
 		transErr bool
 	}{
 		{"proportional clawback", fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000}},
-			events.OutcomeApplied, 25, "", 2, false},
+			events.OutcomeApplied, 25, "", 4, false},
 		{"capped at the original's points", fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 10, TransactionAmount: 100}},
-			events.OutcomeApplied, 10, "", 2, false},
+			events.OutcomeApplied, 10, "", 4, false},
 		{"nothing to claw back", fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 0, TransactionAmount: 1000}},
 			events.OutcomeNoOp, 0, "", 1, false},
 		{"original not found", fakePartner{lookErr: notFound}, "", 0, events.ReasonOriginalNotFound, 1, false},
@@ -98,7 +117,7 @@ func TestRefundHandler(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.p
-			r, err := refund(context.Background(), ev, prof, &p)
+			r, err := refund(context.Background(), ev, prof, p.guarded(&recordState{}))
 			if len(p.calls) != tc.nCalls {
 				t.Fatalf("calls %v", p.calls)
 			}
@@ -116,7 +135,8 @@ func TestRefundHandler(t *testing.T) {
 				t.Fatal(err)
 			case r.Outcome != tc.outcome || *r.UsedPoint != tc.points:
 				t.Fatalf("result %s %d, want %s %d", r.Outcome, *r.UsedPoint, tc.outcome, tc.points)
-			case tc.outcome == events.OutcomeApplied && (p.last.TransactionID != "R-1" || p.last.UsedPoint != tc.points):
+			case tc.outcome == events.OutcomeApplied && (p.last.TransactionID != "T-1~cb1" || p.last.UsedPoint != tc.points ||
+				*r.Points != tc.points || *r.ClawbackTransactionID != "T-1~cb1"):
 				t.Fatalf("redemption %+v", p.last)
 			}
 		})

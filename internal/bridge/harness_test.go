@@ -37,6 +37,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
@@ -337,6 +338,7 @@ type memberOpts struct {
 	maxInFlight int
 	drain       time.Duration
 	commit      time.Duration
+	mode        ordering.Mode
 }
 
 func (s *stack) start(o memberOpts) *member {
@@ -357,6 +359,7 @@ func (s *stack) start(o memberOpts) *member {
 	if o.gate != nil {
 		po.Gate = o.gate
 	}
+	po.Mode = o.mode
 	p, err := pipeline.New(po)
 	if err != nil {
 		s.t.Fatal(err)

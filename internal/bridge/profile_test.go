@@ -16,11 +16,6 @@ var otherPartner = partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND
 	AccrualType: "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED"},
 	RedemptionDateFormat: partnerprofile.DateEpochMillis}
 
-func refundOf(id, original string, amount float64) *events.PurchaseRefunded {
-	return &events.PurchaseRefunded{TransactionID: id, OriginalTransactionID: original, LoyaltyID: sim.MemberID(1),
-		RefundAmount: amount, RefundDate: time.Now()}
-}
-
 // A simulator answering with another partner's codes, types and status,
 // and a bridge configured to match: the guard (fresh, duplicate answers,
 // replay) and refunds work as against the default profile, one effect per
@@ -49,12 +44,12 @@ func TestProfileMatching(t *testing.T) {
 		t.Errorf("redemption repeated: %s (%s)", r.outcome(), r.detail())
 	}
 	// A refund finds the original as an EARN and claws back half of it.
-	r := s.handle(b, s.record(rt, refundOf("m-f", "m-1", 5000)), false)
+	r := s.handle(b, s.record(rt, refundOf("m-f", "m-1", 1, 5000, time.Now())), false)
 	if r.outcome() != "APPLIED" || r.result.UsedPoint == nil || *r.result.UsedPoint != 5 {
 		t.Errorf("refund: %s %+v (%s)", r.outcome(), r.result, r.detail())
 	}
 	// The original named as a BURN is not an accrual.
-	if r := s.handle(b, s.record(rt, refundOf("m-g", "m-2", 500)), false); r.outcome() != "error BUSINESS ORIGINAL_NOT_FOUND" {
+	if r := s.handle(b, s.record(rt, refundOf("m-g", "m-2", 1, 500, time.Now())), false); r.outcome() != "error BUSINESS ORIGINAL_NOT_FOUND" {
 		t.Errorf("refund of a redemption: %s (%s)", r.outcome(), r.detail())
 	}
 	// Replay guards everything: applied ones are found, a new one applied.
@@ -66,14 +61,14 @@ func TestProfileMatching(t *testing.T) {
 	}{
 		{pt, purchase("m-1", 1, 10_000), "ALREADY_APPLIED"},
 		{rt, redemption("m-2", 1, 3), "ALREADY_APPLIED"},
-		{rt, refundOf("m-f", "m-1", 5000), "ALREADY_APPLIED"},
+		{rt, refundOf("m-f", "m-1", 1, 5000, time.Now()), "ALREADY_APPLIED"},
 		{pt, purchase("m-3", 1, 10_000), "APPLIED"},
 	} {
 		if r := s.handle(replay, s.record(tc.topic, tc.ev), false); r.outcome() != tc.want || r.header("replayed") != "true" {
 			t.Errorf("replay %s: %s, want %s (%s)", tc.ev.ID(), r.outcome(), tc.want, r.detail())
 		}
 	}
-	for _, id := range []string{"m-1", "m-2", "m-f", "m-3"} {
+	for _, id := range []string{"m-1", "m-2", bridge.ClawbackID("m-1", 1), "m-3"} {
 		if e := s.sim.Effects(id); e != 1 {
 			t.Errorf("%s: %d effects", id, e)
 		}
@@ -97,6 +92,10 @@ func TestProfileNotMatching(t *testing.T) {
 	if r := s.handle(s.bridge(nil), s.record(pt, purchase("n-1", 1, 10_000)), false); r.outcome() != "APPLIED" {
 		t.Fatalf("setup: %s (%s)", r.outcome(), r.detail())
 	}
+	// A clawback in the original's first slot, for a refund to scan.
+	if r := s.handle(s.bridge(func(o *bridge.Options) { o.Profile = otherPartner }), s.record(rt, refundOf("n-g", "n-1", 1, 1000, time.Now())), false); r.outcome() != "APPLIED" {
+		t.Fatalf("setup: %s (%s)", r.outcome(), r.detail())
+	}
 	matchingBut := func(mod func(*partnerprofile.Profile)) partnerprofile.Profile {
 		p := otherPartner
 		mod(&p)
@@ -114,11 +113,15 @@ func TestProfileNotMatching(t *testing.T) {
 		// The simulator's own codes, types and status: the default profile.
 		{"not-found code", partnerprofile.Profile{}, pt, purchase("n-2", 1, 10_000), "errorCode", "TXN_NOT_FOUND", sim.EndpointAccrual},
 		{"accrual type", partnerprofile.Profile{}, pt, purchase("n-1", 1, 10_000), "transactionType", "EARN", sim.EndpointAccrual},
-		{"refund's original type", partnerprofile.Profile{}, rt, refundOf("n-f", "n-1", 5000), "transactionType", "EARN", sim.EndpointRedemption},
+		{"refund's original type", partnerprofile.Profile{}, rt, refundOf("n-f", "n-1", 1, 5000, time.Now()), "transactionType", "EARN", sim.EndpointRedemption},
 		{"status", matchingBut(func(p *partnerprofile.Profile) { p.AppliedStatuses = []string{"SUCCESS"} }),
 			pt, purchase("n-1", 1, 10_000), "status", "COMPLETED", sim.EndpointAccrual},
 		{"refund's original status", matchingBut(func(p *partnerprofile.Profile) { p.AppliedStatuses = []string{"SUCCESS"} }),
-			rt, refundOf("n-f", "n-1", 5000), "status", "COMPLETED", sim.EndpointRedemption},
+			rt, refundOf("n-f", "n-1", 1, 5000, time.Now()), "status", "COMPLETED", sim.EndpointRedemption},
+		// The original is read, the clawback slot it finds is not: a refund
+		// scanning its original's slots is held as the guard is.
+		{"refund's clawback slot type", matchingBut(func(p *partnerprofile.Profile) { p.RedemptionType = partnerprofile.DefaultRedemptionType }),
+			rt, refundOf("n-h", "n-1", 1, 5000, time.Now()), "transactionType", "BURN", sim.EndpointRedemption},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			replay := s.bridge(func(o *bridge.Options) { o.Profile, o.Replay = tc.profile, true })
@@ -146,7 +149,8 @@ func TestProfileNotMatching(t *testing.T) {
 			}
 		})
 	}
-	if n := s.sim.Calls(sim.EndpointRedemption, 200); n != 0 {
-		t.Errorf("%d redemptions applied", n)
+	// The setup's clawback is the only redemption applied.
+	if n := s.sim.Calls(sim.EndpointRedemption, 200); n != 1 {
+		t.Errorf("%d redemptions applied, want the setup's 1", n)
 	}
 }

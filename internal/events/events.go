@@ -72,6 +72,14 @@ const (
 	// the partner does not know (lookup-transaction-id found nothing), with
 	// category BUSINESS.
 	ReasonOriginalNotFound = "ORIGINAL_NOT_FOUND"
+	// ReasonClawbackLimit: a PurchaseRefunded whose original already has
+	// the most clawbacks the bridge looks through (BUSINESS); nothing was
+	// clawed back.
+	ReasonClawbackLimit = "CLAWBACK_LIMIT"
+	// ReasonClawbackConflict: a transaction the partner holds under one of
+	// the original's clawback ids is not a redemption, so the clawbacks
+	// cannot be counted (BUSINESS); nothing was clawed back.
+	ReasonClawbackConflict = "CLAWBACK_CONFLICT"
 )
 
 // Event is an input event of one of the input topics. Implementations are
@@ -217,6 +225,12 @@ type LoyaltyResult struct {
 	LatencyMs     int64      `avro:"latencyMs" json:"latencyMs"`
 	ProcessedAt   time.Time  `avro:"processedAt" json:"processedAt"`
 	Source        Source     `avro:"source" json:"source"`
+	// ClawbackTransactionID is a refund's clawback redemption (its partner
+	// transactionId), when one was made or found.
+	ClawbackTransactionID *string `avro:"clawbackTransactionId" json:"clawbackTransactionId,omitempty"`
+	// RequestedPoints is a refund's proportional points before the cap by
+	// the original's earlier clawbacks.
+	RequestedPoints *int64 `avro:"requestedPoints" json:"requestedPoints,omitempty"`
 }
 
 // Source is the Kafka position of the input record a result answers.

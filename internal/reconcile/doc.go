@@ -49,13 +49,17 @@
 //
 // # Refunds
 //
-// A refund's clawback is a redemption on the partner's side. It is looked
-// up by the bitReference of its result when there is one (the partner's
-// own reference of what it applied, whatever transactionId the clawback
-// was posted under: deterministic clawback ids may differ from the
-// refund's id), otherwise by the refund's transactionId, the clawback's
-// id today. Error events carry no bitReference, so a refund that failed
-// is looked up by its transactionId.
+// A refund's clawback is a redemption on the partner's side, posted under
+// a clawback slot of the original (<original>~cb<k>, the bridge's
+// ClawbackID), not under the refund's id. It is looked up by the
+// clawbackTransactionId of the refund's result; a result written before
+// that field is looked up by its bitReference when it has one (the
+// partner's own reference of what it applied), otherwise by the refund's
+// transactionId, where clawbacks were posted before slots. Two results of
+// one refund that name two clawbacks are Differs: the refund may have been
+// clawed back twice. Error events carry neither, so a refund that failed
+// is looked up by its transactionId: a clawback that its ambiguous write
+// left in a slot is not found.
 //
 // # One reading of an answer
 //

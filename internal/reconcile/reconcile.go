@@ -128,6 +128,10 @@ type result struct {
 	outcome      events.Outcome
 	loyaltyID    string
 	bitReference string
+	// clawbackID is a refund result's clawbackTransactionId: the partner
+	// transactionId its clawback was posted under ("" in results written
+	// before the field).
+	clawbackID string
 	// points the result reports: points of an accrual, usedPoint (else
 	// points) of a redemption or a clawback; nil when it reports none.
 	points *int64
@@ -264,7 +268,8 @@ func (r *Reconciler) take(ctx context.Context, rec *kgo.Record, input string, it
 			return nil
 		}
 		id, typ, src = v.TransactionID, v.EventType, position{v.Source.Topic, v.Source.Partition, v.Source.Offset}
-		res = &result{at: at, outcome: v.Outcome, loyaltyID: deref(v.LoyaltyID), bitReference: deref(v.BitReference), points: v.Points}
+		res = &result{at: at, outcome: v.Outcome, loyaltyID: deref(v.LoyaltyID), bitReference: deref(v.BitReference),
+			clawbackID: deref(v.ClawbackTransactionID), points: v.Points}
 		if k, _ := kindOf(typ); k == partnerprofile.Redemption && v.UsedPoint != nil {
 			res.points = v.UsedPoint
 		}
@@ -488,19 +493,42 @@ func (it *item) loyaltyID() string {
 }
 
 // lookupRequest asks for the transaction by the bridge's transactionId,
-// except a refund's clawback with a result that carries its bitReference:
-// that is asked for by the bitReference alone, the partner's own reference
-// of what it applied, so that a clawback posted under another
-// transactionId than the refund's (deterministic clawback ids) is still
-// found.
+// except a refund's clawback, which is posted under an id of its own: a
+// refund result's clawbackTransactionId names it; a result written before
+// that field, with a bitReference, is asked for by the bitReference alone,
+// the partner's own reference of what it applied; otherwise (no result,
+// or neither field) by the refund's transactionId, where clawbacks made
+// before the original's clawback slots were posted.
 func (it *item) lookupRequest() loyalty.LookupRequest {
 	req := loyalty.LookupRequest{LoyaltyID: it.loyaltyID(), TransactionID: it.id}
 	if it.typ == events.TypePurchaseRefunded {
-		if ref := it.bitReference(); ref != "" {
+		if id := it.clawbackID(); id != "" {
+			req.TransactionID = id
+		} else if ref := it.bitReference(); ref != "" {
 			req.TransactionID, req.BitReference = "", ref
 		}
 	}
 	return req
+}
+
+// clawbackID is the clawbackTransactionId of the item's first result that
+// names one.
+func (it *item) clawbackID() string {
+	for _, rp := range it.results {
+		if rp.clawbackID != "" {
+			return rp.clawbackID
+		}
+	}
+	return ""
+}
+
+// asked names what was looked up when it is not the item's transactionId:
+// " (clawback X)" for a refund looked up by its clawbackTransactionId.
+func (it *item) asked() string {
+	if id := it.clawbackID(); id != "" && it.typ == events.TypePurchaseRefunded && id != it.id {
+		return " (clawback " + id + ")"
+	}
+	return ""
 }
 
 func (it *item) bitReference() string {
@@ -562,14 +590,22 @@ func (r *Reconciler) judge(it *item, t *loyalty.Transaction, lerr error) {
 	rp := it.results[0]
 	switch v {
 	case loyalty.LookupNotFound:
-		it.add(Missing, rp.at, "result %s, but the partner has no such transaction", rp.outcome)
+		it.add(Missing, rp.at, "result %s, but the partner has no such transaction%s", rp.outcome, it.asked())
 	case loyalty.LookupOtherKind:
-		it.add(Missing, rp.at, "result %s, but the partner has no such transaction (the transactionId names a %s, not this %s)",
-			rp.outcome, t.TransactionType, kind)
+		it.add(Missing, rp.at, "result %s, but the partner has no such transaction%s (the transactionId names a %s, not this %s)",
+			rp.outcome, it.asked(), t.TransactionType, kind)
 	case loyalty.LookupNotApplied:
-		it.add(NotApplied, rp.at, "result %s, but the partner's record has status %q, a failed status: it took no effect", rp.outcome, t.Status)
+		it.add(NotApplied, rp.at, "result %s, but the partner's record%s has status %q, a failed status: it took no effect",
+			rp.outcome, it.asked(), t.Status)
 	case loyalty.LookupApplied:
 		for _, rp := range it.results {
+			if c := it.clawbackID(); rp.clawbackID != "" && rp.clawbackID != c {
+				// Two results of one refund naming two clawbacks: each may
+				// have been applied (copies in two processes at once).
+				it.add(Differs, rp.at, "clawbackTransactionId: result %s, another result %s (looked up): the refund may have been clawed back twice",
+					rp.clawbackID, c)
+				continue
+			}
 			if d := differences(it.in, rp, t); d != "" {
 				it.add(Differs, rp.at, "%s", d)
 			}

@@ -244,6 +244,28 @@ func scenario(h *harness) []string {
 	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-renamed", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 2000, RefundDate: time.Now()})
 	bit = h.plant(sim.TypeRedemption, "clawback:F-renamed:1", 2, 2000)
 	h.result(src, ref, "F-renamed", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(2)); r.BitReference = &bit })
+	// A refund result names its clawback (clawbackTransactionId), which is
+	// what is looked up, ahead of its bitReference and its own id.
+	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-slot", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 3000, RefundDate: time.Now()})
+	bit = h.plant(sim.TypeRedemption, "A-ok~cb1", 3, 3000)
+	h.result(src, ref, "F-slot", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) {
+		r.UsedPoint, r.Points, r.ClawbackTransactionID, r.BitReference = ptr(int64(3)), ptr(int64(3)), ptr("A-ok~cb1"), &bit
+	})
+	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-slot-lost", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1000, RefundDate: time.Now()})
+	bit = h.plant(sim.TypeRedemption, "F-slot-lost", 1, 1000)
+	h.result(src, ref, "F-slot-lost", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) {
+		r.UsedPoint, r.ClawbackTransactionID, r.BitReference = ptr(int64(1)), ptr("A-ok~cb2"), &bit
+	})
+	// Two results of one refund naming two clawbacks (a copy of it handled
+	// elsewhere at the same time): it may have been clawed back twice.
+	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-twice", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 4000, RefundDate: time.Now()})
+	h.plant(sim.TypeRedemption, "A-ok~cb3", 4, 4000)
+	h.plant(sim.TypeRedemption, "A-ok~cb4", 4, 4000)
+	for _, slot := range []string{"A-ok~cb3", "A-ok~cb4"} {
+		h.result(src, ref, "F-twice", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) {
+			r.UsedPoint, r.ClawbackTransactionID = ptr(int64(4)), ptr(slot)
+		})
+	}
 	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-lost", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1000, RefundDate: time.Now()})
 	h.result(src, ref, "F-lost", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(1)) })
 	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-zero", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1, RefundDate: time.Now()})
@@ -266,9 +288,9 @@ func scenario(h *harness) []string {
 	h.result(events.Source{Topic: purchase}, acc, "A-before", events.OutcomeApplied, old, nil)
 
 	return []string{
-		"DIFFERS A-amount", "DIFFERS A-points", "DIFFERS R-used",
+		"DIFFERS A-amount", "DIFFERS A-points", "DIFFERS F-twice", "DIFFERS R-used",
 		"ERROR_BUT_APPLIED A-failed-but-applied", "ERROR_BUT_APPLIED A-failed-but-applied-2",
-		"MISSING A-lost", "MISSING F-lost",
+		"MISSING A-lost", "MISSING F-lost", "MISSING F-slot-lost",
 		"UNCHECKED A-gone",
 	}
 }
@@ -297,11 +319,11 @@ func TestReconcileFindsEveryPlantedMismatch(t *testing.T) {
 	if got := findings(rep); !slices.Equal(got, want) {
 		t.Errorf("findings\n got %q\nwant %q\n%s", got, want, rep.Table())
 	}
-	// 14 transactions looked up; A-gone could not be.
-	if rep.Checked != 14 || rep.Agreed != 7 || calls != 14 || last != 14 || planned != 14 {
+	// 17 transactions looked up; A-gone could not be.
+	if rep.Checked != 17 || rep.Agreed != 8 || calls != 17 || last != 17 || planned != 17 {
 		t.Errorf("checked %d, agreed %d; progress %d calls, last %d/%d\n%s", rep.Checked, rep.Agreed, calls, last, planned, rep.Table())
 	}
-	if rep.OK() || rep.Mismatches() != 7 || rep.Count(reconcile.Unchecked) != 1 {
+	if rep.OK() || rep.Mismatches() != 9 || rep.Count(reconcile.Unchecked) != 1 {
 		t.Errorf("OK %v, %d mismatches, %d unchecked", rep.OK(), rep.Mismatches(), rep.Count(reconcile.Unchecked))
 	}
 	details := map[string]string{}
@@ -316,6 +338,8 @@ func TestReconcileFindsEveryPlantedMismatch(t *testing.T) {
 		"A-failed-but-applied":   "error event TRANSIENT_EXHAUSTED, but the partner has it applied (6 points)",
 		"A-gone":                 "its input record is gone",
 		"F-lost":                 "no such transaction",
+		"F-slot-lost":            "no such transaction (clawback A-ok~cb2)",
+		"F-twice":                "clawbackTransactionId: result A-ok~cb4, another result A-ok~cb3",
 		"A-failed-but-applied-2": "applied",
 	} {
 		if !strings.Contains(details[id], want) {
@@ -327,7 +351,7 @@ func TestReconcileFindsEveryPlantedMismatch(t *testing.T) {
 		t.Errorf("skipped %v", rep.Skipped)
 	}
 	tab := rep.Table()
-	for _, s := range []string{"transactions looked up  14", "MISSING", "DIFFERS A-points"} {
+	for _, s := range []string{"transactions looked up  17", "MISSING", "DIFFERS A-points"} {
 		if !strings.Contains(strings.Join(strings.Fields(tab), " "), strings.Join(strings.Fields(s), " ")) {
 			t.Errorf("table lacks %q:\n%s", s, tab)
 		}

@@ -315,7 +315,7 @@ func calls(t events.EventType) string {
 	case events.TypeRedemptionRequested:
 		return "lookup-transaction (guard), then point-redemption unless found"
 	case events.TypePurchaseRefunded:
-		return "lookup-transaction (original), lookup-transaction (guard), then point-redemption unless found"
+		return "lookup-transaction (original, the refund's own id, the original's clawback slots), then point-redemption into the next slot unless its own is found, and a lookup of it"
 	case events.TypeMemberOnboardRequested:
 		return "user/onboard"
 	case events.TypeMemberLinkRequested:

@@ -96,7 +96,8 @@
 //     eKycStatus VERIFIED or PENDING, status ACTIVE, tierClass BASIC,
 //     SILVER, GOLD or PLATINUM, bitReference BIT + 12 digits. Timestamps
 //     are UTC with milliseconds; transactionTime is the partner's
-//     transactionDate (processing time when it cannot be read) at +07:00.
+//     transactionDate (processing time when it cannot be read, or always
+//     with Options.StampProcessingTime) at +07:00.
 //     Lookup by a transactionId used for both kinds finds the accrual.
 //
 // # Partner JWTs

@@ -224,6 +224,11 @@ type Options struct {
 	// points do not change the Server, which reads either date format and
 	// answers whole points.
 	Profile partnerprofile.Profile
+	// StampProcessingTime makes a lookup's transactionTime the time the
+	// Server processed the write, not the transactionDate sent: the spec
+	// does not say which a partner answers, and by default the Server
+	// echoes the date (processing time only when it cannot read it).
+	StampProcessingTime bool
 	// ClockSkew is how far a partner's clock may be off the Server's when a
 	// partner JWT is checked (default DefaultClockSkew, 30 s; at most
 	// MaxClockSkew): iat may be that far ahead, exp that far behind, and a

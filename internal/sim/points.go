@@ -180,6 +180,9 @@ func (s *Server) handleAccrual(c *call) reply {
 		return badRequest(s.opts.Profile.DuplicateCodes[0], "transactionId already accrued")
 	}
 	// Not a duplicate, or DuplicateApply: applied (again).
+	if s.opts.StampProcessingTime {
+		txTime = now
+	}
 	t := &txn{kind: s.opts.Profile.AccrualType, loyaltyID: m.id, transactionID: a.TransactionID, bitReference: s.st.bitRef(),
 		requestID: uuid.NewString(), points: points, amount: *a.TransactionAmount, at: now, txTime: txTime}
 	t.result = accrualResult{SponsorID: SponsorID, TransactionID: t.transactionID, BitReference: t.bitReference,
@@ -228,7 +231,7 @@ func (s *Server) handleRedemption(c *call) reply {
 		return badRequest(CodeInvalidSign, msg)
 	}
 	txTime, okDate := parseDateText(rq.TransactionDate)
-	if !okDate {
+	if !okDate || s.opts.StampProcessingTime {
 		txTime = now
 	}
 
