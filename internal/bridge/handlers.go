@@ -131,7 +131,8 @@ func refund(ctx context.Context, ev *events.PurchaseRefunded, prof partnerprofil
 	}
 	points := clawback(t.TransactionPoint, t.TransactionAmount, ev.RefundAmount)
 	if points == 0 {
-		return &events.LoyaltyResult{Outcome: events.OutcomeNoOp, LoyaltyID: &ev.LoyaltyID, UsedPoint: ptr(int64(0))}, nil
+		return &events.LoyaltyResult{Outcome: events.OutcomeNoOp, LoyaltyID: &ev.LoyaltyID, UsedPoint: ptr(int64(0)),
+			Points: ptr(int64(0)), RequestedPoints: ptr(int64(0))}, nil
 	}
 	return clawBack(ctx, p, ev, t.TransactionPoint, points)
 }

@@ -138,6 +138,8 @@ func TestRefundHandler(t *testing.T) {
 			case tc.outcome == events.OutcomeApplied && (p.last.TransactionID != "T-1~cb1" || p.last.UsedPoint != tc.points ||
 				*r.Points != tc.points || *r.ClawbackTransactionID != "T-1~cb1"):
 				t.Fatalf("redemption %+v", p.last)
+			case r.Points == nil || *r.Points != tc.points:
+				t.Fatalf("result points %v, want %d", r.Points, tc.points)
 			}
 		})
 	}
