@@ -1,0 +1,270 @@
+package callimit
+
+import (
+	"math"
+	"time"
+)
+
+// Tuning of the controller (see the package doc). The values were chosen
+// with the simulations in sim_test.go.
+const (
+	// minCut and maxCut bound one decrease: the limit is multiplied by
+	// 1 − (push-back share above the noise floor), within these bounds.
+	minCut = 0.25
+	maxCut = 0.5
+	// maxFloor caps the noise floor: a partner pushing back more than this
+	// share of calls is overloaded, however steady the share.
+	maxFloor = 0.25
+	// significance is how many standard deviations above the noise floor
+	// the push-backs must be to count as congestion, and slack the
+	// push-backs added to that: with a floor of 0, the first push-back is
+	// congestion.
+	significance = 3.0
+	slack        = 0.5
+	// probeBand is how close to the limit of the last decrease the limit
+	// grows slowly, by probeStep per round, rather than by one or more.
+	probeBand = 0.1
+	probeStep = 1.0 / 32
+	// latencyFactor and latencyMargin: a round whose mean latency exceeds
+	// the base latency by both is congestion.
+	latencyFactor = 1.5
+	latencyMargin = 2 * time.Millisecond
+	// baseRTTRounds is how slowly the base latency follows the rounds'
+	// above it, in rounds.
+	baseRTTRounds = 1024
+	// minCheck is the fewest outcomes a check after a decrease counts.
+	minCheck = 16
+)
+
+// event is a change of the limit, for the log line.
+type event struct {
+	reason string
+	share  float64
+	floor  float64
+}
+
+// round gathers the outcomes of about one round trip.
+type round struct {
+	startSeq uint64    // calls started from here on end the round
+	start    time.Time // and not before one smoothed round trip
+	done     int       // counted completions
+	pushed   int       // of which push-backs and timeouts
+	// accDone and accPushed are done and pushed of this round and, halved
+	// each round, of the ones before since the last decrease: a refusal
+	// per round trip is seen within a few rounds.
+	accDone, accPushed float64
+	rttSum             time.Duration
+	rttN               int
+	limited            bool // demand reached the limit during the round
+}
+
+// check is the window of calls sent just after a decrease: one limit's
+// worth of calls (at least minCheck), all sent at the lower limit.
+type check struct {
+	active       bool
+	want         int
+	done, pushed int
+}
+
+// close ends the check and sets the noise floor.
+func (v *check) close(c *control) {
+	v.active = false
+	if v.done < minCheck {
+		return
+	}
+	// One push-back less than seen: a lone refusal in a window is not yet
+	// a floor.
+	w := math.Max(0, float64(v.pushed-1)) / float64(v.done)
+	// The floor is the lower of the last two checks: it rises only when
+	// two checks in a row saw that much.
+	c.noise = math.Min(w, c.lastCheck)
+	c.lastCheck = w
+}
+
+// control is the adaptive limit's state; the Limiter's lock guards it.
+type control struct {
+	limit, max float64
+	seq        uint64 // calls started
+	cutSeq     uint64 // calls started before the last decrease are not counted
+	r          round
+	v          check
+	slowStart  bool    // until the first decrease: +1 per success
+	wmax       float64 // limit at the last decrease (0: none yet)
+	srtt       time.Duration
+	// baseRTT is the latency of an unloaded partner: the lowest round
+	// mean, drifting up slowly, and reset when a decrease for latency
+	// did not lower it (latencyCut is the mean that caused that one).
+	baseRTT, latencyCut time.Duration
+	latencyRounds       int
+	// noise is the noise floor, the lower of the last two checks;
+	// lastCheck the last one's push-back share.
+	noise, lastCheck float64
+}
+
+func (c *control) init(initial, max float64) {
+	c.limit, c.max, c.slowStart = max1(initial), max, true
+	c.v = check{active: true, want: math.MaxInt}
+}
+
+func max1(v float64) float64 { return math.Max(1, v) }
+
+// bound is the whole number of calls allowed.
+func (c *control) bound() int { return int(max1(c.limit)) }
+
+// floor is the push-back share taken for noise.
+func (c *control) floor() float64 { return math.Min(maxFloor, c.noise) }
+
+// started numbers a new call.
+func (c *control) started() uint64 {
+	s := c.seq
+	c.seq++
+	return s
+}
+
+// limited notes that demand reached the limit.
+func (c *control) limited() { c.r.limited = true }
+
+// significant reports whether pushed of n outcomes is more than noise.
+func (c *control) significant(pushed, n float64) bool {
+	f := c.floor()
+	return pushed > f*n+significance*math.Sqrt(n*f*(1-f))+slack
+}
+
+// sample counts one call's end.
+func (c *control) sample(seq uint64, s Signal, rtt time.Duration, now time.Time) *event {
+	if s == Ignore {
+		return nil
+	}
+	if s == Success {
+		if c.srtt == 0 {
+			c.srtt = rtt
+		} else {
+			c.srtt += (rtt - c.srtt) / 8
+		}
+	}
+	if seq < c.cutSeq {
+		// Sent at the limit before the last decrease: already judged.
+		return nil
+	}
+	var ev *event
+	r := &c.r
+	r.done++
+	r.accDone++
+	if c.v.active {
+		c.v.done++
+		if s == PushBack || s == Timeout {
+			c.v.pushed++
+		}
+		if c.v.done >= c.v.want {
+			c.v.close(c)
+		}
+	}
+	switch s {
+	case Success:
+		r.rttSum += rtt
+		r.rttN++
+		if c.slowStart && r.limited {
+			c.limit = math.Min(c.max, c.limit+1)
+			ev = &event{reason: "slow start"}
+		}
+	case PushBack, Timeout:
+		r.pushed++
+		r.accPushed++
+		// Decide at once, not at the round's end. Early in a round,
+		// refusals (often fast) outnumber the answers still to come:
+		// count at least a limit's worth of outcomes.
+		n := math.Max(r.accDone, float64(c.bound()))
+		if c.significant(r.accPushed, n) {
+			return c.decrease(now, "push-back", r.accPushed/n)
+		}
+	}
+	if seq >= r.startSeq && now.Sub(r.start) >= c.srtt {
+		if end := c.endRound(now); end != nil {
+			ev = end
+		}
+	}
+	return ev
+}
+
+// endRound judges a round that saw no significant push-back so far.
+func (c *control) endRound(now time.Time) *event {
+	r := c.r
+	share := 0.0
+	if r.done > 0 {
+		share = float64(r.pushed) / float64(r.done)
+	}
+	if r.rttN > 0 {
+		mean := r.rttSum / time.Duration(r.rttN)
+		if c.latencyRounds++; c.latencyCut > 0 && c.latencyRounds == 2 {
+			// Two rounds after a decrease for latency (the first one's
+			// calls queued behind the older ones), latency has not
+			// fallen: the partner is slower, not queueing our calls.
+			if mean*10 >= c.latencyCut*9 {
+				c.baseRTT = mean
+			}
+			c.latencyCut = 0
+		}
+		switch {
+		case c.baseRTT == 0 || mean < c.baseRTT:
+			c.baseRTT = mean
+		case float64(mean) > latencyFactor*float64(c.baseRTT) && mean-c.baseRTT > latencyMargin:
+			c.latencyCut, c.latencyRounds = mean, 0
+			return c.decrease(now, "latency", share)
+		default:
+			c.baseRTT += (mean - c.baseRTT) / baseRTTRounds
+		}
+	}
+	var ev *event
+	if r.limited && !c.slowStart && c.limit < c.max {
+		step := 1.0
+		switch band := math.Max(1, probeBand*c.wmax); {
+		case c.wmax == 0:
+		case math.Abs(c.limit-c.wmax) <= band:
+			step = probeStep
+		case c.limit < c.wmax:
+			// Back towards the last decrease's limit in a few rounds
+			// (binary search, as TCP BIC): below it the partner coped.
+			step = math.Max(1, (c.wmax-band-c.limit)/2)
+		}
+		c.limit = math.Min(c.max, c.limit+step)
+		ev = &event{reason: "growth", share: share, floor: c.floor()}
+	}
+	c.newRound(now, true)
+	return ev
+}
+
+// decrease cuts the limit by the share above the noise floor, and starts
+// a round: at most one decrease per round trip.
+func (c *control) decrease(now time.Time, reason string, share float64) *event {
+	if c.slowStart {
+		// Slow start began low: its share is a check too, and the only
+		// one before the first decrease.
+		c.v.close(c)
+	}
+	f := c.floor()
+	cut := math.Min(maxCut, math.Max(minCut, share-f))
+	if c.limit < c.wmax-math.Max(1, probeBand*c.wmax) {
+		// Another client took the room: give some of ours (TCP CUBIC's
+		// fast convergence).
+		c.wmax = c.limit * (1 - cut/2)
+	} else {
+		c.wmax = c.limit
+	}
+	c.limit = max1(c.limit * (1 - cut))
+	c.slowStart = false
+	c.cutSeq = c.seq
+	if !c.v.active {
+		// A check runs its course through further decreases.
+		c.v = check{active: true, want: max(c.bound(), minCheck)}
+	}
+	c.newRound(now, false)
+	return &event{reason: reason, share: share, floor: f}
+}
+
+func (c *control) newRound(now time.Time, keep bool) {
+	acc := round{}
+	if keep {
+		acc = c.r
+	}
+	c.r = round{startSeq: c.seq, start: now, accDone: acc.accDone / 2, accPushed: acc.accPushed / 2}
+}
