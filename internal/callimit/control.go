@@ -25,10 +25,13 @@ const (
 	// grows slowly, by probeStep per round, rather than by one or more.
 	probeBand = 0.1
 	probeStep = 1.0 / 32
-	// latencyFactor and latencyMargin: a round whose mean latency exceeds
-	// the base latency by both is congestion.
-	latencyFactor = 1.5
-	latencyMargin = 2 * time.Millisecond
+	// latencyFactor and latencyMargin: latencyRounds rounds in a row whose
+	// mean latency exceeds the base latency by both are congestion. A
+	// queue that the partner keeps for us lasts; a busy machine's pauses
+	// (our own CPU starved) come and go, and one slow round is no queue.
+	latencyFactor = 2.0
+	latencyMargin = 5 * time.Millisecond
+	latencyRounds = 3
 	// baseRTTRounds is how slowly the base latency follows the rounds'
 	// above it, in rounds.
 	baseRTTRounds = 1024
@@ -95,7 +98,8 @@ type control struct {
 	// mean, drifting up slowly, and reset when a decrease for latency
 	// did not lower it (latencyCut is the mean that caused that one).
 	baseRTT, latencyCut time.Duration
-	latencyRounds       int
+	latencyRounds       int // rounds since the last decrease for latency
+	slowRounds          int // rounds in a row above the base latency
 	// noise is the noise floor, the lower of the last two checks;
 	// lastCheck the last one's push-back share.
 	noise, lastCheck float64
@@ -208,9 +212,12 @@ func (c *control) endRound(now time.Time) *event {
 		case c.baseRTT == 0 || mean < c.baseRTT:
 			c.baseRTT = mean
 		case float64(mean) > latencyFactor*float64(c.baseRTT) && mean-c.baseRTT > latencyMargin:
-			c.latencyCut, c.latencyRounds = mean, 0
-			return c.decrease(now, "latency", share)
+			if c.slowRounds++; c.slowRounds >= latencyRounds {
+				c.latencyCut, c.latencyRounds, c.slowRounds = mean, 0, 0
+				return c.decrease(now, "latency", share)
+			}
 		default:
+			c.slowRounds = 0
 			c.baseRTT += (mean - c.baseRTT) / baseRTTRounds
 		}
 	}

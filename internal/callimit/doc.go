@@ -42,9 +42,11 @@
 //     BIC), and by 1/32 per round within 10% of it, where the partner
 //     pushed back last time; beyond it, by one again.
 //   - Congestion: push-backs (429, 503, 408; Retry-After or not), attempt
-//     timeouts, and a round whose mean latency is 1.5 times the base
-//     latency and 2 ms above it (a partner that queues rather than
-//     refuses). It cuts the limit by the share of push-backs above the
+//     timeouts, and three rounds in a row whose mean latency is twice the
+//     base latency and 5 ms above it (a partner that queues rather than
+//     refuses; three, because a busy machine's own pauses come and go
+//     while a queue lasts). The base latency is the lowest round mean,
+//     drifting up slowly. It cuts the limit by the share of push-backs above the
 //     noise floor, at least 25% and at most 50%.
 //   - A push-back answered faster than a round trip keeps its slot for
 //     the rest of one. Otherwise the slot goes to the next record at once,

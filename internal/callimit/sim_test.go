@@ -316,15 +316,16 @@ func TestLateClientGetsItsShare(t *testing.T) {
 }
 
 // A partner that queues the excess instead of refusing it says nothing
-// but its latency: the limit stays near the capacity rather than filling
-// the queue up to the maximum.
+// but its latency: the limit stays within a few times the capacity (the
+// latency doubles at twice the capacity) rather than filling the queue
+// up to the maximum.
 func TestRisingLatencyShrinks(t *testing.T) {
 	p := capacityPartner()
 	p.queue = true
 	c := &simClient{}
 	r := simulate(t, p, 256, []*simClient{c}, 20*time.Second, 5*time.Second, 1)
 	t.Logf("mean limit %.1f of 256, %.0f calls/s", c.meanLimit(r), r.rate())
-	if c.meanLimit(r) > 2.5*32 {
+	if c.meanLimit(r) > 3*32 {
 		t.Errorf("mean limit %.1f: the queue filled up", c.meanLimit(r))
 	}
 	if r.rate() < 0.9*3200 {
