@@ -15,6 +15,7 @@ const (
 	// maxFloor caps the noise floor: a partner pushing back more than this
 	// share of calls is overloaded, however steady the share.
 	maxFloor = 0.25
+	minFloor = 0.02
 	// significance is how many standard deviations above the noise floor
 	// the push-backs must be to count as congestion, and slack the
 	// push-backs added to that: with a floor of 0, the first push-back is
@@ -35,12 +36,22 @@ const (
 	// baseRTTRounds is how slowly the base latency follows the rounds'
 	// above it, in rounds.
 	baseRTTRounds = 1024
-	// minCheck is the fewest outcomes a check after a decrease counts.
-	minCheck = 16
+	// minSample is the fewest outcomes a measurement of the noise floor
+	// counts (slow start, a dip).
+	minSample = 16
+	// slowStartSample is how many outcomes slow start sees before a
+	// push-back share under maxFloor may end it.
+	slowStartSample = 64
+	// dipEvery and dipSpan: every dipEvery of wall-clock time, from its
+	// start, each replica halves its limit for dipSpan and measures the
+	// push-back share (see the package doc).
+	dipEvery = 10 * time.Second
+	dipSpan  = 200 * time.Millisecond
 )
 
 // event is a change of the limit, for the log line.
 type event struct {
+	cut    bool // a decrease
 	reason string
 	share  float64
 	floor  float64
@@ -61,27 +72,39 @@ type round struct {
 	limited            bool // demand reached the limit during the round
 }
 
-// check is the window of calls sent just after a decrease: one limit's
-// worth of calls (at least minCheck), all sent at the lower limit.
-type check struct {
-	active       bool
-	want         int
+// sample is a measurement of the noise floor: the outcomes of the calls
+// started in slow start, or in a dip.
+type sample struct {
+	from, to     uint64 // calls numbered [from, to) count; to 0: still open
 	done, pushed int
 }
 
-// close ends the check and sets the noise floor.
-func (v *check) close(c *control) {
-	v.active = false
-	if v.done < minCheck {
+func (m *sample) count(seq uint64, pushed bool) {
+	if seq >= m.from && (m.to == 0 || seq < m.to) {
+		m.done++
+		if pushed {
+			m.pushed++
+		}
+	}
+}
+
+// floorFrom sets the noise floor from m, when m says something: enough
+// outcomes, and a share not above maxFloor (an overloaded or failing
+// partner, not noise). One push-back less than seen is counted, so that
+// a lone refusal is no floor.
+func (c *control) floorFrom(m sample) {
+	if m.done < minSample {
 		return
 	}
-	// One push-back less than seen: a lone refusal in a window is not yet
-	// a floor.
-	w := math.Max(0, float64(v.pushed-1)) / float64(v.done)
-	// The floor is the lower of the last two checks: it rises only when
-	// two checks in a row saw that much.
-	c.noise = math.Min(w, c.lastCheck)
-	c.lastCheck = w
+	if w := math.Max(0, float64(m.pushed-1)) / float64(m.done); w > maxFloor {
+		return
+	}
+	// Pooled with the measurements before, the older halved each time:
+	// one dip of a few hundred calls misses a 10% share by a few points,
+	// and a floor set too low cuts on noise.
+	c.floorPushed = c.floorPushed/2 + math.Max(0, float64(m.pushed-1))
+	c.floorDone = c.floorDone/2 + float64(m.done)
+	c.noise = c.floorPushed / c.floorDone
 }
 
 // control is the adaptive limit's state; the Limiter's lock guards it.
@@ -90,7 +113,10 @@ type control struct {
 	seq        uint64 // calls started
 	cutSeq     uint64 // calls started before the last decrease are not counted
 	r          round
-	v          check
+	slow       sample // slow start's outcomes
+	dip        sample // the current or last dip's
+	dipStart   time.Time
+	dipping    bool
 	slowStart  bool    // until the first decrease: +1 per success
 	wmax       float64 // limit at the last decrease (0: none yet)
 	srtt       time.Duration
@@ -100,26 +126,70 @@ type control struct {
 	baseRTT, latencyCut time.Duration
 	latencyRounds       int // rounds since the last decrease for latency
 	slowRounds          int // rounds in a row above the base latency
-	// noise is the noise floor, the lower of the last two checks;
-	// lastCheck the last one's push-back share.
-	noise, lastCheck float64
+	// noise is the noise floor: the push-back share of the last dip, or
+	// of slow start before the first dip.
+	noise                  float64
+	floorPushed, floorDone float64 // the measurements pooled
 }
 
 func (c *control) init(initial, max float64) {
 	c.limit, c.max, c.slowStart = max1(initial), max, true
-	c.v = check{active: true, want: math.MaxInt}
 }
 
 func max1(v float64) float64 { return math.Max(1, v) }
 
-// bound is the whole number of calls allowed.
-func (c *control) bound() int { return int(max1(c.limit)) }
+// bound is the whole number of calls allowed: half the limit in a dip.
+func (c *control) bound() int {
+	if c.dipping {
+		return int(max1(c.limit / 2))
+	}
+	return int(max1(c.limit))
+}
 
-// floor is the push-back share taken for noise.
-func (c *control) floor() float64 { return math.Min(maxFloor, c.noise) }
+// clock moves the dip schedule to now: every dipEvery of wall-clock time
+// (the same instants on every replica), a dip of dipSpan. The dip's
+// measurement is taken once its calls had a round trip to end.
+func (c *control) clock(now time.Time) {
+	start := now.Truncate(dipEvery)
+	in := now.Sub(start) < dipSpan
+	switch {
+	case in && !c.dipping && !start.Equal(c.dipStart):
+		if c.dipStart.IsZero() || c.dip.to != 0 {
+			c.floorFromDip()
+		}
+		c.dipping, c.dipStart = true, start
+		c.dip = sample{from: c.seq}
+	case !in && c.dipping:
+		c.dipping = false
+		c.dip.to = c.seq
+	case !c.dipping && c.dip.to != 0 && now.Sub(c.dipStart) >= dipSpan+2*c.srtt:
+		c.floorFromDip()
+	}
+}
+
+func (c *control) floorFromDip() {
+	if c.dip.to != 0 {
+		c.floorFrom(c.dip)
+	}
+	c.dip = sample{}
+}
+
+// floor is the push-back share taken for noise; under minFloor, none:
+// a dip is not perfectly clean (the replicas' clocks differ by a few
+// milliseconds, calls sent just before it still meet a full partner),
+// and a floor of a fraction of a percent already lets two push-backs
+// pass where one would cut, which more than doubles the refusals at
+// capacity.
+func (c *control) floor() float64 {
+	if c.noise < minFloor {
+		return 0
+	}
+	return math.Min(maxFloor, c.noise)
+}
 
 // started numbers a new call.
-func (c *control) started() uint64 {
+func (c *control) started(now time.Time) uint64 {
+	c.clock(now)
 	s := c.seq
 	c.seq++
 	return s
@@ -146,6 +216,12 @@ func (c *control) sample(seq uint64, s Signal, rtt time.Duration, now time.Time)
 			c.srtt += (rtt - c.srtt) / 8
 		}
 	}
+	c.clock(now)
+	pushed := s == PushBack || s == Timeout
+	if c.slowStart {
+		c.slow.count(seq, pushed)
+	}
+	c.dip.count(seq, pushed)
 	if seq < c.cutSeq {
 		// Sent at the limit before the last decrease: already judged.
 		return nil
@@ -154,15 +230,6 @@ func (c *control) sample(seq uint64, s Signal, rtt time.Duration, now time.Time)
 	r := &c.r
 	r.done++
 	r.accDone++
-	if c.v.active {
-		c.v.done++
-		if s == PushBack || s == Timeout {
-			c.v.pushed++
-		}
-		if c.v.done >= c.v.want {
-			c.v.close(c)
-		}
-	}
 	switch s {
 	case Success:
 		r.rttSum += rtt
@@ -178,8 +245,12 @@ func (c *control) sample(seq uint64, s Signal, rtt time.Duration, now time.Time)
 		// refusals (often fast) outnumber the answers still to come:
 		// count at least a limit's worth of outcomes.
 		n := math.Max(r.accDone, float64(c.bound()))
-		if c.significant(r.accPushed, n) {
-			return c.decrease(now, "push-back", r.accPushed/n)
+		share := r.accPushed / n
+		// Slow start first sees enough calls to tell noise: only an
+		// overload ends it early.
+		early := c.slowStart && c.slow.done < slowStartSample && share-c.floor() <= maxFloor
+		if !early && c.significant(r.accPushed, n) {
+			return c.decrease(now, "push-back", share)
 		}
 	}
 	if seq >= r.startSeq && now.Sub(r.start) >= c.srtt {
@@ -222,7 +293,7 @@ func (c *control) endRound(now time.Time) *event {
 		}
 	}
 	var ev *event
-	if r.limited && !c.slowStart && c.limit < c.max {
+	if r.limited && !c.slowStart && !c.dipping && c.limit < c.max {
 		step := 1.0
 		switch band := math.Max(1, probeBand*c.wmax); {
 		case c.wmax == 0:
@@ -243,10 +314,10 @@ func (c *control) endRound(now time.Time) *event {
 // decrease cuts the limit by the share above the noise floor, and starts
 // a round: at most one decrease per round trip.
 func (c *control) decrease(now time.Time, reason string, share float64) *event {
-	if c.slowStart {
-		// Slow start began low: its share is a check too, and the only
-		// one before the first decrease.
-		c.v.close(c)
+	if c.slowStart && c.dipStart.IsZero() {
+		// Slow start began low: its share is the floor until the first
+		// dip.
+		c.floorFrom(c.slow)
 	}
 	f := c.floor()
 	cut := math.Min(maxCut, math.Max(minCut, share-f))
@@ -260,12 +331,8 @@ func (c *control) decrease(now time.Time, reason string, share float64) *event {
 	c.limit = max1(c.limit * (1 - cut))
 	c.slowStart = false
 	c.cutSeq = c.seq
-	if !c.v.active {
-		// A check runs its course through further decreases.
-		c.v = check{active: true, want: max(c.bound(), minCheck)}
-	}
 	c.newRound(now, false)
-	return &event{reason: reason, share: share, floor: f}
+	return &event{cut: true, reason: reason, share: share, floor: f}
 }
 
 func (c *control) newRound(now time.Time, keep bool) {

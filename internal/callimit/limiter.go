@@ -122,7 +122,7 @@ func New(o Options) (*Limiter, error) {
 		initial = o.Max
 	}
 	l.ctl.init(float64(min(initial, o.Max)), float64(o.Max))
-	l.shown, l.logged = l.Limit(), l.Limit()
+	l.shown, l.logged = l.limit(), l.limit()
 	if l.onLimit != nil {
 		l.onLimit(l.shown)
 	}
@@ -131,6 +131,13 @@ func New(o Options) (*Limiter, error) {
 
 // Limit is the number of calls allowed in progress now.
 func (l *Limiter) Limit() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.limit()
+}
+
+// limit is Limit with l.mu held.
+func (l *Limiter) limit() int {
 	if l.fixed {
 		return l.max
 	}
@@ -159,7 +166,7 @@ type Call struct {
 func (l *Limiter) TryAcquire() (*Call, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.waiters.Len() > 0 || l.inUse >= l.Limit() {
+	if l.waiters.Len() > 0 || l.inUse >= l.limit() {
 		return nil, false
 	}
 	return l.grant(), true
@@ -172,7 +179,7 @@ func (l *Limiter) Acquire(ctx context.Context) (*Call, error) {
 		return nil, err
 	}
 	l.mu.Lock()
-	if l.waiters.Len() == 0 && l.inUse < l.Limit() {
+	if l.waiters.Len() == 0 && l.inUse < l.limit() {
 		c := l.grant()
 		l.mu.Unlock()
 		return c, nil
@@ -212,10 +219,11 @@ func (l *Limiter) grant() *Call {
 }
 
 func (l *Limiter) newCall() *Call {
-	if l.inUse >= l.Limit() {
+	if l.inUse >= l.limit() {
 		l.ctl.limited()
 	}
-	return &Call{l: l, seq: l.ctl.started(), start: l.now()}
+	now := l.now()
+	return &Call{l: l, seq: l.ctl.started(now), start: now}
 }
 
 // Done ends the call with what its answer said. A second Done is ignored.
@@ -260,7 +268,7 @@ func (l *Limiter) release() {
 
 // wake lets waiters in while the limit allows; l.mu held.
 func (l *Limiter) wake() {
-	for l.waiters.Len() > 0 && l.inUse < l.Limit() {
+	for l.waiters.Len() > 0 && l.inUse < l.limit() {
 		el := l.waiters.Front()
 		l.waiters.Remove(el)
 		l.inUse++
@@ -272,7 +280,13 @@ func (l *Limiter) wake() {
 // whole number, a log line when it has halved or doubled since the last
 // line (a sawtooth around the partner's capacity logs nothing); l.mu held.
 func (l *Limiter) changed(ev *event) {
-	n := l.Limit()
+	n := l.limit()
+	if ev.cut {
+		if ce := l.log.Check(zap.DebugLevel, "partner call concurrency limit cut"); ce != nil {
+			ce.Write(zap.Int("limit", n), zap.String("reason", ev.reason), zap.Float64("push_back_share", ev.share),
+				zap.Float64("noise_floor", ev.floor))
+		}
+	}
 	if n == l.shown {
 		return
 	}

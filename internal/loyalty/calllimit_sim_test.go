@@ -2,6 +2,7 @@ package loyalty_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/callimit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
 // The adaptive call limit over HTTP against the simulator with a capacity
@@ -61,5 +63,76 @@ func TestSimCallLimitShrinksAndRecovers(t *testing.T) {
 	waitFor("recovers after the outage", func() bool { return limit.Load() >= capacity-1 })
 	if lim.Max() != callers {
 		t.Fatalf("Max %d", lim.Max())
+	}
+}
+
+// BenchmarkSimCapacityReplicas measures the capacity figure over
+// HTTP: replicas, each its own client and adaptive limit (up to 256),
+// share a simulator that handles 32 requests at once at 10 ms (3,200
+// calls/s) and refuses the excess with 503 and Retry-After. Every replica
+// has 128 callers that send again at once, as a backlog does. Reported:
+// calls/s together (answered, not refused), the share refused, and each
+// replica's share of the answered calls.
+//
+//	go test -run '^$' -bench SimCapacityReplicas -benchtime 1x ./internal/loyalty
+func BenchmarkSimCapacityReplicas(b *testing.B) {
+	for _, replicas := range []int{1, 3} {
+		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
+			for b.Loop() {
+				benchReplicas(b, replicas)
+			}
+		})
+	}
+}
+
+func benchReplicas(b *testing.B, replicas int) {
+	const capacity, callers, span = 32, 128, 10 * time.Second
+	e := newSimEnv(b, simConfig{simOpts: sim.Options{Capacity: capacity, Faults: sim.Faults{Latency: 10 * time.Millisecond}}})
+	clients := make([]*loyalty.Client, replicas)
+	limits := make([]*callimit.Limiter, replicas)
+	for i := range clients {
+		hc, err := loyalty.NewHTTPClient(loyalty.TransportOptions{MaxConns: 256})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(hc.CloseIdleConnections)
+		grant, err := tokensource.NewPassword(tokensource.PasswordOptions{AuthURL: e.srv.URL, ClientID: sim.DefaultClientID,
+			ClientSecret: sim.DefaultClientSecret, Username: sim.DefaultUsername, Password: sim.DefaultPassword, HTTPClient: hc})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if limits[i], err = callimit.New(callimit.Options{Max: 256}); err != nil {
+			b.Fatal(err)
+		}
+		if clients[i], err = loyalty.New(loyalty.Options{BaseURL: e.srv.URL, Tokens: tokensource.NewCache(grant, tokensource.CacheOptions{}),
+			HTTPClient: hc, Calls: limits[i], Retry: loyalty.RetryPolicy{MaxAttempts: 1}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), span)
+	defer cancel()
+	answered := make([]atomic.Int64, replicas)
+	var wg sync.WaitGroup
+	for r, c := range clients {
+		for i := range callers {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					if _, _, err := c.CustomerInfo(ctx, sim.MemberID(1+i%20)); err == nil {
+						answered[r].Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	var total int64
+	for r := range answered {
+		total += answered[r].Load()
+	}
+	refused := e.sim.OverCapacity("user-profile")
+	b.ReportMetric(float64(total)/span.Seconds(), "calls/s")
+	b.ReportMetric(100*float64(refused)/float64(int64(refused)+total), "%refused")
+	for r := range answered {
+		b.Logf("replica %d: %.2f of the answered calls, limit %d at the end", r, float64(answered[r].Load())/float64(total), limits[r].Limit())
 	}
 }
