@@ -45,8 +45,8 @@ const (
 	// dipEvery and dipSpan: every dipEvery of wall-clock time, from its
 	// start, each replica halves its limit for dipSpan and measures the
 	// push-back share (see the package doc).
-	dipEvery = 10 * time.Second
-	dipSpan  = 200 * time.Millisecond
+	dipEvery = 5 * time.Second
+	dipSpan  = 100 * time.Millisecond
 )
 
 // event is a change of the limit, for the log line.
