@@ -20,7 +20,7 @@ const (
 	// the push-backs must be to count as congestion, and slack the
 	// push-backs added to that: with a floor of 0, the first push-back is
 	// congestion.
-	significance = 3.0
+	significance = 4.0
 	slack        = 0.5
 	// probeBand is how close to the limit of the last decrease the limit
 	// grows slowly, by probeStep per round, rather than by one or more.
@@ -39,8 +39,9 @@ const (
 	// minSample is the fewest outcomes a measurement of the noise floor
 	// counts (slow start, a dip).
 	minSample = 16
-	// slowStartSample is how many outcomes slow start sees before a
-	// push-back share under maxFloor may end it.
+	// slowStartSample bounds how many outcomes slow start waits for its
+	// floor measurement (the calls sent before the limit doubled) before
+	// a push-back share under maxFloor may end it.
 	slowStartSample = 64
 	// dipEvery and dipSpan: every dipEvery of wall-clock time, from its
 	// start, each replica halves its limit for dipSpan and measures the
@@ -90,19 +91,20 @@ func (m *sample) count(seq uint64, pushed bool) {
 
 // floorFrom sets the noise floor from m, when m says something: enough
 // outcomes, and a share not above maxFloor (an overloaded or failing
-// partner, not noise). One push-back less than seen is counted, so that
-// a lone refusal is no floor.
-func (c *control) floorFrom(m sample) {
+// partner, not noise). less refusals are not counted: slow start's
+// sample is small, and a lone refusal in it is no floor.
+func (c *control) floorFrom(m sample, less int) {
 	if m.done < minSample {
 		return
 	}
-	if w := math.Max(0, float64(m.pushed-1)) / float64(m.done); w > maxFloor {
+	pushed := float64(max(0, m.pushed-less))
+	if pushed/float64(m.done) > maxFloor {
 		return
 	}
 	// Pooled with the measurements before, the older halved each time:
 	// one dip of a few hundred calls misses a 10% share by a few points,
 	// and a floor set too low cuts on noise.
-	c.floorPushed = c.floorPushed/2 + math.Max(0, float64(m.pushed-1))
+	c.floorPushed = c.floorPushed/2 + pushed
 	c.floorDone = c.floorDone/2 + float64(m.done)
 	c.noise = c.floorPushed / c.floorDone
 }
@@ -113,7 +115,9 @@ type control struct {
 	seq        uint64 // calls started
 	cutSeq     uint64 // calls started before the last decrease are not counted
 	r          round
-	slow       sample // slow start's outcomes
+	slow       sample // the calls slow start sent before the limit doubled
+	slowDone   bool   // slow's floor is taken
+	initial    float64
 	dip        sample // the current or last dip's
 	dipStart   time.Time
 	dipping    bool
@@ -133,7 +137,7 @@ type control struct {
 }
 
 func (c *control) init(initial, max float64) {
-	c.limit, c.max, c.slowStart = max1(initial), max, true
+	c.limit, c.max, c.slowStart, c.initial = max1(initial), max, true, max1(initial)
 }
 
 func max1(v float64) float64 { return math.Max(1, v) }
@@ -169,7 +173,7 @@ func (c *control) clock(now time.Time) {
 
 func (c *control) floorFromDip() {
 	if c.dip.to != 0 {
-		c.floorFrom(c.dip)
+		c.floorFrom(c.dip, 0)
 	}
 	c.dip = sample{}
 }
@@ -218,8 +222,9 @@ func (c *control) sample(seq uint64, s Signal, rtt time.Duration, now time.Time)
 	}
 	c.clock(now)
 	pushed := s == PushBack || s == Timeout
-	if c.slowStart {
-		c.slow.count(seq, pushed)
+	c.slow.count(seq, pushed)
+	if !c.slowDone && c.slow.to != 0 && uint64(c.slow.done) >= c.slow.to {
+		c.takeSlowFloor()
 	}
 	c.dip.count(seq, pushed)
 	if seq < c.cutSeq {
@@ -236,6 +241,9 @@ func (c *control) sample(seq uint64, s Signal, rtt time.Duration, now time.Time)
 		r.rttN++
 		if c.slowStart && r.limited {
 			c.limit = math.Min(c.max, c.limit+1)
+			if c.slow.to == 0 && c.limit > 2*c.initial {
+				c.slow.to = c.seq
+			}
 			ev = &event{reason: "slow start"}
 		}
 	case PushBack, Timeout:
@@ -246,9 +254,9 @@ func (c *control) sample(seq uint64, s Signal, rtt time.Duration, now time.Time)
 		// count at least a limit's worth of outcomes.
 		n := math.Max(r.accDone, float64(c.bound()))
 		share := r.accPushed / n
-		// Slow start first sees enough calls to tell noise: only an
-		// overload ends it early.
-		early := c.slowStart && c.slow.done < slowStartSample && share-c.floor() <= maxFloor
+		// Slow start first measures the floor at its low limit: only an
+		// overload ends it before.
+		early := c.slowStart && !c.slowDone && c.slow.done < slowStartSample && share-c.floor() <= maxFloor
 		if !early && c.significant(r.accPushed, n) {
 			return c.decrease(now, "push-back", share)
 		}
@@ -311,13 +319,21 @@ func (c *control) endRound(now time.Time) *event {
 	return ev
 }
 
+// takeSlowFloor takes slow start's measurement as the floor, unless a dip
+// measured it first: slow start began at a low limit, and its first calls met a
+// partner loaded by this replica's few.
+func (c *control) takeSlowFloor() {
+	c.slowDone = true
+	if c.floorDone == 0 {
+		c.floorFrom(c.slow, 1)
+	}
+}
+
 // decrease cuts the limit by the share above the noise floor, and starts
 // a round: at most one decrease per round trip.
 func (c *control) decrease(now time.Time, reason string, share float64) *event {
-	if c.slowStart && c.dipStart.IsZero() {
-		// Slow start began low: its share is the floor until the first
-		// dip.
-		c.floorFrom(c.slow)
+	if !c.slowDone {
+		c.takeSlowFloor()
 	}
 	f := c.floor()
 	cut := math.Min(maxCut, math.Max(minCut, share-f))
