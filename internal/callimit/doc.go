@@ -69,20 +69,20 @@
 // its own decrease as its background learned the other replicas' load,
 // tolerated more, and took the capacity; checks after each decrease
 // ratcheted every replica's floor up in the same way in these
-// simulations. The floor is therefore measured only at low load:
+// simulations. The floor is therefore measured only at low load, in
+// dips: every 5 s of wall-clock time, at the same instants on every
+// replica (their clocks agree within milliseconds, as TCP flows agree
+// through shared losses), each replica halves its limit for 100 ms. The
+// whole group's load halves at once, congestion stops, and what is
+// refused then is noise. The share of the calls started in the dip is
+// pooled with the measurements before it, each older one weighing half.
+// A dip costs about 1% of the throughput at the capacity.
 //
-//   - in slow start, which begins at a low limit: the calls it sends
-//     before the limit doubles (one refusal less), until the first dip;
-//     slow start is not ended by a push-back share under the floor's cap
-//     before that measurement is taken;
-//   - in dips: every 5 s of wall-clock time, at the same instants on every
-//     replica (their clocks agree within milliseconds, as TCP flows agree
-//     through shared losses), each replica halves its limit for 100 ms.
-//     The whole group's load halves at once, congestion stops, and what
-//     is refused then is noise. The share of the calls started in the dip is
-//     pooled with the measurements before it, each older one weighing
-//     half. A dip costs about
-//     1% of the throughput at the capacity.
+// Until the first dip the floor is 0: a replica started against a
+// partner refusing at random cuts for up to 5 s. (Slow start, which
+// begins at a low limit, also measured it once; over HTTP, replicas that
+// started a few milliseconds apart learned each other's slow start as
+// noise, and one took 65% of the capacity.)
 //
 // A floor under 2% counts as none (a dip is not perfectly clean, and a
 // small floor already lets two push-backs pass where one would cut); one
