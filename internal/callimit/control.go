@@ -15,6 +15,7 @@ const (
 	// maxFloor caps the noise floor: a partner pushing back more than this
 	// share of calls is overloaded, however steady the share.
 	maxFloor = 0.25
+	// minFloor: a floor under it counts as none (see floor).
 	minFloor = 0.02
 	// significance is how many standard deviations above the noise floor
 	// the push-backs must be to count as congestion, and slack the
@@ -36,9 +37,13 @@ const (
 	// baseRTTRounds is how slowly the base latency follows the rounds'
 	// above it, in rounds.
 	baseRTTRounds = 1024
-	// minSample is the fewest outcomes a dip needs to measure the noise
-	// floor.
+	// minSample is the fewest outcomes a measurement of the noise floor
+	// counts (slow start, a dip).
 	minSample = 16
+	// slowStartSample bounds how many outcomes slow start waits for its
+	// floor measurement (the calls sent before the limit doubled) before
+	// a push-back share under maxFloor may end it.
+	slowStartSample = 64
 	// dipEvery and dipSpan: every dipEvery of wall-clock time, from its
 	// start, each replica halves its limit for dipSpan and measures the
 	// push-back share (see the package doc).
@@ -70,7 +75,7 @@ type round struct {
 }
 
 // sample is a measurement of the noise floor: the outcomes of the calls
-// started in a dip.
+// started in slow start, or in a dip.
 type sample struct {
 	from, to     uint64 // calls numbered [from, to) count; to 0: still open
 	done, pushed int
@@ -87,14 +92,24 @@ func (m *sample) count(seq uint64, pushed bool) {
 
 // floorFrom sets the noise floor from m, when m says something: enough
 // outcomes, and a share not above maxFloor (an overloaded or failing
-// partner, not noise).
-func (c *control) floorFrom(m sample) {
+// partner, not noise). less refusals are not counted: slow start's
+// sample is small, and a lone refusal in it is no floor.
+func (c *control) floorFrom(m sample, less int) {
 	if m.done < minSample {
 		return
 	}
-	pushed := float64(m.pushed)
+	pushed := float64(max(0, m.pushed-less))
 	if pushed/float64(m.done) > maxFloor {
 		return
+	}
+	if less == 0 && c.slowFloor {
+		// The first dip replaces slow start's measurement: slow start
+		// began low for this replica, not for the others, which may have
+		// been running at full load.
+		c.floorPushed, c.floorDone, c.slowFloor = 0, 0, false
+	}
+	if less != 0 {
+		c.slowFloor = true
 	}
 	// Pooled with the measurements before, the older halved each time:
 	// one dip of a few hundred calls misses a 10% share by a few points,
@@ -110,6 +125,9 @@ type control struct {
 	seq        uint64 // calls started
 	cutSeq     uint64 // calls started before the last decrease are not counted
 	r          round
+	slow       sample // the calls slow start sent before the limit doubled
+	slowDone   bool   // slow's floor is taken
+	initial    float64
 	dip        sample // the current or last dip's
 	dipStart   time.Time
 	dipping    bool
@@ -122,13 +140,15 @@ type control struct {
 	baseRTT, latencyCut time.Duration
 	latencyRounds       int // rounds since the last decrease for latency
 	slowRounds          int // rounds in a row above the base latency
-	// noise is the noise floor: the push-back share of the dips, pooled.
+	// noise is the noise floor: the push-back share of the last dip, or
+	// of slow start before the first dip.
 	noise                  float64
 	floorPushed, floorDone float64 // the measurements pooled
+	slowFloor              bool    // the pool is slow start's measurement
 }
 
 func (c *control) init(initial, max float64) {
-	c.limit, c.max, c.slowStart = max1(initial), max, true
+	c.limit, c.max, c.slowStart, c.initial = max1(initial), max, true, max1(initial)
 }
 
 func max1(v float64) float64 { return math.Max(1, v) }
@@ -164,7 +184,7 @@ func (c *control) clock(now time.Time) {
 
 func (c *control) floorFromDip() {
 	if c.dip.to != 0 {
-		c.floorFrom(c.dip)
+		c.floorFrom(c.dip, 0)
 	}
 	c.dip = sample{}
 }
@@ -213,6 +233,10 @@ func (c *control) sample(seq uint64, s Signal, rtt time.Duration, now time.Time)
 	}
 	c.clock(now)
 	pushed := s == PushBack || s == Timeout
+	c.slow.count(seq, pushed)
+	if !c.slowDone && c.slow.to != 0 && uint64(c.slow.done) >= c.slow.to {
+		c.takeSlowFloor()
+	}
 	c.dip.count(seq, pushed)
 	if seq < c.cutSeq {
 		// Sent at the limit before the last decrease: already judged.
@@ -228,6 +252,9 @@ func (c *control) sample(seq uint64, s Signal, rtt time.Duration, now time.Time)
 		r.rttN++
 		if c.slowStart && r.limited {
 			c.limit = math.Min(c.max, c.limit+1)
+			if c.slow.to == 0 && c.limit > 2*c.initial {
+				c.slow.to = c.seq
+			}
 			ev = &event{reason: "slow start"}
 		}
 	case PushBack, Timeout:
@@ -238,7 +265,10 @@ func (c *control) sample(seq uint64, s Signal, rtt time.Duration, now time.Time)
 		// count at least a limit's worth of outcomes.
 		n := math.Max(r.accDone, float64(c.bound()))
 		share := r.accPushed / n
-		if c.significant(r.accPushed, n) {
+		// Slow start first measures the floor at its low limit: only an
+		// overload ends it before.
+		early := c.slowStart && !c.slowDone && c.slow.done < slowStartSample && share-c.floor() <= maxFloor
+		if !early && c.significant(r.accPushed, n) {
 			return c.decrease(now, "push-back", share)
 		}
 	}
@@ -300,9 +330,22 @@ func (c *control) endRound(now time.Time) *event {
 	return ev
 }
 
+// takeSlowFloor takes slow start's measurement as the floor, unless a dip
+// measured it first: slow start began at a low limit, and its first calls met a
+// partner loaded by this replica's few.
+func (c *control) takeSlowFloor() {
+	c.slowDone = true
+	if c.floorDone == 0 {
+		c.floorFrom(c.slow, 1)
+	}
+}
+
 // decrease cuts the limit by the share above the noise floor, and starts
 // a round: at most one decrease per round trip.
 func (c *control) decrease(now time.Time, reason string, share float64) *event {
+	if !c.slowDone {
+		c.takeSlowFloor()
+	}
 	f := c.floor()
 	cut := math.Min(maxCut, math.Max(minCut, share-f))
 	if c.limit < c.wmax-math.Max(1, probeBand*c.wmax) {
