@@ -59,11 +59,10 @@ func (q *eventQueue) empty() bool                { return len(*q) == 0 }
 func (c *simClient) active(t time.Duration) bool { return t >= c.start && (c.end == 0 || t < c.end) }
 
 type simResult struct {
-	clients       []*simClient
-	measured      time.Duration
-	ok, pushed    int
-	limitTrace    [][]int // per client, the limit every traceEvery
-	okPerInterval []int
+	clients    []*simClient
+	measured   time.Duration
+	ok, pushed int
+	limitTrace [][]int // per client, the limit every traceEvery
 }
 
 var traceEvery = 100 * time.Millisecond
