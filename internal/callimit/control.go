@@ -140,8 +140,8 @@ type control struct {
 	baseRTT, latencyCut time.Duration
 	latencyRounds       int // rounds since the last decrease for latency
 	slowRounds          int // rounds in a row above the base latency
-	// noise is the noise floor: the push-back share of the last dip, or
-	// of slow start before the first dip.
+	// noise is the noise floor: the push-back share of the dips, pooled,
+	// or of slow start before the first dip.
 	noise                  float64
 	floorPushed, floorDone float64 // the measurements pooled
 	slowFloor              bool    // the pool is slow start's measurement
