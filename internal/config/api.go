@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/callimit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
@@ -213,7 +214,11 @@ type BuildOptions struct {
 	MaxConns int
 	// MaxCalls bounds partner API requests in progress (see
 	// loyalty.Options.MaxCalls); 0: no bound but the connections'.
+	// Ignored when Calls is set.
 	MaxCalls int
+	// Calls, when set, is the limit on requests in progress
+	// (Processing.BuildCallLimit).
+	Calls *callimit.Limiter
 	// OnCalls is told the requests in progress whenever they change.
 	OnCalls func(inUse int)
 	// WrapTransport instruments the HTTP transport (metrics).
@@ -303,7 +308,7 @@ func (a *API) Build(o BuildOptions) (_ *APIClient, err error) {
 	c.Tokens = tokensource.NewCache(grant, tokensource.CacheOptions{FetchTimeout: a.Timeout, Logger: log.Named("token"), OnGrant: o.OnGrant})
 	opts := loyalty.Options{BaseURL: a.BaseURL, HTTPClient: hc, Tokens: c.Tokens, Timeout: a.Timeout,
 		Retry:             loyalty.RetryPolicy{MaxAttempts: a.MaxAttempts, MaxElapsed: a.MaxElapsed},
-		AccrualDateFormat: o.Profile.AccrualFormat(), FractionalPoints: o.Profile.Fractions(), Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, OnCalls: o.OnCalls, Sleep: o.Wait}
+		AccrualDateFormat: o.Profile.AccrualFormat(), FractionalPoints: o.Profile.Fractions(), Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, Calls: o.Calls, OnCalls: o.OnCalls, Sleep: o.Wait}
 	if c.Signer != nil {
 		opts.Signer = c.Signer
 	}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/callimit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
@@ -31,6 +32,7 @@ const DefaultBreakerRatio = 0.5
 type Processing struct {
 	Ordering                ordering.Mode
 	MaxInFlight             int
+	AdaptiveConcurrency     bool
 	MaxInFlightPerPartition int
 	MaxBuffered             int
 	MaxBufferedMiB          int
@@ -59,6 +61,7 @@ func (p *Processing) Define(b *flagenv.Binder) {
 		maxInFlight = p.defaultMaxInFlight
 	}
 	fs.IntVar(&p.MaxInFlight, "max-in-flight", maxInFlight, "partner API calls in progress at once, across all partitions (a record waiting to retry holds none)")
+	fs.BoolVar(&p.AdaptiveConcurrency, "adaptive-concurrency", true, "adapt the partner calls in progress between 1 and --max-in-flight to what the partner sustains: fewer on 429, 503, timeouts and rising latency, more while calls are healthy (false: always --max-in-flight)")
 	fs.IntVar(&p.MaxInFlightPerPartition, "max-in-flight-per-partition", 0, "records handled at once per partition (0: no bound of its own)")
 	fs.IntVar(&p.MaxBuffered, "max-buffered", 0, "records taken from Kafka and not yet committed: waiting, calling, waiting to retry, or done behind one that is not (0: 1,024 per MiB of --max-buffered-mib, at least 4 × --max-in-flight)")
 	fs.IntVar(&p.MaxBufferedMiB, "max-buffered-mib", pipeline.DefaultMaxBufferedBytes>>20, "memory for those records, keys, values and bookkeeping, in MiB: the window behind a record that waits (a Retry-After); one partition takes at most half")
@@ -151,6 +154,19 @@ func (p *Processing) Build() pipeline.Options {
 	return pipeline.Options{Mode: p.Ordering, MaxInFlight: p.MaxInFlight, MaxInFlightPerPartition: handling,
 		MaxBuffered: buffered, MaxBufferedPerPartition: perPartition, MaxBufferedBytes: p.MaxBufferedMiB << 20,
 		CommitInterval: p.CommitInterval, DrainTimeout: p.DrainTimeout, ShutdownTimeout: p.ShutdownTimeout, Linger: p.Linger}
+}
+
+// BuildCallLimit returns the limit on partner calls in progress that the
+// section sets (API.Build's BuildOptions.Calls): adaptive between 1 and
+// --max-in-flight, or fixed at --max-in-flight with
+// --adaptive-concurrency=false. log gets a line per large change, onLimit
+// the limit whenever it changes (a gauge).
+func (p *Processing) BuildCallLimit(log *zap.Logger, onLimit func(int)) (*callimit.Limiter, error) {
+	l, err := callimit.New(callimit.Options{Max: p.MaxInFlight, Fixed: !p.AdaptiveConcurrency, Logger: log, OnLimit: onLimit})
+	if err != nil {
+		return nil, fmt.Errorf("--max-in-flight: %w", err)
+	}
+	return l, nil
 }
 
 // BreakerOff reports whether --breaker-failures turned the circuit breaker

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/apiendpoint"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/callimit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/noredirect"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
@@ -85,7 +85,13 @@ type Options struct {
 	// record waiting out a 503 does not keep another from the partner. The
 	// wait for a slot is not part of the attempt's Timeout. Token grants
 	// are not Client calls and take none. 0: no bound of the Client's own.
+	// Ignored when Calls is set.
 	MaxCalls int
+	// Calls, when set, bounds the requests in progress instead of a fixed
+	// MaxCalls, with the same slot rules: an adaptive limit
+	// (callimit.Limiter), told what each attempt's answer said about the
+	// partner's load (see the package doc, Concurrency).
+	Calls *callimit.Limiter
 	// OnCalls, when set, is told the attempts holding a slot whenever the
 	// number changes (a gauge).
 	OnCalls func(inUse int)
@@ -125,7 +131,7 @@ type Client struct {
 	frac    partnerprofile.Fractions
 	log     *zap.Logger
 	onRetry func(string)
-	calls   *semaphore.Weighted // nil: MaxCalls 0
+	calls   *callimit.Limiter // nil: no bound
 	inUse   atomic.Int64
 	onCalls func(int)
 	sleep   func(context.Context, time.Duration) error
@@ -158,9 +164,11 @@ func New(opts Options) (*Client, error) {
 	}
 	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), tokens: opts.Tokens, hc: opts.HTTPClient,
 		timeout: opts.Timeout, retry: r, signer: opts.Signer, datefmt: df, frac: partnerprofile.Profile{FractionalPoints: frac}.Fractions(), log: opts.Logger,
-		onRetry: opts.OnRetry, onCalls: opts.OnCalls, sleep: opts.Sleep, rand: opts.Rand, now: opts.Now}
-	if opts.MaxCalls > 0 {
-		c.calls = semaphore.NewWeighted(int64(opts.MaxCalls))
+		onRetry: opts.OnRetry, onCalls: opts.OnCalls, sleep: opts.Sleep, rand: opts.Rand, now: opts.Now, calls: opts.Calls}
+	if c.calls == nil && opts.MaxCalls > 0 {
+		if c.calls, err = callimit.New(callimit.Options{Max: opts.MaxCalls, Fixed: true}); err != nil {
+			errs = append(errs, fmt.Errorf("loyalty: %w", err))
+		}
 	}
 	if c.hc == nil {
 		hc, err := NewHTTPClient(TransportOptions{MaxConns: opts.MaxConns, TLS: opts.TLS})
@@ -487,17 +495,18 @@ func businessError(ep endpoint, ref string, status int, body []byte) *BusinessEr
 
 // attempt makes one HTTP request, bounded by the per-attempt timeout, and
 // reads the whole answer.
-func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payload []byte, tok tokensource.Token) attemptResult {
+func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payload []byte, tok tokensource.Token) (res attemptResult) {
 	if c.calls != nil {
 		// Before the attempt's timeout starts: waiting for a slot says
 		// nothing about the partner.
-		if err := c.calls.Acquire(ctx, 1); err != nil {
+		slot, err := c.calls.Acquire(ctx)
+		if err != nil {
 			return attemptResult{err: transportErr(ctx, ctx, err)}
 		}
 		c.callsChanged(c.inUse.Add(1))
 		defer func() {
 			c.callsChanged(c.inUse.Add(-1))
-			c.calls.Release(1)
+			slot.Done(loadSignal(ctx, res))
 		}()
 	}
 	actx, cancel := context.WithTimeout(apiendpoint.With(ctx, ep.name), c.timeout)
@@ -533,7 +542,7 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payloa
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
-	res := attemptResult{status: resp.StatusCode, body: body, wrote: true, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
+	res = attemptResult{status: resp.StatusCode, body: body, wrote: true, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
 	if noredirect.IsRedirect(resp.StatusCode) {
 		res.location = resp.Header.Get("Location")
 	}
@@ -544,6 +553,29 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payloa
 		res.body = nil // decodes as malformed, without scanning megabytes
 	}
 	return res
+}
+
+// loadSignal is what an attempt's answer says about the partner's load,
+// for the call limit: refusals (408, 429, 503, and any answer with a
+// Retry-After) and timeouts (the attempt's own, or a gateway's 504) are
+// push-backs; other failures (500, a broken connection, a redirect) say
+// nothing about load; any other answer, 4xx included, was processed. An
+// attempt its caller gave up on is ignored.
+func loadSignal(ctx context.Context, res attemptResult) callimit.Signal {
+	switch s := res.status; {
+	case ctx.Err() != nil:
+		return callimit.Ignore
+	case errors.Is(res.err, errAttemptTimeout), s == http.StatusGatewayTimeout:
+		return callimit.Timeout
+	case res.err != nil:
+		return callimit.Failure
+	case s == http.StatusRequestTimeout, s == http.StatusTooManyRequests, s == http.StatusServiceUnavailable,
+		res.retryAfter > 0:
+		return callimit.PushBack
+	case s >= 500, s >= 300 && s < 400:
+		return callimit.Failure
+	}
+	return callimit.Success
 }
 
 func (c *Client) callsChanged(n int64) {

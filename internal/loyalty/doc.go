@@ -89,6 +89,18 @@
 // personal datum; the server's free-text message is kept in a field, not in
 // Error(), and a body that is not the envelope is not quoted at all.
 //
+// # Concurrency
+//
+// Options.Calls (or a fixed Options.MaxCalls) bounds the attempts in
+// progress: a slot is held from before the request until the answer is
+// read, never while a call waits to retry. With an adaptive
+// callimit.Limiter the client tells it what each answer said about the
+// partner's load (loadSignal): 408, 429, 503 and any answer carrying
+// Retry-After are push-backs, an attempt timeout or a 504 a timeout,
+// other 5xx, 3xx and broken connections neutral failures, everything
+// else (4xx included) a processed call. The Retry-After itself is
+// honoured by the call that received it, as its retry's wait.
+//
 // # Transport
 //
 // One http.Client for the process (NewHTTPClient: pool sized for the

@@ -251,8 +251,12 @@ func (gs gates) Ready(ctx context.Context) error {
 // and fetches a first token.
 func (d *Deps) buildClient(ctx context.Context) error {
 	cfg := d.Config
+	calls, err := cfg.Processing.BuildCallLimit(d.Log.Named("callimit"), func(n int) { d.Metrics.ConcurrencyLimit.Set(float64(n)) })
+	if err != nil {
+		return err
+	}
 	api, err := cfg.API.Build(config.BuildOptions{Logger: d.Log, MaxConns: cfg.Processing.MaxInFlight,
-		MaxCalls: cfg.Processing.MaxInFlight, OnCalls: func(n int) { d.Metrics.APICallsInFlight.Set(float64(n)) },
+		Calls: calls, OnCalls: func(n int) { d.Metrics.APICallsInFlight.Set(float64(n)) },
 		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
 			return d.Metrics.InstrumentTransport(d.retries.observe(rt))
 		},
@@ -359,7 +363,8 @@ func (s *Service) Run(ctx context.Context) error {
 		return nil
 	})
 	s.log.Info("bridge running", zap.String("group", s.cfg.Group.Name), zap.Strings("topics", s.cfg.Topics.Build().Inputs()),
-		zap.Stringer("ordering", s.cfg.Processing.Ordering), zap.Int("max_in_flight", s.cfg.Processing.MaxInFlight))
+		zap.Stringer("ordering", s.cfg.Processing.Ordering), zap.Int("max_in_flight", s.cfg.Processing.MaxInFlight),
+		zap.Bool("adaptive_concurrency", s.cfg.Processing.AdaptiveConcurrency))
 	err := g.Wait()
 	s.log.Info("bridge stopped", zap.Error(err))
 	return err

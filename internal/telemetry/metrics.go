@@ -36,6 +36,7 @@ type Metrics struct {
 	AuthHeld            prometheus.Gauge       // 1 while records are held for refused credentials
 	InFlight            prometheus.Gauge
 	APICallsInFlight    prometheus.Gauge     // partner requests holding a call slot
+	ConcurrencyLimit    prometheus.Gauge     // the partner call limit in force (adaptive, or --max-in-flight)
 	Held                prometheus.Gauge     // records held back while the circuit is open
 	CommittedOffset     *prometheus.GaugeVec // topic, partition
 	Lag                 *prometheus.GaugeVec // topic, partition: high watermark − committed
@@ -84,6 +85,8 @@ func NewMetrics() *Metrics {
 		Name: "in_flight_records", Help: "Records dispatched and not yet completed (calling the partner or waiting to retry)."})
 	m.APICallsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
 		Name: "api_calls_in_flight", Help: "Partner API requests in progress (bounded by --max-in-flight; in_flight_records minus this is records waiting to retry)."})
+	m.ConcurrencyLimit = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
+		Name: "concurrency_limit", Help: "Partner API requests allowed in progress now: adapts between 1 and --max-in-flight to the partner's push-backs and latency (--adaptive-concurrency), else --max-in-flight."})
 	m.Held = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
 		Name: "held_records", Help: "Records polled but held back (circuit open or partition window full)."})
 	m.CommittedOffset = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace,
@@ -93,7 +96,7 @@ func NewMetrics() *Metrics {
 
 	for _, c := range []prometheus.Collector{m.RecordsConsumed, m.RecordsCompleted, m.ErrorEvents, m.APICalls,
 		m.APILatency, m.APIRetries, m.GuardLookups, m.UnrecognisedAnswers, m.AlreadyApplied, m.TokenRefreshes, m.CircuitState, m.AuthFailures, m.AuthHeld,
-		m.InFlight, m.APICallsInFlight, m.Held, m.CommittedOffset, m.Lag,
+		m.InFlight, m.APICallsInFlight, m.ConcurrencyLimit, m.Held, m.CommittedOffset, m.Lag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
