@@ -222,9 +222,15 @@ func (p *Pipeline) commit(ctx context.Context, cl *kgo.Client, only []*partition
 		if at < 0 {
 			return // nothing taken yet: nothing to say
 		}
-		h := max(part.horizon, part.want)
+		// Never below the horizon this member inherited: records a
+		// previous owner may have sent, and this one has not finished,
+		// stay uncertain for the next owner whatever this one did (a
+		// member taking a crashed one's partition and handing it on after
+		// a few records once lowered it to its own last dispatch, and the
+		// third owner wrote records the first had applied).
+		h := max(part.horizon, part.want, part.guardBelow)
 		if final {
-			h = max(at, part.maxSent+1)
+			h = max(at, part.maxSent+1, part.guardBelow)
 		}
 		if at == part.sentAt && h == part.sentHorizon {
 			return

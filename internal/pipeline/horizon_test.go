@@ -248,3 +248,56 @@ func TestHorizonBeforeDispatch(t *testing.T) {
 		t.Errorf("handled %d of %d", h, n)
 	}
 }
+
+// TestHorizonInherited: a member that takes a partition with uncertain
+// records (a crashed owner's horizon) and stops before finishing them
+// hands the same uncertainty on: its final commit's horizon is never below
+// the one it inherited, so the third owner still guards the records the
+// first may have sent. The chaos suite against a partner without duplicate
+// detection caught the horizon lowered to the second owner's last dispatch,
+// and the third owner wrote again what the first had applied.
+func TestHorizonInherited(t *testing.T) {
+	e := newEnv(t, 1)
+	const n, from, horizon, stuck = 100, 10, 60, 15
+	e.produce(n, strconv.Itoa, func(int) int32 { return 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: inTopic, Partition: 0, At: from, LeaderEpoch: -1, Metadata: horizonMetadata(horizon)})
+	if _, err := e.adm.CommitOffsets(ctx, "g", offs); err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int32
+	o := e.opts("g", echo(func(ctx context.Context, r *kgo.Record, _ Meta) error {
+		if r.Offset >= stuck { // the second owner stops after a few records
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		handled.Add(1)
+		return nil
+	}))
+	o.DrainTimeout, o.MaxInFlight = 200*time.Millisecond, 2 // dispatches 15 and 16, below the inherited horizon
+	r := start(t, o)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return handled.Load() == stuck-from, fmt.Sprintf("handled %d of %d", handled.Load(), stuck-from)
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	at, meta := e.committedMeta("g")
+	if h, ok := parseHorizon(meta); at != stuck || !ok || h < horizon {
+		t.Fatalf("after the second owner: committed %d, metadata %q; want %d and a horizon of at least %d", at, meta, stuck, horizon)
+	}
+
+	log := newFreshLog()
+	o.Handler = echo(func(_ context.Context, r *kgo.Record, m Meta) error { log.note(r, m); return nil })
+	start(t, o)
+	e.waitCommittedToEnd("g")
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for off := int64(stuck); off < n; off++ {
+		if want := off < horizon; log.fresh[off] != want {
+			t.Errorf("third owner, offset %d: fresh %v, want %v", off, log.fresh[off], want)
+		}
+	}
+}
