@@ -186,7 +186,7 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 		// JoinGroup it parks while another member is slow to rejoin, and
 		// drops it unanswered when the session ends; leaving the group
 		// then waits for that JoinGroup, which --shutdown-timeout bounds.
-		svc, err := service.New(ctx, &c, service.Options{Logger: zap.NewNop(),
+		svc, err := service.New(ctx, &c, service.Options{Logger: chaosLogger(t, id),
 			ClientOpts: []kgo.Opt{kgo.HeartbeatInterval(200 * time.Millisecond), kgo.SessionTimeout(2 * time.Second), kgo.Dialer(sw.dial)}})
 		if err != nil {
 			t.Fatal(err)
@@ -407,6 +407,7 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 			eff := st.Sim.Effects(s.id)
 			if eff > 1 {
 				multiEffect++
+				t.Logf("%s (%s) applied %d times", s.id, s.topic, eff)
 			}
 			if ok && eff != 1 {
 				appliedNot1++
@@ -559,6 +560,25 @@ func setMinSession(ctx context.Context, t *testing.T, brokers []string) {
 		t.Fatalf("group.min.session.timeout.ms: %v", err)
 	}
 }
+
+// chaosLogger is a no-op logger, or with CHAOS_LOG=DIR a debug logger
+// writing to DIR/<member>.<n>.log, one file per incarnation of a member:
+// what a failed run needs to be understood.
+func chaosLogger(t *testing.T, id string) *zap.Logger {
+	dir := os.Getenv("CHAOS_LOG")
+	if dir == "" {
+		return zap.NewNop()
+	}
+	cfg := zap.NewDevelopmentConfig()
+	cfg.OutputPaths = []string{fmt.Sprintf("%s/%s.%d.log", dir, id, logN.Add(1))}
+	l, err := cfg.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+var logN atomic.Int64
 
 func chaosConfig(t *testing.T, st *devstack.Stack) *config.Config {
 	t.Helper()
