@@ -99,6 +99,11 @@ type partition struct {
 	maxSent     int64  // highest offset dispatched, -1 before the first
 	sentAt      int64  // last offset committed, -1 before
 	sentHorizon int64  // last horizon committed, -1 before
+	// sentReleased: the last commit marked the partition released.
+	sentReleased bool
+	// guardAfter: the records below guardBelow wait until then, taken over
+	// from an owner that did not release the partition (TakeoverWait).
+	guardAfter time.Time
 }
 
 // job is one record from dispatch to done.
@@ -651,6 +656,12 @@ func (p *Pipeline) nextLocked() *job {
 	for _, part := range p.parts { // map order: no partition is always first
 		if part.revoking || part.active >= p.o.MaxInFlightPerPartition {
 			continue
+		}
+		if !part.guardAfter.IsZero() {
+			if time.Now().Before(part.guardAfter) {
+				continue // its wake is scheduled (onFetched)
+			}
+			part.guardAfter = time.Time{}
 		}
 		task, ok := part.sched.Next()
 		if !ok {
