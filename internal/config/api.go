@@ -227,6 +227,10 @@ type BuildOptions struct {
 	// Wait is how the client waits before a retry (default a timer); the
 	// bridge passes pipeline.Wait, which frees the record's slot meanwhile.
 	Wait func(ctx context.Context, d time.Duration) error
+	// BeforeWrite holds each write attempt until it may start; the bridge
+	// passes pipeline.Leased (a member whose group session may expire
+	// before the attempt's timeout starts no write).
+	BeforeWrite func(ctx context.Context) error
 }
 
 // APIClient is the partner API client stack: one HTTP client shared by the
@@ -302,7 +306,8 @@ func (a *API) Build(o BuildOptions) (_ *APIClient, err error) {
 	c.Tokens = tokensource.NewCache(grant, tokensource.CacheOptions{FetchTimeout: a.Timeout, Logger: log.Named("token"), OnGrant: o.OnGrant})
 	opts := loyalty.Options{BaseURL: a.BaseURL, HTTPClient: hc, Tokens: c.Tokens, Timeout: a.Timeout,
 		Retry:             loyalty.RetryPolicy{MaxAttempts: a.MaxAttempts, MaxElapsed: a.MaxElapsed},
-		AccrualDateFormat: a.DateFormat, Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, OnCalls: o.OnCalls, Sleep: o.Wait}
+		AccrualDateFormat: a.DateFormat, Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, OnCalls: o.OnCalls, Sleep: o.Wait,
+		BeforeWrite: o.BeforeWrite}
 	if c.Signer != nil {
 		opts.Signer = c.Signer
 	}

@@ -84,6 +84,12 @@ type Options struct {
 	// OnCalls, when set, is told the attempts holding a slot whenever the
 	// number changes (a gauge).
 	OnCalls func(inUse int)
+	// BeforeWrite, when set, is called before each attempt of a write,
+	// once its slot is held and before its Timeout starts: the attempt
+	// waits for it, and fails as a transient error that sent nothing if it
+	// returns an error. The bridge passes pipeline.Leased: a write starts
+	// only while the member's group session outlasts the attempt.
+	BeforeWrite func(ctx context.Context) error
 
 	// Test hooks. Sleep waits d or until ctx ends (default a timer); Rand
 	// returns a float in [0,1) for jitter (default math/rand/v2); Now is the
@@ -123,8 +129,10 @@ type Client struct {
 	inUse   atomic.Int64
 	onCalls func(int)
 	sleep   func(context.Context, time.Duration) error
-	rand    func() float64
-	now     func() time.Time
+	// beforeWrite: Options.BeforeWrite.
+	beforeWrite func(context.Context) error
+	rand        func() float64
+	now         func() time.Time
 }
 
 // New validates opts (every problem reported together) and returns a
@@ -148,7 +156,7 @@ func New(opts Options) (*Client, error) {
 	}
 	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), tokens: opts.Tokens, hc: opts.HTTPClient,
 		timeout: opts.Timeout, retry: r, signer: opts.Signer, datefmt: df, log: opts.Logger,
-		onRetry: opts.OnRetry, onCalls: opts.OnCalls, sleep: opts.Sleep, rand: opts.Rand, now: opts.Now}
+		onRetry: opts.OnRetry, onCalls: opts.OnCalls, sleep: opts.Sleep, beforeWrite: opts.BeforeWrite, rand: opts.Rand, now: opts.Now}
 	if opts.MaxCalls > 0 {
 		c.calls = semaphore.NewWeighted(int64(opts.MaxCalls))
 	}
@@ -474,6 +482,11 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payloa
 			c.callsChanged(c.inUse.Add(-1))
 			c.calls.Release(1)
 		}()
+	}
+	if ep.write && c.beforeWrite != nil {
+		if err := c.beforeWrite(ctx); err != nil {
+			return attemptResult{err: transportErr(ctx, ctx, err)}
+		}
 	}
 	actx, cancel := context.WithTimeout(apiendpoint.With(ctx, ep.name), c.timeout)
 	defer cancel()

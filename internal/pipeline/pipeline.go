@@ -51,6 +51,11 @@ type Pipeline struct {
 	wakeCommit chan struct{} // capacity 1: a horizon must move
 	commitMu   sync.Mutex    // one commit at a time, so none lands after a later one
 
+	// The lease (lease.go): partner writes start only while the group
+	// session outlasts them. session is set before the first dispatch.
+	lease   *lease
+	session time.Duration
+
 	// Exactly-once mode (transact.go); all guarded by mu but sess.
 	eos       bool
 	sess      *kgo.GroupTransactSession
@@ -146,6 +151,7 @@ func New(opts Options) (*Pipeline, error) {
 		parts:        make(map[tp]*partition),
 		drained:      make(chan struct{}),
 		wakeCommit:   make(chan struct{}, 1),
+		lease:        newLease(),
 		eos:          o.Delivery == ExactlyOnce,
 		roundWake:    make(chan struct{}, 1),
 		outFailed:    make(map[tp]map[int64]outFailure),
@@ -224,6 +230,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.mu.Lock()
 	p.cl = cl
 	p.mu.Unlock()
+	defer p.startProbe(workCtx, cl)()
 
 	p.log.Info("pipeline starting", zap.String("group", p.o.Group), zap.Strings("topics", p.o.Topics),
 		zap.Stringer("mode", p.o.Mode), zap.Int("max_in_flight", p.o.MaxInFlight),
@@ -285,6 +292,16 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.mu.Unlock()
 	p.log.Info("pipeline stopped", zap.Error(failure))
 	return failure
+}
+
+// startProbe starts the lease's prober (lease.go) with the client's
+// session timeout, and returns the function that stops it and waits.
+func (p *Pipeline) startProbe(ctx context.Context, cl *kgo.Client) (stop func()) {
+	p.session, _ = cl.OptValue(kgo.SessionTimeout).(time.Duration)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { p.probe(ctx, cl) })
+	return func() { cancel(); wg.Wait() }
 }
 
 // within returns d, or what is left until deadline if that is shorter.
@@ -942,6 +959,7 @@ func (p *Pipeline) onAssigned(_ context.Context, _ *kgo.Client, assigned map[str
 		}
 	}
 	p.mu.Unlock()
+	wake(p.lease.probeNow) // a lease from this generation before the first write
 	for topic, parts := range assigned {
 		p.log.Info("partitions assigned", zap.String("topic", topic), zap.Int32s("partitions", parts))
 		p.obs.Assigned(topic, parts, true, false)
@@ -1020,6 +1038,7 @@ wait:
 // onLost drops the partitions without committing: another member may own
 // them already.
 func (p *Pipeline) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
+	p.lease.revoke() // expelled: no proof of membership until a new heartbeat
 	if len(lost) == 0 {
 		return
 	}

@@ -258,7 +258,7 @@ func (d *Deps) buildClient(ctx context.Context) error {
 		},
 		OnGrant: d.Metrics.TokenGrant,
 		OnRetry: func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() },
-		Wait:    d.retries.wait(pipeline.Wait)})
+		Wait:    d.retries.wait(pipeline.Wait), BeforeWrite: pipeline.Leased})
 	if err != nil {
 		return err
 	}
