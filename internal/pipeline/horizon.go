@@ -265,11 +265,13 @@ func (p *Pipeline) commit(ctx context.Context, cl *kgo.Client, only []*partition
 		// third owner wrote records the first had applied).
 		h := max(part.horizon, part.want, part.guardBelow)
 		// Released: no handler of the partition is running or was cut
-		// off, so none of its partner calls can still land.
+		// off, so none of its partner calls can still land, and so none
+		// of a previous owner's: this member's takeover wait, if it had
+		// one, is over.
 		released := false
 		if final {
 			h = max(at, part.maxSent+1, part.guardBelow)
-			released = part.handling == 0 && part.abandoned == 0
+			released = part.handling == 0 && part.abandoned == 0 && !time.Now().Before(part.guardAfter)
 		}
 		if at == part.sentAt && h == part.sentHorizon && released == part.sentReleased {
 			return

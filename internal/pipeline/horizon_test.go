@@ -338,3 +338,36 @@ func TestTakeoverWait(t *testing.T) {
 		t.Errorf("partition taken over from a crash: %d records handled before TakeoverWait passed", h)
 	}
 }
+
+// TestTakeoverWaitHandedOn: a member that takes a partition over from a
+// crash and releases it before its takeover wait is over does not mark it
+// released: the crashed owner's last calls may still be landing, and the
+// next owner waits in turn.
+func TestTakeoverWaitHandedOn(t *testing.T) {
+	e := newEnv(t, 1)
+	const n, from, horizon = 20, 5, 30
+	e.produce(n, strconv.Itoa, func(int) int32 { return 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: inTopic, Partition: 0, At: from, LeaderEpoch: -1, Metadata: horizonMetadata(horizon)}) // a crash
+	if _, err := e.adm.CommitOffsets(ctx, "g", offs); err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int32
+	o := e.opts("g", echo(func(context.Context, *kgo.Record, Meta) error { handled.Add(1); return nil }))
+	o.CallTimeout = time.Hour
+	r := start(t, o)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		_, meta := e.committedMeta("g")
+		return meta != horizonMetadata(horizon), "the member has not committed its own horizon yet"
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	at, meta := e.committedMeta("g")
+	if h, released, ok := parseHorizon(meta); at != from || !ok || h < horizon || released || handled.Load() != 0 {
+		t.Errorf("handed on within its takeover wait: committed %d, metadata %q, %d handled; want %d, a horizon of at least %d, not released, none handled",
+			at, meta, handled.Load(), from, horizon)
+	}
+}
