@@ -89,19 +89,16 @@ func (s *netSwitch) cut() {
 }
 
 // TestChaos runs against a partner that rejects a repeated transactionId
-// (the simulator's default). CHAOS_DUPLICATES=apply runs it against one
-// without duplicate detection instead, where a write sent twice is applied
-// twice and only the bridge's guard keeps one effect: it does not hold
-// every time yet (a killed member's handlers go on writing while its
-// successor, which took over after the session timeout, looks the same
-// records up; see the README), so CI runs the default.
-func TestChaos(t *testing.T) {
-	dup, err := sim.ParseDuplicatePolicy(os.Getenv("CHAOS_DUPLICATES"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runChaos(t, false, dup)
-}
+// (the simulator's default).
+func TestChaos(t *testing.T) { runChaos(t, false, sim.DuplicateReject) }
+
+// TestChaosDuplicatesApplied runs the same chaos against a partner without
+// duplicate detection (--duplicate-policy apply): a write sent twice is
+// applied twice, so only the bridge keeps one effect per transaction, with
+// killed members and members expelled while they still hold partitions:
+// the dispatch horizon (which records a new owner guards), the takeover
+// wait and the lease (when the old owner's last write has landed).
+func TestChaosDuplicatesApplied(t *testing.T) { runChaos(t, false, sim.DuplicateApply) }
 
 // TestChaosExactlyOnce runs the same chaos with --delivery exactly-once:
 // a read_committed reader of the reply topics sees no duplicate.
