@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,5 +88,18 @@ func TestLeaseStopsAnExpelledMember(t *testing.T) {
 	_ = first.stop(t)
 	if z := zombie.Load(); z > 0 {
 		t.Errorf("%d records of the expelled member were let write after its successor took the partition over", z)
+	}
+}
+
+// TestLeaseRefusesACallTimeoutOverTheSession: a call timeout the group
+// session cannot outlast would hold every write forever; Run refuses it.
+func TestLeaseRefusesACallTimeoutOverTheSession(t *testing.T) {
+	e := newEnv(t, 1)
+	o := e.opts("g", echo(nil))
+	o.CallTimeout = 10 * time.Second
+	o.ClientOpts = append(o.ClientOpts, kgo.SessionTimeout(6*time.Second))
+	err := start(t, o).wait(t)
+	if err == nil || !strings.Contains(err.Error(), "not shorter than the group session timeout") {
+		t.Fatalf("Run = %v; want the call timeout refused", err)
 	}
 }

@@ -230,6 +230,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.mu.Lock()
 	p.cl = cl
 	p.mu.Unlock()
+	if err := p.checkLease(cl); err != nil {
+		cl.Close()
+		return err
+	}
 	defer p.startProbe(workCtx, cl)()
 
 	p.log.Info("pipeline starting", zap.String("group", p.o.Group), zap.Strings("topics", p.o.Topics),
@@ -292,6 +296,17 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.mu.Unlock()
 	p.log.Info("pipeline stopped", zap.Error(failure))
 	return failure
+}
+
+// checkLease refuses a CallTimeout the group session cannot outlast: no
+// partner write could ever start (Leased would wait forever).
+func (p *Pipeline) checkLease(cl *kgo.Client) error {
+	session, _ := cl.OptValue(kgo.SessionTimeout).(time.Duration)
+	if p.o.CallTimeout > 0 && p.o.CallTimeout >= session {
+		return fmt.Errorf("pipeline: the partner call timeout %v (--api-timeout) is not shorter than the group session timeout %v: "+
+			"a member starts a write only while its session outlasts the call", p.o.CallTimeout, session)
+	}
+	return nil
 }
 
 // startProbe starts the lease's prober (lease.go) with the client's

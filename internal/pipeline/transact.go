@@ -58,6 +58,10 @@ func (p *Pipeline) runTransactional(ctx context.Context) error {
 	p.mu.Lock()
 	p.sess, p.cl = sess, sess.Client()
 	p.mu.Unlock()
+	if err := p.checkLease(p.cl); err != nil {
+		sess.Close()
+		return err
+	}
 	defer p.startProbe(workCtx, p.cl)()
 	// Initialize the producer ID now, not at the first commit: it fences
 	// a dead predecessor with the same TransactionalID and aborts its open
