@@ -148,7 +148,9 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 	st.Sim.SetFaults(base)
 	st.Sim.SetTokenTTLs(3*time.Second, 10*time.Second)
 	var bursts atomic.Int64
-	background.Go(func() { // 429 bursts: 300 ms of nothing but 429 every 2 s
+	burstsDone := make(chan struct{})
+	go func() { // 429 bursts: 300 ms of nothing but 429 every 2 s
+		defer close(burstsDone)
 		tick := time.NewTicker(2 * time.Second)
 		defer tick.Stop()
 		for {
@@ -166,7 +168,18 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 			}
 			st.Sim.SetFaults(base)
 		}
-	})
+	}()
+	// faultsOff ends every fault for good. The burst schedule must have
+	// stopped first: one that set its 429s after the faults were cleared,
+	// and then saw the end, left the partner answering nothing but 429,
+	// and the run's last link commands retried until the lag deadline.
+	faultsOff := func() {
+		stopFaults()
+		<-burstsDone
+		kf.off()
+		st.Sim.SetFaults(sim.Faults{})
+	}
+	defer func() { stopFaults(); <-burstsDone }()
 
 	var (
 		mu       sync.Mutex
@@ -325,9 +338,7 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for missing(out, all) > 0 {
 		if time.Now().After(deadline) {
-			stopFaults()
-			st.Sim.SetFaults(sim.Faults{})
-			kf.off()
+			faultsOff()
 		}
 		if time.Now().After(deadline.Add(2 * time.Minute)) {
 			diagnose(ctx, t, st.Brokers, cfg.Group.Name, out, all)
@@ -335,9 +346,7 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling the outputs
 	}
-	stopFaults()
-	kf.off()
-	st.Sim.SetFaults(sim.Faults{})
+	faultsOff()
 
 	// Every transaction has an output, but not necessarily from the
 	// member that owns its partition now: a killed member produces
