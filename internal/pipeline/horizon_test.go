@@ -329,7 +329,7 @@ func TestTakeoverWait(t *testing.T) {
 		handled[r.Partition].Add(1)
 		return nil
 	}))
-	o.CallTimeout = time.Hour // TakeoverWait 1h and 1s: longer than the test
+	o.TakeoverWait = time.Hour // longer than the test
 	start(t, o)
 	eventually(t, 30*time.Second, func() (bool, string) {
 		return handled[1].Load() == n/2-from, fmt.Sprintf("released partition: handled %d of %d", handled[1].Load(), n/2-from)
@@ -356,7 +356,7 @@ func TestTakeoverWaitHandedOn(t *testing.T) {
 	}
 	var handled atomic.Int32
 	o := e.opts("g", echo(func(context.Context, *kgo.Record, Meta) error { handled.Add(1); return nil }))
-	o.CallTimeout = time.Hour
+	o.TakeoverWait = time.Hour
 	r := start(t, o)
 	eventually(t, 30*time.Second, func() (bool, string) {
 		_, meta := e.committedMeta("g")
