@@ -207,6 +207,12 @@ func (p *Pipeline) probe(ctx context.Context, cl *kgo.Client) {
 		switch err := kerr.ErrorForCode(resp.ErrorCode); err {
 		case nil, kerr.RebalanceInProgress: // counted in: the session restarted
 			p.lease.renew(sent)
+		case kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.FencedInstanceID:
+			// Out of the group, or of its generation: no write until a
+			// heartbeat of the next generation is answered, rather than
+			// until the last proof runs out. franz-go learns it too and
+			// calls onLost, but only once its own revoke (a drain) is over.
+			p.lease.revoke()
 		default:
 			if ce := p.log.Check(zap.DebugLevel, "membership probe refused"); ce != nil {
 				ce.Write(zap.Error(err))
