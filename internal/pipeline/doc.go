@@ -104,7 +104,9 @@
 //     now + CallTimeout is before the moment the group may expel the
 //     member, the sending time of the last heartbeat answered as a member
 //     plus the session timeout. The pipeline sends heartbeats of its own
-//     for this, since franz-go's do not tell their answers. A write that
+//     for this, since franz-go's do not tell their answers; one answered
+//     as not a member (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION) ends the
+//     lease at once. A write that
 //     finds the lease short waits in Leased (its slot given back) for the
 //     next answered heartbeat, and ends with the record's context when
 //     the partition is lost or revoked after a drain timeout. So a member
