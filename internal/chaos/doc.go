@@ -23,7 +23,11 @@
 //   - every input transactionId has a terminal output (result or error);
 //   - no accrual or redemption has more than one effect in the simulator's
 //     ledger, and every one answered APPLIED or ALREADY_APPLIED has exactly
-//     one;
+//     one: against a partner that rejects a repeated transactionId
+//     (TestChaos) and against one that applies it again
+//     (TestChaosDuplicatesApplied, --duplicate-policy apply), where only
+//     the bridge's guard, dispatch horizon, takeover wait and lease keep
+//     one effect;
 //   - every member's link state matches a model of its command sequence;
 //   - the group's committed offsets equal the input topics' end offsets;
 //   - how many reply records a read_committed reader sees twice: allowed
@@ -37,5 +41,6 @@
 //
 // Size it with CHAOS_EVENTS (default 600, what CI runs) and CHAOS_KILLS
 // (default 4): CHAOS_EVENTS=100000 CHAOS_KILLS=30 go test -run Chaos
-// -timeout 1h ./internal/chaos/ is a long local run.
+// -timeout 1h ./internal/chaos/ is a long local run. CHAOS_LOG=DIR writes
+// each member incarnation's debug log to DIR, to trace a failure.
 package chaos

@@ -119,6 +119,10 @@ func (c *Config) Pipeline() pipeline.Options {
 	o := c.Processing.Build()
 	c.Delivery.Apply(&o)
 	o.Brokers, o.Group, o.Topics = c.Kafka.BrokerList(), c.Group.Name, c.Topics.Build().Inputs()
+	// Handlers call the partner: a takeover waits for a previous owner's
+	// last attempt (pipeline.Options.TakeoverWait), and a member calls
+	// only while its group session outlasts an attempt (its lease).
+	o.CallTimeout = c.API.Timeout
 	return o
 }
 

@@ -95,6 +95,12 @@ type Options struct {
 	// OnCalls, when set, is told the attempts holding a slot whenever the
 	// number changes (a gauge).
 	OnCalls func(inUse int)
+	// BeforeWrite, when set, is called before each attempt of a write,
+	// once its slot is held and before its Timeout starts: the attempt
+	// waits for it, and fails as a transient error that sent nothing if it
+	// returns an error. The bridge passes pipeline.Leased: a write starts
+	// only while the member's group session outlasts the attempt.
+	BeforeWrite func(ctx context.Context) error
 
 	// Test hooks. Sleep waits d or until ctx ends (default a timer); Rand
 	// returns a float in [0,1) for jitter (default math/rand/v2); Now is the
@@ -135,8 +141,10 @@ type Client struct {
 	inUse   atomic.Int64
 	onCalls func(int)
 	sleep   func(context.Context, time.Duration) error
-	rand    func() float64
-	now     func() time.Time
+	// beforeWrite: Options.BeforeWrite.
+	beforeWrite func(context.Context) error
+	rand        func() float64
+	now         func() time.Time
 }
 
 // New validates opts (every problem reported together) and returns a
@@ -164,7 +172,8 @@ func New(opts Options) (*Client, error) {
 	}
 	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), tokens: opts.Tokens, hc: opts.HTTPClient,
 		timeout: opts.Timeout, retry: r, signer: opts.Signer, datefmt: df, frac: partnerprofile.Profile{FractionalPoints: frac}.Fractions(), log: opts.Logger,
-		onRetry: opts.OnRetry, onCalls: opts.OnCalls, sleep: opts.Sleep, rand: opts.Rand, now: opts.Now, calls: opts.Calls}
+		onRetry: opts.OnRetry, onCalls: opts.OnCalls, sleep: opts.Sleep, rand: opts.Rand, now: opts.Now, calls: opts.Calls,
+		beforeWrite: opts.BeforeWrite}
 	if c.calls == nil && opts.MaxCalls > 0 {
 		if c.calls, err = callimit.New(callimit.Options{Max: opts.MaxCalls, Fixed: true}); err != nil {
 			errs = append(errs, fmt.Errorf("loyalty: %w", err))
@@ -508,6 +517,11 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payloa
 			c.callsChanged(c.inUse.Add(-1))
 			slot.Done(loadSignal(ctx, res))
 		}()
+	}
+	if ep.write && c.beforeWrite != nil {
+		if err := c.beforeWrite(ctx); err != nil {
+			return attemptResult{err: transportErr(ctx, ctx, err)}
+		}
 	}
 	actx, cancel := context.WithTimeout(apiendpoint.With(ctx, ep.name), c.timeout)
 	defer cancel()

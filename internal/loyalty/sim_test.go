@@ -524,3 +524,35 @@ func TestSimNoSecretInLogsOrErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSimBeforeWrite: BeforeWrite is asked before each write attempt and
+// never before a read; a write it refuses is not sent, and is not
+// ambiguous (nothing reached the partner).
+func TestSimBeforeWrite(t *testing.T) {
+	var asked atomic.Int32
+	refuse := errors.New("lease lapsed")
+	e := newSimEnv(t, simConfig{mod: func(o *loyalty.Options) {
+		o.Retry.MaxAttempts = 1
+		o.BeforeWrite = func(ctx context.Context) error {
+			if asked.Add(1) > 1 {
+				return refuse
+			}
+			return nil
+		}
+	}})
+	ctx := context.Background()
+	if _, _, err := e.client.Accrue(ctx, accrualFor(1, "tx-leased")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.client.LookupTransaction(ctx, loyalty.LookupRequest{LoyaltyID: sim.MemberID(1), TransactionID: "tx-leased"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("BeforeWrite asked %d times for a write and a read; want 1", n)
+	}
+	_, _, err := e.client.Accrue(ctx, accrualFor(1, "tx-refused"))
+	if !errors.Is(err, refuse) || loyalty.IsAmbiguous(err) || e.sim.Effects("tx-refused") != 0 {
+		t.Fatalf("refused write: err %v (ambiguous %v), %d effects; want the refusal, not ambiguous, none applied",
+			err, loyalty.IsAmbiguous(err), e.sim.Effects("tx-refused"))
+	}
+}

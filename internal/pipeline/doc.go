@@ -86,7 +86,46 @@
 // without a horizon (an older version, an offsets tool) gets a buffer's
 // worth (MaxBufferedPerPartition) of Fresh records. While commits fail,
 // records past the horizon wait. Exactly-once mode commits in transactions
-// and keeps its own rule (below).
+// and keeps its own rule (below). A member never commits a horizon below
+// the one it inherited: the records a previous owner may have sent stay
+// uncertain until they are done, however many owners the partition passes
+// through.
+//
+// # When the previous owner's writes have landed
+//
+// The horizon says which records a new owner guards, not when the old
+// owner's last partner call has landed; a guard lookup made before that
+// finds nothing, and a partner without duplicate detection applies the
+// write twice. Two bounds close the gap, both resting on one assumption,
+// stated in CallTimeout: a call the handler started has taken effect
+// within CallTimeout (for the bridge, --api-timeout) or never will.
+//
+//   - The lease (lease.go): a handler's partner write starts only while
+//     now + CallTimeout is before the moment the group may expel the
+//     member, the sending time of the last heartbeat answered as a member
+//     plus the session timeout. The pipeline sends heartbeats of its own
+//     for this, since franz-go's do not tell their answers; one answered
+//     as not a member (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION) ends the
+//     lease at once. A write that
+//     finds the lease short waits in Leased (its slot given back) for the
+//     next answered heartbeat, and ends with the record's context when
+//     the partition is lost or revoked after a drain timeout. So a member
+//     cut off from the coordinator (heartbeats unanswered, a pause, a
+//     JoinGroup the coordinator parks) stops writing before the group can
+//     give its partitions away, and its last writes land before then.
+//   - The takeover wait (horizon.go): a final commit made when none of the
+//     partition's handlers runs or was cut off marks the horizon released;
+//     a new owner of a partition whose horizon is not released (a crash,
+//     an expulsion, a drain timeout that canceled handlers whose requests
+//     may be on the wire) holds its records TakeoverWait (CallTimeout plus
+//     DefaultTakeoverMargin) from the assignment before the first guarded
+//     lookup. It covers the calls of a member that cut its own handlers
+//     off, and is a second margin for an expelled one.
+//
+// What neither bound can cover: a partner, or a proxy before it, that
+// holds a request longer than CallTimeout and applies it after the
+// bridge gave up on it. The attempt timeout bounds when the member stops
+// waiting, not when the partner applies.
 //
 // # Exactly once
 //

@@ -31,21 +31,48 @@ import (
 // franz-go's member ID) is not a horizon.
 const horizonPrefix = "loyalty-bridge/horizon="
 
+// releasedSuffix ends the metadata of a final commit made when none of the
+// member's handlers of the partition was cut off: no partner call of its
+// can still be on its way, so the next owner need not wait before its
+// guard's lookups (the takeover wait, below). A crash leaves a periodic commit's
+// metadata, without it.
+const releasedSuffix = "/released"
+
 func horizonMetadata(h int64) string { return horizonPrefix + strconv.FormatInt(h, 10) }
 
-// parseHorizon reads a horizon from offset commit metadata; ok is false when
-// the metadata is not one.
-func parseHorizon(meta string) (int64, bool) {
+func releasedMetadata(h int64) string { return horizonMetadata(h) + releasedSuffix }
+
+// parseHorizon reads a horizon from offset commit metadata, and whether
+// the partition was released cleanly; ok is false when the metadata is not
+// a horizon.
+func parseHorizon(meta string) (h int64, released, ok bool) {
 	s, ok := strings.CutPrefix(meta, horizonPrefix)
 	if !ok {
-		return 0, false
+		return 0, false, false
 	}
+	s, released = strings.CutSuffix(s, releasedSuffix)
 	h, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || h < 0 {
-		return 0, false
+		return 0, false, false
 	}
-	return h, true
+	return h, released, true
 }
+
+// The takeover wait. The horizon says which records a previous owner may
+// have sent, not when its last partner call has landed. A member that
+// crashed, was expelled, or cut its handlers off at a drain timeout may
+// have a call on its way when the partition is assigned here; a lookup
+// made before that call lands finds nothing, and the guarded record is
+// written a second time. So the guarded records of a partition not
+// released cleanly wait TakeoverWait (by default the partner call's
+// attempt timeout plus DefaultTakeoverMargin) from the assignment before
+// they are dispatched. The previous owner stopped starting calls before
+// the assignment (a cut-off handler's calls end with its context; an
+// expelled member's with its lease, lease.go), and a call it started
+// lands, by assumption, within its attempt timeout of being sent or never.
+// The partition's other records wait too (simpler than letting records
+// after the horizon, never sent, overtake: the wait follows only an
+// unclean takeover, rare next to rebalances after a drain).
 
 // onFetched learns, for each newly assigned partition, its committed offset
 // and the horizon its previous owner left, before franz-go starts fetching
@@ -88,7 +115,7 @@ func (p *Pipeline) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Offset
 			continue
 		}
 		part.known = true
-		switch h, ok := parseHorizon(deref(f.meta)); {
+		switch h, released, ok := parseHorizon(deref(f.meta)); {
 		case f.at < 0:
 			// Nothing committed: nothing dispatched by a member of this
 			// version, which commits a horizon before its first dispatch.
@@ -96,9 +123,16 @@ func (p *Pipeline) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Offset
 			part.committed = f.at
 			part.guardBelow = h
 			if h > f.at {
+				var wait time.Duration
+				if !released {
+					wait = p.o.TakeoverWait
+					part.guardAfter = time.Now().Add(wait)
+					time.AfterFunc(wait, func() { wake(p.wakeDispatch) })
+				}
 				p.log.Info("partition assigned with uncertain records: those up to the previous owner's dispatch horizon are guarded",
 					zap.String("topic", key.topic), zap.Int32("partition", key.partition),
-					zap.Int64("committed", f.at), zap.Int64("horizon", h), zap.Int64("guarded", h-f.at))
+					zap.Int64("committed", f.at), zap.Int64("horizon", h), zap.Int64("guarded", h-f.at),
+					zap.Bool("released", released), zap.Duration("guarded_wait", wait))
 			}
 		default:
 			part.committed = f.at
@@ -208,9 +242,10 @@ func (p *Pipeline) commit(ctx context.Context, cl *kgo.Client, only []*partition
 	defer p.commitMu.Unlock()
 
 	type sent struct {
-		part    *partition
-		at      int64
-		horizon int64
+		part     *partition
+		at       int64
+		horizon  int64
+		released bool
 	}
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	sending := map[tp]sent{}
@@ -222,18 +257,30 @@ func (p *Pipeline) commit(ctx context.Context, cl *kgo.Client, only []*partition
 		if at < 0 {
 			return // nothing taken yet: nothing to say
 		}
-		h := max(part.horizon, part.want)
+		// Never below the horizon this member inherited: records a
+		// previous owner may have sent, and this one has not finished,
+		// stay uncertain for the next owner whatever this one did (a
+		// member taking a crashed one's partition and handing it on after
+		// a few records once lowered it to its own last dispatch, and the
+		// third owner wrote records the first had applied).
+		h := max(part.horizon, part.want, part.guardBelow)
+		// Released: no handler of the partition is running or was cut
+		// off, so none of its partner calls can still land, and so none
+		// of a previous owner's: this member's takeover wait, if it had
+		// one, is over.
+		released := false
 		if final {
-			h = max(at, part.maxSent+1)
+			h = max(at, part.maxSent+1, part.guardBelow)
+			released = part.handling == 0 && part.abandoned == 0 && !time.Now().Before(part.guardAfter)
 		}
-		if at == part.sentAt && h == part.sentHorizon {
+		if at == part.sentAt && h == part.sentHorizon && released == part.sentReleased {
 			return
 		}
 		if offsets[part.topic] == nil {
 			offsets[part.topic] = map[int32]kgo.EpochOffset{}
 		}
 		offsets[part.topic][part.partition] = kgo.EpochOffset{Epoch: epoch, Offset: at}
-		sending[part.tp] = sent{part, at, h}
+		sending[part.tp] = sent{part, at, h, released}
 	}
 	p.mu.Lock()
 	if only == nil {
@@ -258,6 +305,9 @@ func (p *Pipeline) commit(ctx context.Context, cl *kgo.Client, only []*partition
 			for k := range t.Partitions {
 				if s, ok := sending[tp{t.Topic, t.Partitions[k].Partition}]; ok {
 					meta := horizonMetadata(s.horizon)
+					if s.released {
+						meta = releasedMetadata(s.horizon)
+					}
 					t.Partitions[k].Metadata = &meta
 				}
 			}
@@ -288,7 +338,7 @@ func (p *Pipeline) commit(ctx context.Context, cl *kgo.Client, only []*partition
 		if !ok[key] || p.parts[key] != s.part && only == nil {
 			continue
 		}
-		s.part.sentAt, s.part.sentHorizon = s.at, s.horizon
+		s.part.sentAt, s.part.sentHorizon, s.part.sentReleased = s.at, s.horizon, s.released
 		if only == nil {
 			p.advancedLocked(s.part, s.horizon)
 		}

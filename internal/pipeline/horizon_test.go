@@ -24,6 +24,8 @@ func TestParseHorizon(t *testing.T) {
 		ok   bool
 	}{
 		{horizonMetadata(0), 0, true},
+		{releasedMetadata(77), 77, true},
+		{horizonPrefix + "77/releasedx", 0, false},
 		{horizonMetadata(1234), 1234, true},
 		{"", 0, false},
 		{"member-1-abc", 0, false}, // franz-go's default metadata: the member ID
@@ -31,7 +33,7 @@ func TestParseHorizon(t *testing.T) {
 		{horizonPrefix + "-5", 0, false},
 		{horizonPrefix + "12x", 0, false},
 	} {
-		got, ok := parseHorizon(c.meta)
+		got, _, ok := parseHorizon(c.meta)
 		if got != c.want || ok != c.ok {
 			t.Errorf("parseHorizon(%q) = %d, %v; want %d, %v", c.meta, got, ok, c.want, c.ok)
 		}
@@ -97,14 +99,14 @@ func TestHorizonCleanRun(t *testing.T) {
 	r := start(t, o)
 	e.waitCommittedToEnd("g")
 	at, meta := e.committedMeta("g")
-	if h, ok := parseHorizon(meta); !ok || h < at {
+	if h, _, ok := parseHorizon(meta); !ok || h < at {
 		t.Errorf("committed %d with metadata %q: want a horizon at or past it", at, meta)
 	}
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if at, meta := e.committedMeta("g"); meta != horizonMetadata(n) || at != n {
-		t.Errorf("after a clean stop: committed %d, metadata %q; want %d, %q", at, meta, n, horizonMetadata(n))
+	if at, meta := e.committedMeta("g"); meta != releasedMetadata(n) || at != n {
+		t.Errorf("after a clean stop: committed %d, metadata %q; want %d, %q", at, meta, n, releasedMetadata(n))
 	}
 	if seen, fresh := log.counts(); seen != n || fresh != 0 {
 		t.Errorf("first run: handled %d of %d, %d fresh; want none fresh", seen, n, fresh)
@@ -150,7 +152,7 @@ func TestHorizonAfterKill(t *testing.T) {
 		return handled.Load() == n-1, fmt.Sprintf("handled %d of %d", handled.Load(), n-1)
 	})
 	at, meta := e.committedMeta("g")
-	h, ok := parseHorizon(meta)
+	h, _, ok := parseHorizon(meta)
 	if at != 0 || !ok || h < n || h > n+step {
 		t.Fatalf("before the kill: committed %d, metadata %q; want 0 and a horizon in [%d, %d]", at, meta, n, n+step)
 	}
@@ -246,5 +248,126 @@ func TestHorizonBeforeDispatch(t *testing.T) {
 	e.waitCommittedToEnd("g")
 	if h := handled.Load(); h != n {
 		t.Errorf("handled %d of %d", h, n)
+	}
+}
+
+// TestHorizonInherited: a member that takes a partition with uncertain
+// records (a crashed owner's horizon) and stops before finishing them
+// hands the same uncertainty on: its final commit's horizon is never below
+// the one it inherited, so the third owner still guards the records the
+// first may have sent. The chaos suite against a partner without duplicate
+// detection caught the horizon lowered to the second owner's last dispatch,
+// and the third owner wrote again what the first had applied.
+func TestHorizonInherited(t *testing.T) {
+	e := newEnv(t, 1)
+	const n, from, horizon, stuck = 100, 10, 60, 15
+	e.produce(n, strconv.Itoa, func(int) int32 { return 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: inTopic, Partition: 0, At: from, LeaderEpoch: -1, Metadata: horizonMetadata(horizon)})
+	if _, err := e.adm.CommitOffsets(ctx, "g", offs); err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int32
+	o := e.opts("g", echo(func(ctx context.Context, r *kgo.Record, _ Meta) error {
+		if r.Offset >= stuck { // the second owner stops after a few records
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		handled.Add(1)
+		return nil
+	}))
+	o.DrainTimeout, o.MaxInFlight = 200*time.Millisecond, 2 // dispatches 15 and 16, below the inherited horizon
+	r := start(t, o)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return handled.Load() == stuck-from, fmt.Sprintf("handled %d of %d", handled.Load(), stuck-from)
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	at, meta := e.committedMeta("g")
+	if h, released, ok := parseHorizon(meta); at != stuck || !ok || h < horizon || released {
+		t.Fatalf("after the second owner: committed %d, metadata %q; want %d, a horizon of at least %d, not released (handlers were cut off)",
+			at, meta, stuck, horizon)
+	}
+
+	log := newFreshLog()
+	o.Handler = echo(func(_ context.Context, r *kgo.Record, m Meta) error { log.note(r, m); return nil })
+	start(t, o)
+	e.waitCommittedToEnd("g")
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for off := int64(stuck); off < n; off++ {
+		if want := off < horizon; log.fresh[off] != want {
+			t.Errorf("third owner, offset %d: fresh %v, want %v", off, log.fresh[off], want)
+		}
+	}
+}
+
+// TestTakeoverWait: the guarded records of a partition whose previous
+// owner did not release it wait TakeoverWait from the assignment (its last
+// partner calls may still be landing); those of a partition released
+// cleanly do not wait.
+func TestTakeoverWait(t *testing.T) {
+	e := newEnv(t, 2)
+	const n, from, horizon = 40, 5, 30
+	e.produce(n, strconv.Itoa, func(i int) int32 { return int32(i % 2) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: inTopic, Partition: 0, At: from, LeaderEpoch: -1, Metadata: horizonMetadata(horizon)})  // a crash
+	offs.Add(kadm.Offset{Topic: inTopic, Partition: 1, At: from, LeaderEpoch: -1, Metadata: releasedMetadata(horizon)}) // a clean release
+	if _, err := e.adm.CommitOffsets(ctx, "g", offs); err != nil {
+		t.Fatal(err)
+	}
+	var handled [2]atomic.Int32
+	o := e.opts("g", echo(func(_ context.Context, r *kgo.Record, m Meta) error {
+		if m.Fresh != (r.Offset < horizon) {
+			t.Errorf("partition %d offset %d: fresh %v", r.Partition, r.Offset, m.Fresh)
+		}
+		handled[r.Partition].Add(1)
+		return nil
+	}))
+	o.TakeoverWait = time.Hour // longer than the test
+	start(t, o)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return handled[1].Load() == n/2-from, fmt.Sprintf("released partition: handled %d of %d", handled[1].Load(), n/2-from)
+	})
+	if h := handled[0].Load(); h != 0 {
+		t.Errorf("partition taken over from a crash: %d records handled before TakeoverWait passed", h)
+	}
+}
+
+// TestTakeoverWaitHandedOn: a member that takes a partition over from a
+// crash and releases it before its takeover wait is over does not mark it
+// released: the crashed owner's last calls may still be landing, and the
+// next owner waits in turn.
+func TestTakeoverWaitHandedOn(t *testing.T) {
+	e := newEnv(t, 1)
+	const n, from, horizon = 20, 5, 30
+	e.produce(n, strconv.Itoa, func(int) int32 { return 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: inTopic, Partition: 0, At: from, LeaderEpoch: -1, Metadata: horizonMetadata(horizon)}) // a crash
+	if _, err := e.adm.CommitOffsets(ctx, "g", offs); err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int32
+	o := e.opts("g", echo(func(context.Context, *kgo.Record, Meta) error { handled.Add(1); return nil }))
+	o.TakeoverWait = time.Hour
+	r := start(t, o)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		_, meta := e.committedMeta("g")
+		return meta != horizonMetadata(horizon), "the member has not committed its own horizon yet"
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	at, meta := e.committedMeta("g")
+	if h, released, ok := parseHorizon(meta); at != from || !ok || h < horizon || released || handled.Load() != 0 {
+		t.Errorf("handed on within its takeover wait: committed %d, metadata %q, %d handled; want %d, a horizon of at least %d, not released, none handled",
+			at, meta, handled.Load(), from, horizon)
 	}
 }

@@ -147,6 +147,21 @@ type Options struct {
 	// by the next owner after a member dies without a clean stop.
 	HorizonStep int
 
+	// CallTimeout is the time limit of one call the Handler makes to the
+	// system it changes (for the bridge, one partner API attempt): a call
+	// started that long ago has taken effect or never will (the assumption
+	// the two bounds below rest on). 0: handlers make no such calls, and
+	// neither bound applies.
+	CallTimeout time.Duration
+	// TakeoverWait is how long the records a previous owner may have sent
+	// wait after the assignment when it did not release the partition
+	// cleanly (a crash, an expulsion, a drain that timed out), so that its
+	// last calls have landed before the guard looks them up; default
+	// CallTimeout plus DefaultTakeoverMargin, 0 without a CallTimeout.
+	// AtLeastOnce mode only: ExactlyOnce guards a round's worth of records
+	// after every assignment and keeps no horizon to tell a clean release.
+	TakeoverWait time.Duration
+
 	// Linger is how long the producer waits to batch outputs; default 2ms.
 	// Workers never wait for it (acknowledgements arrive by promise); it
 	// only keeps a record in flight, holding its slot, a little longer.
@@ -198,6 +213,12 @@ const (
 	// DefaultMaxHorizonStep caps the default HorizonStep: a deep buffer
 	// must not make a crash's successor guard that many records more.
 	DefaultMaxHorizonStep = 1024
+	// DefaultTakeoverMargin is what TakeoverWait adds to CallTimeout by
+	// default: the time between a previous owner's last check that it
+	// may call and its request leaving (scheduling, a GC pause), and
+	// between the group's assignment here and the previous owner's
+	// session ending, which the two members measure on their own clocks.
+	DefaultTakeoverMargin = time.Second
 	// DefaultShutdownMargin is what ShutdownTimeout adds to DrainTimeout by
 	// default: time for the final produce, commit and leaving the group.
 	DefaultShutdownMargin = 20 * time.Second
@@ -247,6 +268,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ShutdownTimeout < 0 {
 		bad("ShutdownTimeout must not be negative, got %v", o.ShutdownTimeout)
+	}
+	if o.CallTimeout < 0 || o.TakeoverWait < 0 {
+		bad("CallTimeout and TakeoverWait must not be negative, got %v and %v", o.CallTimeout, o.TakeoverWait)
 	}
 	if _, err := o.Delivery.MarshalText(); err != nil {
 		errs = append(errs, err)
@@ -299,6 +323,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = DefaultDrainTimeout
+	}
+	if o.TakeoverWait == 0 && o.CallTimeout > 0 {
+		o.TakeoverWait = o.CallTimeout + DefaultTakeoverMargin
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = o.DrainTimeout + DefaultShutdownMargin

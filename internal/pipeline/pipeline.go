@@ -51,6 +51,11 @@ type Pipeline struct {
 	wakeCommit chan struct{} // capacity 1: a horizon must move
 	commitMu   sync.Mutex    // one commit at a time, so none lands after a later one
 
+	// The lease (lease.go): partner writes start only while the group
+	// session outlasts them. session is set before the first dispatch.
+	lease   *lease
+	session time.Duration
+
 	// Exactly-once mode (transact.go); all guarded by mu but sess.
 	eos       bool
 	sess      *kgo.GroupTransactSession
@@ -99,6 +104,11 @@ type partition struct {
 	maxSent     int64  // highest offset dispatched, -1 before the first
 	sentAt      int64  // last offset committed, -1 before
 	sentHorizon int64  // last horizon committed, -1 before
+	// sentReleased: the last commit marked the partition released.
+	sentReleased bool
+	// guardAfter: the records below guardBelow wait until then, taken over
+	// from an owner that did not release the partition (TakeoverWait).
+	guardAfter time.Time
 }
 
 // job is one record from dispatch to done.
@@ -141,6 +151,7 @@ func New(opts Options) (*Pipeline, error) {
 		parts:        make(map[tp]*partition),
 		drained:      make(chan struct{}),
 		wakeCommit:   make(chan struct{}, 1),
+		lease:        newLease(),
 		eos:          o.Delivery == ExactlyOnce,
 		roundWake:    make(chan struct{}, 1),
 		outFailed:    make(map[tp]map[int64]outFailure),
@@ -219,6 +230,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.mu.Lock()
 	p.cl = cl
 	p.mu.Unlock()
+	if err := p.checkLease(cl); err != nil {
+		cl.Close()
+		return err
+	}
+	defer p.startProbe(workCtx, cl)()
 
 	p.log.Info("pipeline starting", zap.String("group", p.o.Group), zap.Strings("topics", p.o.Topics),
 		zap.Stringer("mode", p.o.Mode), zap.Int("max_in_flight", p.o.MaxInFlight),
@@ -280,6 +296,27 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.mu.Unlock()
 	p.log.Info("pipeline stopped", zap.Error(failure))
 	return failure
+}
+
+// checkLease refuses a CallTimeout the group session cannot outlast: no
+// partner write could ever start (Leased would wait forever).
+func (p *Pipeline) checkLease(cl *kgo.Client) error {
+	session, _ := cl.OptValue(kgo.SessionTimeout).(time.Duration)
+	if p.o.CallTimeout > 0 && p.o.CallTimeout >= session {
+		return fmt.Errorf("pipeline: the partner call timeout %v (--api-timeout) is not shorter than the group session timeout %v: "+
+			"a member starts a write only while its session outlasts the call", p.o.CallTimeout, session)
+	}
+	return nil
+}
+
+// startProbe starts the lease's prober (lease.go) with the client's
+// session timeout, and returns the function that stops it and waits.
+func (p *Pipeline) startProbe(ctx context.Context, cl *kgo.Client) (stop func()) {
+	p.session, _ = cl.OptValue(kgo.SessionTimeout).(time.Duration)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { p.probe(ctx, cl) })
+	return func() { cancel(); wg.Wait() }
 }
 
 // within returns d, or what is left until deadline if that is shorter.
@@ -652,6 +689,12 @@ func (p *Pipeline) nextLocked() *job {
 		if part.revoking || part.active >= p.o.MaxInFlightPerPartition {
 			continue
 		}
+		if !part.guardAfter.IsZero() {
+			if time.Now().Before(part.guardAfter) {
+				continue // its wake is scheduled (onFetched)
+			}
+			part.guardAfter = time.Time{}
+		}
 		task, ok := part.sched.Next()
 		if !ok {
 			continue
@@ -931,6 +974,7 @@ func (p *Pipeline) onAssigned(_ context.Context, _ *kgo.Client, assigned map[str
 		}
 	}
 	p.mu.Unlock()
+	wake(p.lease.probeNow) // a lease from this generation before the first write
 	for topic, parts := range assigned {
 		p.log.Info("partitions assigned", zap.String("topic", topic), zap.Int32s("partitions", parts))
 		p.obs.Assigned(topic, parts, true, false)
@@ -1009,6 +1053,7 @@ wait:
 // onLost drops the partitions without committing: another member may own
 // them already.
 func (p *Pipeline) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
+	p.lease.revoke() // expelled: no proof of membership until a new heartbeat
 	if len(lost) == 0 {
 		return
 	}

@@ -670,7 +670,15 @@ func TestLostPartition(t *testing.T) {
 		return d == n-1 && e.committed("g")[0] == stuck, fmt.Sprintf("processed %d, committed %v", d, e.committed("g"))
 	})
 
+	// Every heartbeat until the loss, not just the next one: the
+	// pipeline's lease sends heartbeats of its own (lease.go).
 	e.c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		select {
+		case <-lost:
+			return nil, nil, false
+		default:
+			e.c.KeepControl()
+		}
 		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 		resp.ErrorCode = kerr.IllegalGeneration.Code
 		return resp, nil, true

@@ -34,6 +34,7 @@ func (p *Pipeline) transactOpts() []kgo.Opt {
 			p.onRevokedTxn(ctx, cl, m, false)
 		}),
 		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			p.lease.revoke()
 			p.onRevokedTxn(ctx, cl, m, true)
 		}),
 	}
@@ -57,6 +58,11 @@ func (p *Pipeline) runTransactional(ctx context.Context) error {
 	p.mu.Lock()
 	p.sess, p.cl = sess, sess.Client()
 	p.mu.Unlock()
+	if err := p.checkLease(p.cl); err != nil {
+		sess.Close()
+		return err
+	}
+	defer p.startProbe(workCtx, p.cl)()
 	// Initialize the producer ID now, not at the first commit: it fences
 	// a dead predecessor with the same TransactionalID and aborts its open
 	// transaction, whose pending offsets would otherwise keep this member's

@@ -262,7 +262,8 @@ func (d *Deps) buildClient(ctx context.Context) error {
 		},
 		OnGrant: d.Metrics.TokenGrant,
 		OnRetry: func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() },
-		Wait:    d.retries.wait(pipeline.Wait), Profile: cfg.Partner.Build()})
+		Wait:    d.retries.wait(pipeline.Wait), Profile: cfg.Partner.Build(),
+		BeforeWrite: pipeline.Leased})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,225 @@
+package pipeline
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// The lease. A member that loses Kafka does not lose the partner: cut off
+// from the coordinator (a network partition, a pause, a kill that leaves
+// the process running for its drain), it keeps the partitions it was
+// given as far as it knows, while the group expels it once its session
+// times out and hands them to another member. That member guards the
+// records the dispatch horizon covers, by a lookup before each write; a
+// write the expelled member sends after that lookup is applied a second
+// time by a partner without duplicate detection. The horizon says which
+// records are uncertain, not when their old owner stops writing them.
+//
+// So a member starts a partner write only while the group cannot yet have
+// given its partitions away for the whole time the write may take: the
+// coordinator counts it in for SessionTimeout after the last heartbeat it
+// received, so a write may start while
+//
+//	now + CallTimeout <= sent + SessionTimeout
+//
+// where sent is when the member sent the last heartbeat answered as a
+// member of the group (the coordinator received it then or later). The
+// prober (probe) sends its own heartbeats, every HeartbeatInterval and at
+// once when a write finds the lease short: franz-go's heartbeats do not
+// tell their answers, and a heartbeat whose answer says the member is out
+// (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, a fenced instance) must not
+// count. A JoinGroup does not count either: kfake keeps a member whose
+// JoinGroup it parks only as long as its session, and Kafka, which keeps
+// it, answers the prober's heartbeats with REBALANCE_IN_PROGRESS, which
+// counts. A write that finds the lease short waits (Leased), giving its
+// slot back; it goes on once a heartbeat is answered, and ends with its
+// context when the partition is revoked after a drain timeout or lost.
+//
+// With the group's session expired only after the member's last write
+// has landed, its successor's lookups see every write. The successor also
+// waits TakeoverWait after an unclean takeover (horizon.go), which covers
+// calls a member cut off itself (a drain timeout), and is a second margin
+// for this one.
+//
+// The assumption both rest on: the partner applies a request within
+// CallTimeout of the member sending it, or never. The attempt timeout
+// bounds when the member stops waiting, not when the partner applies: a
+// request queued in a proxy or the partner for longer than that may be
+// applied after the successor's lookup, and nothing on this side can see
+// it. Against such a partner, raise --api-timeout (CallTimeout follows).
+
+// lease is the member's last proof of membership, guarded by mu.
+type lease struct {
+	mu      sync.Mutex
+	sent    time.Time     // when the last heartbeat answered as a member was sent; zero: none
+	renewed chan struct{} // closed and replaced at each renewal
+	lapsed  bool          // a write found the lease short and has not seen it renewed
+
+	probeNow chan struct{} // capacity 1: a write waits for a renewal
+}
+
+func newLease() *lease {
+	return &lease{renewed: make(chan struct{}), probeNow: make(chan struct{}, 1)}
+}
+
+// until returns when the lease lets no more writes start, and a channel
+// closed at its next renewal.
+func (l *lease) until(session, call time.Duration) (time.Time, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sent.IsZero() {
+		return time.Time{}, l.renewed
+	}
+	return l.sent.Add(session - call), l.renewed
+}
+
+func (l *lease) renew(sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sent.Before(l.sent) {
+		return
+	}
+	l.sent = sent
+	close(l.renewed)
+	l.renewed = make(chan struct{})
+}
+
+// revoke forgets the last proof: the group expelled the member.
+func (l *lease) revoke() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sent = time.Time{}
+}
+
+// Leased returns nil once a partner write started now ends (its
+// Options.CallTimeout) before the member's group session can expire, and
+// the write's record is still this member's; it waits for a heartbeat
+// otherwise, with the record's slot given back as in Wait. It returns
+// ctx's error when the record is abandoned (its partition revoked after a
+// drain timeout or lost, or the shutdown's drain timed out). Called
+// outside a Handler, or with no CallTimeout set, it only checks ctx.
+func Leased(ctx context.Context) error {
+	h, _ := ctx.Value(handlerKey{}).(*handlerRef)
+	if h == nil || h.p.o.CallTimeout <= 0 {
+		return ctx.Err()
+	}
+	return h.p.leased(ctx, h.j)
+}
+
+func (p *Pipeline) leased(ctx context.Context, j *job) error {
+	yielded := false
+	defer func() {
+		if yielded {
+			p.reclaimSlot(j)
+		}
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		until, renewed := p.lease.until(p.session, p.o.CallTimeout)
+		if time.Now().Before(until) {
+			p.leaseOK()
+			return nil
+		}
+		p.leaseShort(until)
+		if !yielded {
+			p.yield(j)
+			yielded = true
+		}
+		wake(p.lease.probeNow)
+		select {
+		case <-renewed:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// leaseShort logs the first write that finds the lease short.
+func (p *Pipeline) leaseShort(until time.Time) {
+	p.lease.mu.Lock()
+	first := !p.lease.lapsed
+	p.lease.lapsed = true
+	p.lease.mu.Unlock()
+	if first {
+		p.log.Warn("group membership not confirmed recently enough for a partner call to end before the session could expire; partner writes wait for a heartbeat",
+			zap.Duration("session_timeout", p.session), zap.Duration("call_timeout", p.o.CallTimeout),
+			zap.Time("writes_allowed_until", until))
+	}
+}
+
+func (p *Pipeline) leaseOK() {
+	p.lease.mu.Lock()
+	was := p.lease.lapsed
+	p.lease.lapsed = false
+	p.lease.mu.Unlock()
+	if was {
+		p.log.Info("group membership confirmed; partner writes go on")
+	}
+}
+
+// probe sends heartbeats of its own until ctx ends: every heartbeat
+// interval, and at once (at most every minProbeGap) when a write waits.
+func (p *Pipeline) probe(ctx context.Context, cl *kgo.Client) {
+	interval, _ := cl.OptValue(kgo.HeartbeatInterval).(time.Duration)
+	if interval <= 0 {
+		interval = 3 * time.Second // franz-go's default, should the option not say
+	}
+	instance, _ := cl.OptValue(kgo.InstanceID).(string)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-tick.C:
+		case <-p.lease.probeNow:
+			if wait := time.Until(last.Add(minProbeGap)); wait > 0 {
+				if sleep(ctx, wait) != nil {
+					return
+				}
+			}
+		case <-ctx.Done():
+			return
+		}
+		last = time.Now()
+		member, generation := cl.GroupMetadata()
+		if member == "" || generation < 0 {
+			continue // not in the group yet: nothing to prove
+		}
+		req := kmsg.NewPtrHeartbeatRequest()
+		req.Group, req.MemberID, req.Generation = p.o.Group, member, generation
+		if instance != "" {
+			req.InstanceID = &instance
+		}
+		sent := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, p.session)
+		resp, err := req.RequestWith(rctx, cl)
+		cancel()
+		if err != nil {
+			continue
+		}
+		switch err := kerr.ErrorForCode(resp.ErrorCode); err {
+		case nil, kerr.RebalanceInProgress: // counted in: the session restarted
+			p.lease.renew(sent)
+		case kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.FencedInstanceID:
+			// Out of the group, or of its generation: no write until a
+			// heartbeat of the next generation is answered, rather than
+			// until the last proof runs out. franz-go learns it too and
+			// calls onLost, but only once its own revoke (a drain) is over.
+			p.lease.revoke()
+		default:
+			if ce := p.log.Check(zap.DebugLevel, "membership probe refused"); ce != nil {
+				ce.Write(zap.Error(err))
+			}
+		}
+	}
+}
+
+// minProbeGap spaces the probes writes ask for while Kafka is unreachable.
+const minProbeGap = 100 * time.Millisecond
