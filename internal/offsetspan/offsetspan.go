@@ -18,14 +18,6 @@ type Span struct {
 	From, To  int64
 }
 
-func (s Span) String() string {
-	return fmt.Sprintf("%s/%d [%d, %d)", s.Topic, s.Partition, s.From, s.To)
-}
-
-// Len is the number of offsets in s, an upper bound of its records
-// (compaction and transaction markers leave gaps).
-func (s Span) Len() int64 { return max(0, s.To-s.From) }
-
 type tp struct {
 	topic     string
 	partition int32
