@@ -11,62 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/reconcile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
-
-const simAdminToken = "reconcile-admin-secret"
-
-// newReconcileStack is newReplayStack with the simulator's admin API on
-// (mismatches are planted through it) and the partner key the bridge
-// signs redemptions with.
-func newReconcileStack(t *testing.T) *replayStack {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := devstack.Start(ctx, devstack.Options{DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0",
-		SimAddr: "127.0.0.1:0", Partitions: 2, Topics: codec.DefaultTopics().All(), Sim: sim.Options{Members: 20, AdminToken: simAdminToken}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	rc, err := sr.NewClient(sr.URLs(st.RegistryURL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cd, err := codec.New(ctx, codec.Options{Registry: rc, Register: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(st.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return &replayStack{st: st, cd: cd, adm: kadm.NewClient(cl), envs: map[string]string{
-		"LOYALTY_BRIDGE_BROKERS":             strings.Join(st.Brokers, ","),
-		"LOYALTY_BRIDGE_SCHEMA_REGISTRY_URL": st.RegistryURL,
-		"LOYALTY_BRIDGE_REGISTER_SCHEMAS":    "true",
-		"LOYALTY_BRIDGE_API_BASE_URL":        st.SimURL,
-		"LOYALTY_BRIDGE_API_CLIENT_ID":       sim.DefaultClientID,
-		"LOYALTY_BRIDGE_API_CLIENT_SECRET":   sim.DefaultClientSecret,
-		"LOYALTY_BRIDGE_API_USERNAME":        sim.DefaultUsername,
-		"LOYALTY_BRIDGE_API_PASSWORD":        sim.DefaultPassword,
-		"LOYALTY_BRIDGE_API_PARTNER_KEY":     st.PartnerKeyPath,
-		"LOYALTY_BRIDGE_API_PARTNER_KEY_ID":  st.PartnerKeyID,
-		"LOYALTY_BRIDGE_METRICS_ADDR":        "",
-		"LOYALTY_BRIDGE_LOG_LEVEL":           "warn",
-	}}
-}
 
 // produceEvents writes evs to topic, keyed by their member.
 func (s *replayStack) produceEvents(t *testing.T, topic string, evs ...events.Event) {

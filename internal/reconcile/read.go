@@ -2,28 +2,21 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-)
 
-// span is the offsets [from, to) of one partition.
-type span struct {
-	topic     string
-	partition int32
-	from, to  int64
-}
+	"github.com/loyalty-bridge/loyalty-bridge/internal/offsetspan"
+)
 
 // window plans the records of topic written from since up to until (zero:
 // the end when called), by record timestamp, as replay and Kafka's tools
 // do: from each partition's first offset at or after since to its first at
 // or after until, within its log start and last stable offset.
-func (r *Reconciler) window(ctx context.Context, adm *kadm.Client, topic string, since, until time.Time) ([]span, error) {
+func (r *Reconciler) window(ctx context.Context, adm *kadm.Client, topic string, since, until time.Time) ([]offsetspan.Span, error) {
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
@@ -58,109 +51,31 @@ func (r *Reconciler) window(ctx context.Context, adm *kadm.Client, topic string,
 			return nil, err
 		}
 	}
-	var out []span
+	var out []offsetspan.Span
 	ends.Each(func(e kadm.ListedOffset) {
-		s := span{topic: topic, partition: e.Partition, to: e.Offset}
+		s := offsetspan.Span{Topic: topic, Partition: e.Partition, To: e.Offset}
 		if st, ok := starts.Lookup(topic, e.Partition); ok {
-			s.from = st.Offset
+			s.From = st.Offset
 		}
 		if f, ok := froms.Lookup(topic, e.Partition); ok {
-			s.from = max(s.from, f.Offset)
+			s.From = max(s.From, f.Offset)
 		}
 		if t, ok := tos.Lookup(topic, e.Partition); ok && t.Offset >= 0 {
-			s.to = min(s.to, t.Offset)
+			s.To = min(s.To, t.Offset)
 		}
-		if s.from < s.to {
+		if s.From < s.To {
 			out = append(out, s)
 		}
 	})
-	slices.SortFunc(out, func(a, b span) int { return int(a.partition - b.partition) })
+	slices.SortFunc(out, func(a, b offsetspan.Span) int { return int(a.Partition - b.Partition) })
 	return out, nil
 }
 
 // stream reads spans with a client of its own (no group, no commits,
-// committed records only) and calls emit with each record in them, in
-// offset order per partition, until every span was read to its end, emit
-// fails or ctx ends. Records deleted under the reader (retention) fail the
-// read rather than being skipped.
-func (r *Reconciler) stream(ctx context.Context, spans []span, emit func(*kgo.Record) error) error {
-	type tp struct {
-		topic     string
-		partition int32
-	}
-	want := map[string]map[int32]kgo.Offset{}
-	ends := map[tp]int64{}
-	for _, s := range spans {
-		if s.from >= s.to {
-			continue
-		}
-		if want[s.topic] == nil {
-			want[s.topic] = map[int32]kgo.Offset{}
-		}
-		want[s.topic][s.partition] = kgo.NewOffset().At(s.from)
-		ends[tp{s.topic, s.partition}] = s.to
-	}
-	if len(ends) == 0 {
-		return nil
-	}
-	cl, err := kgo.NewClient(append(slices.Clone(r.o.Kafka),
-		kgo.ConsumePartitions(want),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Transaction markers are kept to see a span's end when it ends
-		// on one; they are not emitted.
-		kgo.KeepControlRecords(),
-		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
-		kgo.FetchMaxBytes(1<<20),
-		kgo.FetchMaxWait(250*time.Millisecond),
-	)...)
-	if err != nil {
-		return fmt.Errorf("reconcile: kafka consumer: %w", err)
-	}
-	defer cl.Close()
-	for len(ends) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if errors.Is(err, kerr.OffsetOutOfRange) {
-				err = fmt.Errorf("records deleted while being read (retention?): %w", err)
-			}
-			ferr = errors.Join(ferr, fmt.Errorf("reading %s/%d: %w", t, p, err))
-		})
-		if ferr != nil {
-			return ferr
-		}
-		finished := map[string][]int32{}
-		var eerr error
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			k := tp{fp.Topic, fp.Partition}
-			end, ok := ends[k]
-			if !ok || eerr != nil {
-				return
-			}
-			for _, rec := range fp.Records {
-				if rec.Offset >= end {
-					break
-				}
-				if !rec.Attrs.IsControl() {
-					if eerr = emit(rec); eerr != nil {
-						return
-					}
-				}
-			}
-			if n := len(fp.Records); n > 0 && fp.Records[n-1].Offset >= end-1 {
-				delete(ends, k)
-				finished[fp.Topic] = append(finished[fp.Topic], fp.Partition)
-			}
-		})
-		if eerr != nil {
-			return eerr
-		}
-		if len(finished) > 0 {
-			cl.RemoveConsumePartitions(finished)
-		}
-	}
-	return nil
+// committed records only; offsetspan.Read) and calls emit with each record
+// in them, in offset order per partition, until every span was read to its
+// end, emit fails or ctx ends. emit handles each record at once and keeps
+// little, so the responses are offsetspan's default size.
+func (r *Reconciler) stream(ctx context.Context, spans []offsetspan.Span, emit func(*kgo.Record) error) error {
+	return offsetspan.Read(ctx, r.o.Kafka, spans, emit)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/offsetspan"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
 
@@ -195,7 +196,7 @@ func (r *Reconciler) Run(ctx context.Context, q Request) (*Report, error) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 
-	var spans []span
+	var spans []offsetspan.Span
 	inputOf := map[string]string{} // reply topic → input topic
 	for _, in := range q.Inputs {
 		for _, t := range []string{(codec.Topics{}).ResultTopic(in), (codec.Topics{}).ErrorTopic(in)} {
@@ -368,7 +369,7 @@ func (r *Reconciler) sources(ctx context.Context, adm *kadm.Client, list []*item
 			topic     string
 			partition int32
 		}
-		spans := map[tp]*span{}
+		spans := map[tp]*offsetspan.Span{}
 		for _, p := range slices.SortedFunc(maps.Keys(want), position.compare) {
 			st, ok1 := starts.Lookup(p.topic, p.partition)
 			en, ok2 := ends.Lookup(p.topic, p.partition)
@@ -377,12 +378,12 @@ func (r *Reconciler) sources(ctx context.Context, adm *kadm.Client, list []*item
 			}
 			k := tp{p.topic, p.partition}
 			if s := spans[k]; s != nil {
-				s.to = p.offset + 1 // sorted
+				s.To = p.offset + 1 // sorted
 			} else {
-				spans[k] = &span{topic: p.topic, partition: p.partition, from: p.offset, to: p.offset + 1}
+				spans[k] = &offsetspan.Span{Topic: p.topic, Partition: p.partition, From: p.offset, To: p.offset + 1}
 			}
 		}
-		var read []span
+		var read []offsetspan.Span
 		for _, s := range spans {
 			read = append(read, *s)
 		}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/offsetspan"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 )
@@ -149,11 +150,7 @@ type Options struct {
 }
 
 // Range is the offsets [From, To) of one partition.
-type Range struct {
-	Topic     string
-	Partition int32
-	From, To  int64
-}
+type Range offsetspan.Span
 
 func (r Range) String() string {
 	return fmt.Sprintf("%s/%d [%d, %d)", r.Topic, r.Partition, r.From, r.To)

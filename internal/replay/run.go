@@ -35,6 +35,12 @@ type done struct {
 	res  result
 }
 
+// tp names a partition.
+type tp struct {
+	topic     string
+	partition int32
+}
+
 // lane is one source partition's scheduler.
 type lane struct {
 	tp    tp
