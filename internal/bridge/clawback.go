@@ -27,9 +27,10 @@ import (
 // nothing.
 const MaxClawbacks = 64
 
-// maxCollisions bounds how often one refund finds a free slot filled by
-// another writer before its own write lands; past it, the refund ends with
-// the partner's answer (claws back nothing, reported).
+// maxCollisions bounds how often one refund's write to a slot it found
+// free is refused as a duplicate (another writer filled it first); past
+// it, the refund ends as a retryable CLAWBACK_CONFLICT, nothing clawed
+// back.
 const maxCollisions = 8
 
 // clawbackMark separates the original's transactionId from the slot number.
