@@ -212,7 +212,6 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 		return nil, errors.New("bridge: nil record")
 	}
 	j := &job{rec: rec, start: b.now(), st: recordState{guard: m.Fresh || b.o.Replay}}
-	defer j.st.releaseLane()
 	ev, err := b.decode(ctx, rec)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -27,9 +27,10 @@ import (
 // nothing.
 const MaxClawbacks = 64
 
-// maxCollisions bounds how often one refund finds a free slot filled by
-// another writer before its own write lands; past it, the refund ends with
-// the partner's answer (claws back nothing, reported).
+// maxCollisions bounds how often one refund's write to a slot it found
+// free is refused as a duplicate (another writer filled it first); past
+// it, the refund ends as a retryable CLAWBACK_CONFLICT, nothing clawed
+// back.
 const maxCollisions = 8
 
 // clawbackMark separates the original's transactionId from the slot number.
@@ -69,24 +70,20 @@ func clawBack(ctx context.Context, p partner, ev *events.PurchaseRefunded, earne
 
 func (g *guardedPartner) clawBack(ctx context.Context, c clawRequest) (*events.LoyaltyResult, error) {
 	ev := c.ev
-	// The lane is kept from an ambiguous write to the next attempt, so that
-	// no other refund of the original takes that slot meanwhile.
-	release := g.st.lane
-	g.st.lane = nil
-	if release == nil {
-		var err error
-		if release, err = g.b.lanes.acquire(ctx, ev.LoyaltyID+"\x00"+ev.OriginalTransactionID); err != nil {
-			return nil, err
-		}
+	// The lane is held for this attempt's calls only, never across a
+	// back-off: it is taken inside the circuit's admission, so a record
+	// holding it while waiting for admission (or for the auth hold, or its
+	// pipeline slot) would block another refund of the original that holds
+	// the only half-open probe and waits for the lane. Letting it go after
+	// an ambiguous write is safe under the guard's assumption (the package
+	// doc, Refunds): by then the write has landed or never will, so another
+	// refund sees the slot filled or free for good, and this record's next
+	// attempt is guarded and recognises its own slot by looking it up.
+	release, err := g.b.lanes.acquire(ctx, ev.LoyaltyID+"\x00"+ev.OriginalTransactionID)
+	if err != nil {
+		return nil, err
 	}
-	g.st.keepLane = false
-	defer func() {
-		if g.st.keepLane {
-			g.st.lane = release
-		} else {
-			release()
-		}
-	}()
+	defer release()
 
 	// Whether the record needs to recognise its own clawback is the guard
 	// flag's to say, as for every write: set when the record may have been
@@ -123,9 +120,16 @@ func (g *guardedPartner) clawBack(ctx context.Context, c clawRequest) (*events.L
 			if !taken {
 				return r, err
 			}
-			// Someone else filled the slot since the lookup: look again.
+			// Someone else filled the slot since the lookup (the partner
+			// refused this write as a duplicate): look again.
 			if collisions++; collisions > maxCollisions {
-				return nil, fmt.Errorf("refund %s: clawback slot %s: %w", ev.TransactionID, id, err)
+				// Every write of this attempt was refused, so none of
+				// them took effect; a replay later (guarded) may find
+				// the slots settled. Retryable, not BUSINESS: the
+				// partner did not judge this refund.
+				return nil, &recordFailure{cat: events.CategoryTransientExhausted, reason: events.ReasonClawbackConflict,
+					err: fmt.Errorf("refund %s: clawback slot %s: lost %d slots in a row to other writers, nothing clawed back: %w",
+						ev.TransactionID, id, collisions, err)}
 			}
 			continue
 		case loyalty.LookupOtherKind:
@@ -138,6 +142,19 @@ func (g *guardedPartner) clawBack(ctx context.Context, c clawRequest) (*events.L
 				m.GuardLookups.WithLabelValues("unrecognised").Inc()
 			}
 			return nil, fmt.Errorf("refund %s: look up clawback %s: %w", ev.TransactionID, id, err)
+		}
+		// Points are counted only if they are a count: a negative
+		// transactionPoint (a partner reporting redemptions negative) would
+		// shrink claimed, and a sum past int64 would wrap it, so the cap
+		// would not bind. Such an answer is not understood, and held like
+		// any other, never guessed at.
+		if t.TransactionPoint < 0 || t.TransactionPoint > math.MaxInt64-claimed {
+			if m := g.b.o.Metrics; m != nil {
+				m.GuardLookups.WithLabelValues("unrecognised").Inc()
+			}
+			return nil, fmt.Errorf("refund %s: look up clawback %s: %w", ev.TransactionID, id,
+				&loyalty.UnrecognisedAnswerError{Op: "lookup-transaction", Ref: "tx=" + id, Field: loyalty.FieldTransactionPoint,
+					Value: strconv.FormatInt(t.TransactionPoint, 10)})
 		}
 		// A slot whose redemption the partner reports not applied (a
 		// failed status) is not this refund's clawback: it took no effect,
@@ -163,27 +180,41 @@ func (g *guardedPartner) clawBack(ctx context.Context, c clawRequest) (*events.L
 }
 
 // claim writes the clawback of n points into the free slot id. taken
-// reports that another writer filled the slot first (err says how), and
+// reports that the partner refused the write as a duplicate (another
+// writer filled the slot first; err says how): nothing was applied, and
 // the caller should look the slot up again.
+//
+// A success answer is this refund's clawback, applied, whatever it says:
+// a usedPoint other than n is the partner's figure, reported as the
+// result's usedPoint (points stays n, what was sent) and logged, never a
+// reason to write another slot, which would claw back twice if the write
+// had been applied. A partner that answers a repeated transactionId with
+// the first write's answer (the simulator's return-original) makes the
+// loser of a slot contested across processes take the winner's clawback
+// for its own: it claws back less, never more.
 func (g *guardedPartner) claim(ctx context.Context, c clawRequest, id string, n int64) (r *events.LoyaltyResult, taken bool, err error) {
 	ev := c.ev
 	res, err := g.partner.Redeem(ctx, loyalty.RedemptionRequest{TransactionID: id, LoyaltyID: ev.LoyaltyID,
 		TransactionDate: g.b.o.Profile.RedemptionDate(ev.RefundDate), TransactionAmount: ev.RefundAmount, UsedPoint: n,
 		TransactionDes: "refund " + ev.TransactionID + " of " + ev.OriginalTransactionID})
 	switch {
-	case err == nil && res.UsedPoint != 0 && res.UsedPoint != n:
-		// A partner that answers a duplicate with the original's data:
-		// this is another refund's clawback, and nothing was applied.
-		return nil, true, fmt.Errorf("slot answered with %d points, not %d", res.UsedPoint, n)
 	case err == nil:
+		used := n
+		if res.UsedPoint != 0 && res.UsedPoint != n {
+			used = res.UsedPoint
+			g.b.log.Warn("clawback answered with other points than sent; taken as this refund's clawback, the partner's figure reported as usedPoint",
+				zap.String("transactionId", ev.TransactionID), zap.String("clawback", id), zap.Int64("sent", n), zap.Int64("answered", res.UsedPoint))
+		}
 		g.verify(ctx, c, id, res.BitReference)
-		return clawbackResult(events.OutcomeApplied, c, id, n, res.BitReference, res.RequestID, res.Timestamp), false, nil
+		r := clawbackResult(events.OutcomeApplied, c, id, n, res.BitReference, res.RequestID, res.Timestamp)
+		r.UsedPoint = ptr(used)
+		return r, false, nil
 	case loyalty.IsDuplicate(g.b.o.Profile, err):
 		return nil, true, err
 	case loyalty.IsAmbiguous(err):
-		// The write may have been applied: the next attempt finds it in
-		// this slot, and takes it for its own if it fits.
-		g.st.clawSlot, g.st.guard, g.st.keepLane = id, true, true
+		// The write may have been applied: the next attempt (guarded)
+		// finds it in this slot, and takes it for its own if it fits.
+		g.st.clawSlot, g.st.guard = id, true
 	}
 	return nil, false, err
 }
@@ -260,15 +291,6 @@ func clawbackResult(o events.Outcome, c clawRequest, id string, points int64, bi
 	return &events.LoyaltyResult{Outcome: o, LoyaltyID: &c.ev.LoyaltyID, BitReference: optional(bitRef),
 		UsedPoint: ptr(points), Points: ptr(points), RequestID: optional(requestID), APITimestamp: optional(ts),
 		ClawbackTransactionID: ptr(id), RequestedPoints: ptr(c.points)}
-}
-
-// releaseLane lets go of a clawback lane kept after the record's last
-// attempt; Handle calls it when the record ends, however it ends.
-func (st *recordState) releaseLane() {
-	if st.lane != nil {
-		st.lane()
-		st.lane = nil
-	}
 }
 
 // lanes serialises work by key within the process: one holder per key at

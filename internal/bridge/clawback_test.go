@@ -4,16 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
 
 // The slot logic alone, over a fake partner; the guarantees over the
@@ -97,86 +102,213 @@ func TestClawbackSlots(t *testing.T) {
 	}
 }
 
+// A lane has one holder at a time: a second acquirer of the key waits,
+// durably, until the holder lets go, while another key is free. synctest
+// makes "waits" exact: after synctest.Wait the waiter either holds the lane
+// or is blocked, with nothing left to run.
 func TestLanesSerialiseAKey(t *testing.T) {
-	var l lanes
-	ctx := context.Background()
-	var mu sync.Mutex
-	inside := map[string]int{}
-	var wg sync.WaitGroup
-	for i := range 40 {
-		wg.Go(func() {
-			key := fmt.Sprint(i % 4)
-			release, err := l.acquire(ctx, key)
+	synctest.Test(t, func(t *testing.T) {
+		var l lanes
+		ctx := t.Context()
+		release, err := l.acquire(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got atomic.Bool
+		second := make(chan func(), 1)
+		go func() {
+			r, err := l.acquire(ctx, "k")
 			if err != nil {
 				t.Error(err)
+				close(second)
 				return
 			}
-			mu.Lock()
-			inside[key]++
-			if inside[key] > 1 {
-				t.Errorf("key %s held twice", key)
-			}
-			mu.Unlock()
-			mu.Lock()
-			inside[key]--
-			mu.Unlock()
-			release()
-		})
-	}
-	wg.Wait()
-	// A waiter whose context ends leaves the lane.
-	release, _ := l.acquire(ctx, "k")
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := l.acquire(cctx, "k"); !errors.Is(err, context.Canceled) {
-		t.Errorf("acquire with an ended context: %v", err)
-	}
-	release()
-	if len(l.m) != 0 {
-		t.Errorf("%d lanes left", len(l.m))
-	}
+			got.Store(true)
+			second <- r
+		}()
+		synctest.Wait()
+		if got.Load() {
+			t.Fatal("a second holder took the lane while the first held it")
+		}
+		other, err := l.acquire(ctx, "other")
+		if err != nil {
+			t.Fatal(err)
+		}
+		other()
+		release()
+		synctest.Wait()
+		if !got.Load() {
+			t.Fatal("the waiter did not get the lane once it was let go")
+		}
+		(<-second)()
+
+		// A waiter whose context ends leaves the lane.
+		release, err = l.acquire(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := l.acquire(cctx, "k"); !errors.Is(err, context.Canceled) {
+			t.Errorf("acquire with an ended context: %v", err)
+		}
+		release()
+		if len(l.m) != 0 {
+			t.Errorf("%d lanes left", len(l.m))
+		}
+	})
 }
 
-// After an ambiguous write the original's lane stays held until the
-// record's next attempt has looked its slot up, so that no other refund of
-// the original can take the slot while the write may still land.
-func TestClawbackKeepsTheLaneAfterAnAmbiguousWrite(t *testing.T) {
-	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250,
-		RefundDate: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+// lockedPartner serialises the calls of goroutines sharing a fakePartner.
+type lockedPartner struct {
+	partner
+	mu sync.Mutex
+	f  *fakePartner
+}
+
+func (p *lockedPartner) LookupTransaction(ctx context.Context, r loyalty.LookupRequest) (*loyalty.Transaction, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.f.LookupTransaction(ctx, r)
+}
+
+func (p *lockedPartner) Redeem(ctx context.Context, r loyalty.RedemptionRequest) (*loyalty.RedemptionResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.f.Redeem(ctx, r)
+}
+
+// Two refunds of one original while the circuit is half-open with one
+// probe. Refund A's clawback write was ambiguous (and opened the circuit);
+// while A backs off, refund B takes the only probe. B must get the
+// original's lane, since A holds nothing between attempts, and its success
+// closes the circuit; A's guarded next attempt then finds its own slot. A
+// lane kept across A's back-off deadlocked the two: B waiting for the lane
+// while holding the probe, A waiting for the probe.
+func TestClawbackHalfOpenProbeWithTwoRefundsOfAnOriginal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		br, err := circuit.New(circuit.Options{ConsecutiveFailures: 1, OpenTimeout: time.Second, HalfOpenProbes: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// RecordAttempts 1: the test makes A's back-off and next attempt.
+		b := &Bridge{o: Options{Profile: prof, RecordAttempts: 1, RetryBackoff: time.Millisecond, Breaker: br}, log: zap.NewNop()}
+		f := &fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000},
+			slots: map[string]*loyalty.Transaction{}, redeem: &loyalty.TransientError{Status: 504, Ambiguous: true}}
+		// Every write lands; the first one's answer is lost.
+		f.onRedeem = func(r loyalty.RedemptionRequest) {
+			f.slots[r.TransactionID] = &loyalty.Transaction{TransactionType: redemptionType, Status: appliedStatus,
+				TransactionPoint: r.UsedPoint, TransactionAmount: r.TransactionAmount, BitReference: "B-" + r.TransactionID}
+		}
+		p := &lockedPartner{f: f}
+		when := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+		evA := &events.PurchaseRefunded{TransactionID: "R-A", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250, RefundDate: when}
+		evB := &events.PurchaseRefunded{TransactionID: "R-B", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 300, RefundDate: when}
+		hA, err := handlerFor(evA, prof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hB, err := handlerFor(evB, prof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		type answer struct {
+			r   *events.LoyaltyResult
+			err error
+		}
+		run := func(st *recordState, h handler) <-chan answer {
+			ch := make(chan answer, 1)
+			go func() {
+				r, err := b.policy(st, h)(ctx, p)
+				ch <- answer{r, err}
+			}()
+			return ch
+		}
+
+		stA := &recordState{id: "R-A"}
+		if _, err := b.policy(stA, hA)(ctx, p); !loyalty.IsAmbiguous(err) {
+			t.Fatalf("A's first attempt: %v", err)
+		}
+		if br.State() != circuit.Open {
+			t.Fatalf("circuit %v after an ambiguous write, want open", br.State())
+		}
+		p.mu.Lock()
+		f.redeem = nil
+		p.mu.Unlock()
+		time.Sleep(2 * time.Second) // A's back-off, past the open period
+		chB := run(&recordState{id: "R-B"}, hB)
+		synctest.Wait() // B holds the probe, and the lane or waits for it
+		chA := run(stA, hA)
+
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		var a, bb answer
+		select {
+		case bb = <-chB:
+		default:
+			t.Errorf("deadlock: refund B, holding the half-open probe, still waits for the original's lane")
+		}
+		select {
+		case a = <-chA:
+		default:
+			t.Errorf("deadlock: refund A still waits for the half-open probe")
+		}
+		if t.Failed() {
+			cancel()
+			return
+		}
+		if bb.err != nil || bb.r.Outcome != events.OutcomeApplied || deref(bb.r.ClawbackTransactionID) != "T-1~cb2" || *bb.r.Points != 30 {
+			t.Errorf("B: %+v, %v", bb.r, bb.err)
+		}
+		if a.err != nil || a.r.Outcome != events.OutcomeAlreadyApplied || deref(a.r.ClawbackTransactionID) != "T-1~cb1" || *a.r.Points != 25 {
+			t.Errorf("A: %+v, %v", a.r, a.err)
+		}
+		if br.State() != circuit.Closed {
+			t.Errorf("circuit %v, want closed", br.State())
+		}
+	})
+}
+
+// After an ambiguous write the original's lane is let go with the attempt:
+// the write has landed or never will by then (the package doc's
+// assumption), so another refund of the original sees the slot filled and
+// moves on, and the record's next attempt, guarded, finds the slot its
+// write went to as its own.
+func TestClawbackAfterAnAmbiguousWrite(t *testing.T) {
+	when := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250, RefundDate: when}
 	p := &fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000},
 		slots: map[string]*loyalty.Transaction{}, redeem: &loyalty.TransientError{Status: 504, Ambiguous: true}}
-	b := &Bridge{log: zap.NewNop()}
+	p.onRedeem = func(r loyalty.RedemptionRequest) {
+		p.slots[r.TransactionID] = &loyalty.Transaction{TransactionType: redemptionType, Status: appliedStatus,
+			TransactionPoint: r.UsedPoint, TransactionAmount: r.TransactionAmount}
+	}
+	b := &Bridge{o: Options{Profile: prof}, log: zap.NewNop()}
 	st := &recordState{}
 	g := &guardedPartner{partner: p, b: b, st: st}
-	key := "L-1\x00T-1"
 	if _, err := refund(context.Background(), ev, prof, g); !loyalty.IsAmbiguous(err) {
 		t.Fatalf("first attempt: %v", err)
 	}
-	if st.lane == nil || st.clawSlot != "T-1~cb1" || len(b.lanes.m[key].held) != 1 {
-		t.Fatalf("after an ambiguous write: lane kept %v, slot %q", st.lane != nil, st.clawSlot)
+	if len(b.lanes.m) != 0 || st.clawSlot != "T-1~cb1" || !st.guard {
+		t.Fatalf("after an ambiguous write: %d lanes held, slot %q, guard %v", len(b.lanes.m), st.clawSlot, st.guard)
 	}
-	// The write had landed: the next attempt finds it as its own.
+	// Another refund of the original, in between: the landed write is
+	// another's clawback to it.
 	p.redeem = nil
-	p.slots["T-1~cb1"] = &loyalty.Transaction{TransactionType: redemptionType, Status: appliedStatus, TransactionPoint: 25, TransactionAmount: 250}
-	r, err := refund(context.Background(), ev, prof, g)
-	if err != nil || r.Outcome != events.OutcomeAlreadyApplied || *r.ClawbackTransactionID != "T-1~cb1" {
+	other := &events.PurchaseRefunded{TransactionID: "R-2", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 300, RefundDate: when}
+	r, err := refund(context.Background(), other, prof, &guardedPartner{partner: p, b: b, st: &recordState{}})
+	if err != nil || r.Outcome != events.OutcomeApplied || deref(r.ClawbackTransactionID) != "T-1~cb2" || *r.Points != 30 {
+		t.Fatalf("another refund: %+v, %v", r, err)
+	}
+	// The record's next attempt finds its own.
+	r, err = refund(context.Background(), ev, prof, g)
+	if err != nil || r.Outcome != events.OutcomeAlreadyApplied || deref(r.ClawbackTransactionID) != "T-1~cb1" || *r.Points != 25 {
 		t.Fatalf("second attempt: %+v, %v", r, err)
 	}
-	st.releaseLane()
-	if st.lane != nil || len(b.lanes.m) != 0 {
-		t.Errorf("lane not released: %d lanes", len(b.lanes.m))
-	}
-	// A record that ends after an ambiguous write lets the lane go.
-	p.slots = map[string]*loyalty.Transaction{}
-	p.redeem = &loyalty.TransientError{Status: 504, Ambiguous: true}
-	st = &recordState{}
-	g.st = st
-	if _, err := refund(context.Background(), ev, prof, g); !loyalty.IsAmbiguous(err) {
-		t.Fatal(err)
-	}
-	st.releaseLane()
 	if len(b.lanes.m) != 0 {
-		t.Errorf("lane not released at the record's end")
+		t.Errorf("%d lanes held after the attempts", len(b.lanes.m))
 	}
 }
 
@@ -240,5 +372,88 @@ func TestClawbackSlotAnswersFollowTheProfile(t *testing.T) {
 	r, err := refund(context.Background(), ev, prof, p.guarded(&recordState{guard: true}))
 	if err != nil || r.Outcome != events.OutcomeApplied || deref(r.ClawbackTransactionID) != "T-1~cb2" || *r.Points != 25 {
 		t.Fatalf("failed slot: %+v, %v", r, err)
+	}
+}
+
+// A success answer to a slot's write is the refund's clawback, applied,
+// whatever usedPoint it echoes: a differing figure is reported as the
+// partner's (usedPoint, beside points, what was sent) and logged, never
+// taken for another writer's clawback, which would claw back again in the
+// next slot.
+func TestClawbackSuccessIsTheRefundsOwn(t *testing.T) {
+	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250,
+		RefundDate: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	p := &fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000},
+		slots: map[string]*loyalty.Transaction{}, usedPoint: 26}
+	p.onRedeem = func(r loyalty.RedemptionRequest) {
+		p.slots[r.TransactionID] = &loyalty.Transaction{TransactionType: redemptionType, Status: appliedStatus, BitReference: "B",
+			TransactionPoint: r.UsedPoint, TransactionAmount: r.TransactionAmount}
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	g := &guardedPartner{partner: p, b: &Bridge{o: Options{Profile: prof}, log: zap.New(core)}, st: &recordState{}}
+	r, err := refund(context.Background(), ev, prof, g)
+	if err != nil || r.Outcome != events.OutcomeApplied || deref(r.ClawbackTransactionID) != "T-1~cb1" || *r.Points != 25 || *r.UsedPoint != 26 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if n := slices.IndexFunc(p.calls, func(c string) bool { return c[:6] == "redeem" }); n < 0 || slices.ContainsFunc(p.calls[n+1:], func(c string) bool { return c[:6] == "redeem" }) {
+		t.Errorf("writes %v, want one", p.calls)
+	}
+	if logs.FilterField(zap.Int64("answered", 26)).Len() != 1 {
+		t.Errorf("no warning of the differing usedPoint: %v", logs.All())
+	}
+}
+
+// A refund whose writes keep being refused as duplicates (other writers
+// filling each slot it found free) ends, past maxCollisions, as
+// CLAWBACK_CONFLICT, TRANSIENT_EXHAUSTED and so retryable: its writes
+// were all refused, so nothing of its own landed, and a replay (guarded)
+// may succeed once the others are done.
+func TestClawbackLostSlotsAreRetryable(t *testing.T) {
+	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250,
+		RefundDate: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	p := &fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000},
+		slots: map[string]*loyalty.Transaction{}, redeem: &loyalty.BusinessError{Code: partnerprofile.DefaultDuplicateCode}}
+	_, err := refund(context.Background(), ev, prof, p.guarded(&recordState{}))
+	var rf *recordFailure
+	if !errors.As(err, &rf) || rf.reason != events.ReasonClawbackConflict || rf.cat != events.CategoryTransientExhausted || !retryable(rf.cat, rf.err) {
+		t.Fatalf("got %v, want a retryable CLAWBACK_CONFLICT", err)
+	}
+	if n := len(slices.DeleteFunc(slices.Clone(p.calls), func(c string) bool { return c[:6] != "redeem" })); n != maxCollisions+1 {
+		t.Errorf("%d writes, want %d", n, maxCollisions+1)
+	}
+}
+
+// A slot's transactionPoint is counted only when it is a count of points:
+// a negative one (a partner reporting redemptions negative) would shrink
+// what was clawed back, and one that overflows the sum would wrap it, so
+// the cap would not bind. Either is an answer not understood: the record
+// is held (UnrecognisedAnswerError, field transactionPoint), nothing
+// written.
+func TestClawbackRefusesSlotPointsItCannotCount(t *testing.T) {
+	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250,
+		RefundDate: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	slot := func(points int64) *loyalty.Transaction {
+		return &loyalty.Transaction{TransactionType: redemptionType, Status: appliedStatus, TransactionPoint: points, TransactionAmount: 1}
+	}
+	for _, tc := range []struct {
+		name  string
+		cb2   int64
+		value string
+	}{
+		{"negative", -40, "-40"},
+		{"overflowing the sum", math.MaxInt64, "9223372036854775807"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000},
+				slots: map[string]*loyalty.Transaction{"T-1~cb1": slot(60), "T-1~cb2": slot(tc.cb2)}}
+			_, err := refund(context.Background(), ev, prof, p.guarded(&recordState{}))
+			var ue *loyalty.UnrecognisedAnswerError
+			if !errors.As(err, &ue) || ue.Field != loyalty.FieldTransactionPoint || ue.Value != tc.value || !transient(err) {
+				t.Fatalf("got %v, want an unrecognised transactionPoint %s", err, tc.value)
+			}
+			if slices.ContainsFunc(p.calls, func(c string) bool { return c[:6] == "redeem" }) {
+				t.Errorf("wrote on points it cannot count: %v", p.calls)
+			}
+		})
 	}
 }

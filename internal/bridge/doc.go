@@ -66,8 +66,9 @@
 // slots, redemptions with transactionId ClawbackID(O, k) = O~cb1, O~cb2, …
 // (at most MaxClawbacks). A refund R with proportional share s:
 //
-//  1. takes the lane of (loyaltyId, O): within one process, one refund of O
-//     at a time, whatever the ordering mode and the records' keys;
+//  1. takes the lane of (loyaltyId, O) for the attempt: within one
+//     process, one refund of O at a time, whatever the ordering mode and
+//     the records' keys;
 //  2. looks slots 1, 2, … up until one is not found, adding up their points
 //     (whatever their status: a filled slot cannot be reused, and counting
 //     it errs towards clawing back less); a slot that is R's own (below)
@@ -83,14 +84,25 @@
 // each slot holds one effect, the points of slots 1..k never exceed P, for
 // every k. A slot gets two effects only if two writers claim it at once. In
 // one process the lane rules that out: the lane is held from the first
-// lookup to the end of the write (and after an ambiguous write, until the
-// record's next attempt has looked that slot up or the record ends), and a
-// retry starts again at slot 1.
+// lookup to the end of the write, and a retry starts again at slot 1.
+// It is let go with the attempt, an ambiguous one included, never kept
+// across a back-off: it is taken inside the circuit's admission, and a
+// refund waiting with it for the only half-open probe (or its pipeline
+// slot) would stall for good another refund of O that holds the probe and
+// waits for the lane. Letting go is safe under the assumption below: once
+// an ambiguous write's attempt has returned, the write has landed or never
+// will, so a refund of O in between sees its slot filled (and counts it)
+// or free for good, and the record's next attempt is guarded and finds
+// the slot as its own.
 // Across processes (refunds of one original in flight in two members at
 // once, which needs keys other than the loyaltyId the README asks for, or
 // a replay of refunds beside the live bridge), the partner settles it by
-// rejecting the second write (DUPLICATE_TRANSACTION, or the first write's
-// answer returned again): the loser looks the slot up again and moves on.
+// rejecting the second write (DUPLICATE_TRANSACTION): the loser looks the
+// slot up again and moves on. A partner that answers it with the first
+// write's answer (a success) makes the loser take the winner's clawback
+// for its own: a success answer is always the writer's own clawback,
+// never read as another's, which would claw back twice had it been
+// applied. The loser then claws back less, never more.
 // A partner that applies a repeated transactionId again gives nothing to
 // settle it with: no call the bridge can make is an atomic claim. So:
 //
@@ -108,9 +120,14 @@
 //     three processes racing twelve refunds per original: 197 of 200
 //     originals over-clawed, every one named.
 //   - Assumed, as for every guarded write: an ambiguous write has landed, or
-//     never will, by the time the next attempt looks its slot up; and the
-//     partner returns a slot's transactionAmount (to within a currency unit)
-//     and transactionPoint as sent, and the original's points unchanged.
+//     never will, by the time its attempt returns (the partner applies a
+//     request within --api-timeout of its sending, or never; a write
+//     answered by a 5xx is taken as settled when the answer comes). That
+//     is no more than every guarded write assumes: the back-off before
+//     its next attempt's lookup is full jitter, which may be nothing. And the
+//     partner returns a slot's transactionAmount (to within a currency
+//     unit) and transactionPoint as sent, and the original's points
+//     unchanged.
 //
 // Idempotency. A refund is applied when one slot holds its clawback.
 // Whether R looks for its own is decided by the guard flag, as for every
@@ -142,7 +159,13 @@
 // is a NO_OP with points below requestedPoints; a slot holding something
 // other than a redemption is a BUSINESS error CLAWBACK_CONFLICT; MaxClawbacks
 // filled slots a BUSINESS error CLAWBACK_LIMIT; a slot lost to other writers
-// more than a few times in a row ends with the partner's duplicate answer.
+// more than a few times in a row (each write refused as a duplicate, so
+// none applied) a TRANSIENT_EXHAUSTED error CLAWBACK_CONFLICT, retryable.
+// A success answer echoing other points than sent is the refund's
+// clawback all the same: points is what was sent, usedPoint the partner's
+// figure, and a warning says so. A slot's transactionPoint that is no
+// count (negative, or past int64 summed) is an answer not understood: the
+// record is held (field transactionPoint), as for any such answer.
 // A refund costs n + 4 calls when the original has n earlier clawbacks:
 // the original's lookup, n + 1 slot lookups, the write and its verifying
 // lookup; a guarded refund one more.

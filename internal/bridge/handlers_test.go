@@ -29,6 +29,9 @@ type fakePartner struct {
 	onRedeem func(loyalty.RedemptionRequest)
 	link     error
 	last     loyalty.RedemptionRequest
+	// usedPoint, when set, is the usedPoint a successful redemption
+	// answers, instead of the one sent.
+	usedPoint int64
 }
 
 func (f *fakePartner) LookupTransaction(_ context.Context, r loyalty.LookupRequest) (*loyalty.Transaction, error) {
@@ -55,6 +58,9 @@ func (f *fakePartner) Redeem(_ context.Context, r loyalty.RedemptionRequest) (*l
 	}
 	if f.redeem != nil {
 		return nil, f.redeem
+	}
+	if f.usedPoint != 0 {
+		return &loyalty.RedemptionResult{UsedPoint: f.usedPoint, BitReference: "B"}, nil
 	}
 	return &loyalty.RedemptionResult{UsedPoint: r.UsedPoint, BitReference: "B"}, nil
 }

@@ -26,12 +26,9 @@ type recordState struct {
 	probe    bool   // the current attempt is the circuit's half-open probe
 	// A refund's clawback (clawback.go): clawSlot is the slot its ambiguous
 	// write went to; legacyChecked, its clawback under its own id was looked
-	// for; lane, the original's lane kept from that write to the next
-	// attempt (keepLane: keep it after this one).
+	// for.
 	clawSlot      string
 	legacyChecked bool
-	lane          func()
-	keepLane      bool
 }
 
 // middleware wraps a handler with one concern of the attempt policy.

@@ -78,7 +78,9 @@ const (
 	ReasonClawbackLimit = "CLAWBACK_LIMIT"
 	// ReasonClawbackConflict: a transaction the partner holds under one of
 	// the original's clawback ids is not a redemption, so the clawbacks
-	// cannot be counted (BUSINESS); nothing was clawed back.
+	// cannot be counted (BUSINESS); or the refund lost the free slot it
+	// found to other writers too many times in a row, each write refused as
+	// a duplicate (TRANSIENT_EXHAUSTED, retryable). Nothing was clawed back.
 	ReasonClawbackConflict = "CLAWBACK_CONFLICT"
 )
 

@@ -55,6 +55,10 @@ const (
 	FieldErrorCode       = "errorCode"
 	FieldTransactionType = "transactionType"
 	FieldStatus          = "status"
+	// FieldTransactionPoint is refused by a caller that counts a lookup's
+	// points and finds them no count (negative, or past int64 summed): the
+	// bridge's clawback slots.
+	FieldTransactionPoint = "transactionPoint"
 )
 
 // UnrecognisedAnswerError: a lookup answer whose error code,
@@ -65,7 +69,7 @@ const (
 // an API failure.
 type UnrecognisedAnswerError struct {
 	Op, Ref string
-	Field   string // FieldErrorCode, FieldTransactionType or FieldStatus
+	Field   string // FieldErrorCode, FieldTransactionType, FieldStatus or FieldTransactionPoint
 	Value   string // as answered (at most 32 bytes and an ellipsis)
 	Err     error  // the *BusinessError of an unrecognised code, else nil
 }

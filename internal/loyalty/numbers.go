@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
@@ -161,11 +162,17 @@ func (w *transactionWire) value(f partnerprofile.Fractions) (*Transaction, error
 	return &t, nil
 }
 
-// short bounds a partner's value quoted in an error.
+// short bounds a partner's value quoted in an error to 32 bytes and an
+// ellipsis, cut on a character boundary so that the quote stays valid
+// UTF-8 in logs and error events.
 func short(s string) string {
 	const max = 32
-	if len(s) > max {
-		return s[:max] + "…"
+	if len(s) <= max {
+		return s
 	}
-	return s
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
@@ -217,5 +218,31 @@ func TestClassifyLookup(t *testing.T) {
 		!loyalty.IsDuplicate(partnerprofile.Profile{}, &loyalty.BusinessError{Code: partnerprofile.DefaultDuplicateCode}) ||
 		loyalty.IsDuplicate(partnerprofile.Profile{}, errors.New(partnerprofile.DefaultDuplicateCode)) {
 		t.Error("IsDuplicate")
+	}
+}
+
+// A partner's value quoted in an UnrecognisedAnswerError is cut to 32
+// bytes at most, on a character boundary: the quote stays valid UTF-8 (it
+// goes into logs, metrics-adjacent warnings and error events).
+func TestQuotedValuesAreCutOnACharacter(t *testing.T) {
+	for _, tc := range []struct{ name, status, want string }{
+		{"short", "PENDING", "PENDING"},
+		{"32 bytes", strings.Repeat("a", 32), strings.Repeat("a", 32)},
+		{"ascii, long", strings.Repeat("a", 40), strings.Repeat("a", 32) + "…"},
+		{"two-byte character across byte 32", strings.Repeat("a", 31) + "éé", strings.Repeat("a", 31) + "…"},
+		{"three-byte characters", strings.Repeat("済", 12), strings.Repeat("済", 10) + "…"},
+		{"four-byte character ending at 32", strings.Repeat("a", 28) + "😀b", strings.Repeat("a", 28) + "😀…"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loyalty.ClassifyLookup(partnerprofile.Profile{}, partnerprofile.Redemption,
+				&loyalty.Transaction{TransactionType: partnerprofile.DefaultRedemptionType, Status: tc.status}, nil)
+			var ue *loyalty.UnrecognisedAnswerError
+			if !errors.As(err, &ue) {
+				t.Fatalf("%v, want an UnrecognisedAnswerError", err)
+			}
+			if ue.Value != tc.want || !utf8.ValidString(ue.Value) {
+				t.Errorf("quoted %q, want %q", ue.Value, tc.want)
+			}
+		})
 	}
 }
