@@ -356,8 +356,8 @@ func (r *Report) WriteText(w io.Writer) error {
 				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", res.Contestant)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%.3f\t%.1f\t%.3f\t%s\t%.2f\t%d\t\n", res.Contestant, res.Done, res.Events,
-				res.RecordsPerSec, res.SteadyPerSec, res.SecondHalfPerSec, res.StartupSec, res.LatencyP50Ms, res.LatencyP99Ms, res.CPUPer1k, res.PeakRSSMiB,
+			fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%s\t%.0f\t%.2f\t%.0f\t%.0f\t%.3f\t%.1f\t%.3f\t%s\t%.2f\t%d\t\n", res.Contestant, res.Done, res.Events,
+				res.RecordsPerSec, steady(res), res.SecondHalfPerSec, res.StartupSec, res.LatencyP50Ms, res.LatencyP99Ms, res.CPUPer1k, res.PeakRSSMiB,
 				res.HarnessCPUPer1k, busy(res), res.APICallsPerRecord, res.Errors)
 		}
 		if err := tw.Flush(); err != nil {
@@ -501,12 +501,14 @@ func (r *Report) writeScenarios(b *strings.Builder) error {
 					resume = fmt.Sprintf("%.2f", o.ResumeSec)
 				}
 			}
+			// From the rates, not VsCapacity: a report saved before
+			// those fields (--from) has its capacity all the same.
 			vsCapacity, steadyVsCapacity := "-", "-"
-			if pt.Scenario.CapacityPerSec > 0 {
-				vsCapacity, steadyVsCapacity = times(res.VsCapacity), times(res.SteadyVsCapacity)
+			if c := pt.Scenario.CapacityPerSec; c > 0 {
+				vsCapacity, steadyVsCapacity = times(res.RecordsPerSec/c), times(res.SteadyPerSec/c)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%.0f\t%s\t%s\t%.2f\t%.1f%%\t%.0f\t%.1f\t%.3f\t%d\t%d\t%s\t\n", pt.Name, name,
-				res.RecordsPerSec, times(res.VsClean), vsCapacity, res.SteadyPerSec, times(res.SteadyVsClean), steadyVsCapacity,
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.1f%%\t%.0f\t%.1f\t%.3f\t%d\t%d\t%s\t\n", pt.Name, name,
+				res.RecordsPerSec, times(res.VsClean), vsCapacity, steady(res), times(res.SteadyVsClean), steadyVsCapacity,
 				res.APICallsPerRecord, 100*res.PushedBackShare, res.LatencyP99Ms, res.PeakRSSMiB, res.CPUPer1k, res.Errors, res.Duplicates, resume)
 		}
 	}
@@ -540,6 +542,15 @@ func busy(r Result) string {
 		return fmt.Sprintf("%.0f%%", 100*r.Busy)
 	}
 	return fmt.Sprintf("%.0f%%/%.0f%%", 100*r.Busy, 100*r.MachineBusy)
+}
+
+// steady is the steady rate, "-" in a report saved before it was
+// measured (--from).
+func steady(r Result) string {
+	if r.SteadyPerSec == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", r.SteadyPerSec)
 }
 
 func times(v float64) string {
