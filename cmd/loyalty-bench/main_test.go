@@ -213,8 +213,9 @@ func TestScenarios(t *testing.T) {
 			t.Fatalf("%s: results %+v, want the bridge alone", pt.Name, pt.Results)
 		}
 		r := pt.Results[0]
-		if !r.OK() || r.Done != 300 || r.VsClean <= 0 {
-			t.Errorf("%s: done %d, errors %d (%s), × clean %v, error %q", pt.Name, r.Done, r.Errors, r.FirstError, r.VsClean, r.Error)
+		if !r.OK() || r.Done != 300 || r.VsClean <= 0 || r.SteadyPerSec <= 0 || r.SteadyVsClean <= 0 {
+			t.Errorf("%s: done %d, errors %d (%s), × clean %v, steady %v/s (%v× clean), error %q", pt.Name, r.Done, r.Errors,
+				r.FirstError, r.VsClean, r.SteadyPerSec, r.SteadyVsClean, r.Error)
 		}
 	}
 	if r := rep.Points[1].Results[0]; r.Replicas != 2 || r.PushedBack == 0 || r.PushedBackShare <= 0 {

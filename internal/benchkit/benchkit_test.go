@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,53 @@ func TestCompletionsTiming(t *testing.T) {
 
 	if tm := newCompletions(launch, 3, nil).timing(false); tm.Done != 0 || tm.Rate() != 0 || tm.Wall() != 0 {
 		t.Errorf("empty timing %+v", tm)
+	}
+}
+
+func TestSteadyRate(t *testing.T) {
+	ms := int64(time.Millisecond)
+	launch := 1000 * ms
+	// every returns n completion times step apart, from launch+start.
+	every := func(n int, start, step int64) []int64 {
+		d := make([]int64, n)
+		for i := range d {
+			d[i] = launch + start + int64(i)*step
+		}
+		return d
+	}
+	cat := func(parts ...[]int64) []int64 { return slices.Concat(parts...) }
+	for _, tc := range []struct {
+		name string
+		done []int64 // completion times, 0: not completed
+		want float64 // records/s
+	}{
+		// 100 records 1 ms apart: ranks 10 and 90 are 80 ms apart.
+		{"even", every(100, 0, ms), 80 / 0.080},
+		// The last 5 records wait out a 2 s Retry-After: the whole-run
+		// rate collapses, the steady one does not.
+		{"retry tail", cat(every(95, 0, ms), every(5, 2000*ms, ms)), 80 / 0.080},
+		// A slow start (the first 5 records 1 s late) is left out too.
+		{"slow start", cat(every(5, 0, ms), every(95, 1000*ms, ms)), 80 / 0.080},
+		// A pause inside the middle 80% counts: it is not a tail.
+		{"pause", cat(every(50, 0, ms), every(50, 1000*ms, ms)), 80 / (0.079 + 0.951)},
+		// Unanswered records are not completions: 100 answered of 110.
+		{"unanswered", cat(every(100, 0, 2*ms), make([]int64, 10)), 80 / 0.160},
+		// 10 records: ranks 1 and 9, 8 intervals.
+		{"ten", every(10, 0, 10*ms), 8 / 0.080},
+		// Fewer than 10: the whole-run rate, (n−1) ÷ (last − first).
+		{"few", every(5, 0, 10*ms), 4 / 0.040},
+		// Every percentile in one tick: the whole-run rate, which falls
+		// back to the time since launch.
+		{"one tick", every(20, 10*ms, 0), 20 / 0.010},
+		{"none", make([]int64, 3), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCompletions(launch, len(tc.done), nil)
+			c.done = tc.done
+			if got := c.timing(false).SteadyRate(); math.Abs(got-tc.want) > 1e-6*max(1, tc.want) {
+				t.Errorf("steady rate %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

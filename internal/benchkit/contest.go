@@ -520,6 +520,7 @@ func (res *Result) fill(t Timing, u usage, harness time.Duration, c sim.Counters
 	res.Sampled = t.Sampled
 	res.RecordsPerSec = t.Rate()
 	res.SecondHalfPerSec = t.SecondHalfRate()
+	res.SteadyPerSec = t.SteadyRate()
 	res.StartupSec = t.Startup().Seconds()
 	res.WallSec = t.Wall().Seconds()
 	res.LatencyP50Ms = ms(t.P50)

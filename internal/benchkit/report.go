@@ -136,11 +136,15 @@ type Result struct {
 	// SecondHalfPerSec is the rate over the second half of the
 	// completions, without start-up effects.
 	SecondHalfPerSec float64 `json:"secondHalfRecordsPerSec"`
-	StartupSec       float64 `json:"startupSec"`
-	WallSec          float64 `json:"wallSec"`
-	LatencyP50Ms     float64 `json:"latencyP50Ms"`
-	LatencyP99Ms     float64 `json:"latencyP99Ms"`
-	LatencyMaxMs     float64 `json:"latencyMaxMs"`
+	// SteadyPerSec is the rate between the 10th and the 90th percentile
+	// completion times (Timing.SteadyRate): neither the start-up nor the
+	// tail of the last slow records. RecordsPerSec is the whole run's.
+	SteadyPerSec float64 `json:"steadyRecordsPerSec"`
+	StartupSec   float64 `json:"startupSec"`
+	WallSec      float64 `json:"wallSec"`
+	LatencyP50Ms float64 `json:"latencyP50Ms"`
+	LatencyP99Ms float64 `json:"latencyP99Ms"`
+	LatencyMaxMs float64 `json:"latencyMaxMs"`
 	// HandlerP50Ms is the median time of one record's handling as the
 	// contestant reports it (the result's latencyMs, sampled; the ceiling:
 	// one call), and SlotMs the time a record holds one of the
@@ -185,9 +189,17 @@ type Result struct {
 	// Replicas is how many bridge processes shared the work (their CPU
 	// adds up; peak RSS is the largest one's).
 	Replicas int `json:"replicas,omitempty"`
-	// VsClean is records/s ÷ the same contestant's records/s in the
-	// fault-free scenario of the same run (multi-scenario runs only).
-	VsClean float64 `json:"throughputVsClean,omitempty"`
+	// VsClean is the whole-run records/s ÷ the same contestant's
+	// whole-run records/s in the fault-free scenario of the same run, and
+	// SteadyVsClean the same of the steady rates (multi-scenario runs
+	// only).
+	VsClean       float64 `json:"throughputVsClean,omitempty"`
+	SteadyVsClean float64 `json:"steadyVsClean,omitempty"`
+	// VsCapacity is the whole-run records/s ÷ the scenario's
+	// capacity per second (ScenarioReport.CapacityPerSec), and
+	// SteadyVsCapacity the steady rate's (capacity scenarios only).
+	VsCapacity       float64 `json:"throughputVsCapacity,omitempty"`
+	SteadyVsCapacity float64 `json:"steadyVsCapacity,omitempty"`
 	// Outage is what a credentials outage showed (Scenario.CredentialsOutage).
 	Outage *OutageResult `json:"credentialsOutage,omitempty"`
 	// Exit tells how the process ended when that was not cleanly.
@@ -260,7 +272,9 @@ func newReport(cfg Config) *Report {
 			"includes the parent's memory at exec). The ceiling and the baseline are this binary re-executed as `loyalty-bench worker`.",
 		fmt.Sprintf("The simulator, kfake and srfake run inside the bench process: their cost is the harness column, not the contestant's. "+
 			"All processes share the machine's %d CPUs, so on a CPU-bound run the simulator competes with the contestant.", runtime.NumCPU()),
-		"records/s: distinct records from the first reply to the last; 2nd half/s: over the second half of the replies, without start-up effects " +
+		"records/s: distinct records from the first reply to the last (the whole run); steady/s: the replies between the 10th and the 90th percentile reply times " +
+			"(0.8 × done ÷ (t90 − t10)), leaving out both the start-up and the tail of the last slow records (a Retry-After wait at the very end weighs on the whole run's rate, not on the steady one); " +
+			"2nd half/s: over the second half of the replies, without start-up effects " +
 			"(ramp-up, the bridge's idempotency guard on the first records of each partition); start: launch to the first reply (process start, connections, token, group join).",
 		latencyNote(cfg.Scenario.Rate > 0),
 		"ceiling: the internal/loyalty client calling accrual from max-in-flight goroutines, no Kafka, no Avro; its latency ends at the HTTP answer.",
@@ -277,9 +291,11 @@ func newReport(cfg Config) *Report {
 	}
 	if len(cfg.Scenarios) > 0 {
 		r.Notes = append(r.Notes,
-			"scenarios: each on a fresh stack, one after another, the clean (fault-free) one first; × clean divides a contestant's records/s by its own in the clean run of the same invocation. "+
+			"scenarios: each on a fresh stack, one after another, the clean (fault-free) one first; × clean divides a contestant's whole-run records/s by its own in the clean run of the same invocation, "+
+				"steady × clean its steady/s by its own steady/s in the clean run. "+
 				"Runs one after another on a shared machine differ by tens of percent without any fault: compare ratios, and repeat a surprising one.",
-			"× capacity: records/s ÷ the most calls a second the simulator's capacity allows at its fixed latency (capacity ÷ latency: 32 at 10 ms is 3,200/s). "+
+			"× capacity: whole-run records/s ÷ the most calls a second the simulator's capacity allows at its fixed latency (capacity ÷ latency: 32 at 10 ms is 3,200/s); "+
+				"steady × capacity: steady/s ÷ the same. "+
 				"pushed back: the share of business calls the simulator answered 429 or 503, injected (STATUS=RATE) or over its capacity.",
 			"replicas=N: N bridge processes in one consumer group against the one simulator; records/s is their combined rate, CPU their sum, peak RSS the largest one's. "+
 				"The ceiling and the baseline are not run in replica and outage scenarios.",
@@ -334,14 +350,14 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		b.WriteString("\n\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "contestant\tdone\trecords/s\t2nd half/s\tstart s\tp50 ms\tp99 ms\tCPU s/1k\tpeak RSS MiB\tharness CPU s/1k\tbusy ours/all\tAPI calls/rec\terrors\t")
+		fmt.Fprintln(tw, "contestant\tdone\trecords/s\tsteady/s\t2nd half/s\tstart s\tp50 ms\tp99 ms\tCPU s/1k\tpeak RSS MiB\tharness CPU s/1k\tbusy ours/all\tAPI calls/rec\terrors\t")
 		for _, res := range pt.Results {
 			if res.Error != "" {
-				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", res.Contestant)
+				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", res.Contestant)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%.3f\t%.1f\t%.3f\t%s\t%.2f\t%d\t\n", res.Contestant, res.Done, res.Events,
-				res.RecordsPerSec, res.SecondHalfPerSec, res.StartupSec, res.LatencyP50Ms, res.LatencyP99Ms, res.CPUPer1k, res.PeakRSSMiB,
+			fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%s\t%.0f\t%.2f\t%.0f\t%.0f\t%.3f\t%.1f\t%.3f\t%s\t%.2f\t%d\t\n", res.Contestant, res.Done, res.Events,
+				res.RecordsPerSec, steady(res), res.SecondHalfPerSec, res.StartupSec, res.LatencyP50Ms, res.LatencyP99Ms, res.CPUPer1k, res.PeakRSSMiB,
 				res.HarnessCPUPer1k, busy(res), res.APICallsPerRecord, res.Errors)
 		}
 		if err := tw.Flush(); err != nil {
@@ -417,8 +433,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	return err
 }
 
-// compareWithClean sets every result's VsClean from the same
-// contestant's result in the fault-free scenario, when there is one.
+// compareWithClean sets every result's VsClean and SteadyVsClean from
+// the same contestant's result in the fault-free scenario, when there is
+// one, and VsCapacity and SteadyVsCapacity in a capacity scenario.
 func (r *Report) compareWithClean() {
 	var clean *Point
 	for i := range r.Points {
@@ -427,15 +444,28 @@ func (r *Report) compareWithClean() {
 			break
 		}
 	}
-	if clean == nil {
-		return
-	}
 	for pi := range r.Points {
+		capacity := r.Points[pi].Scenario.CapacityPerSec
 		for i := range r.Points[pi].Results {
 			res := &r.Points[pi].Results[i]
+			if res.Error != "" {
+				continue
+			}
+			if capacity > 0 {
+				res.VsCapacity, res.SteadyVsCapacity = res.RecordsPerSec/capacity, res.SteadyPerSec/capacity
+			}
+			if clean == nil {
+				continue
+			}
 			for _, c := range clean.Results {
-				if c.Contestant == res.Contestant && c.Error == "" && c.RecordsPerSec > 0 && res.Error == "" {
+				if c.Contestant != res.Contestant || c.Error != "" {
+					continue
+				}
+				if c.RecordsPerSec > 0 {
 					res.VsClean = res.RecordsPerSec / c.RecordsPerSec
+				}
+				if c.SteadyPerSec > 0 {
+					res.SteadyVsClean = res.SteadyPerSec / c.SteadyPerSec
 				}
 			}
 		}
@@ -450,13 +480,14 @@ func (r *Report) writeScenarios(b *strings.Builder) error {
 	if !r.scenarios() {
 		return nil
 	}
-	b.WriteString("\nscenarios side by side (× clean: records/s ÷ the same contestant's in the clean run above):\n\n")
+	b.WriteString("\nscenarios side by side (records/s and × clean: the whole run, first reply to last; steady/s and steady × clean: " +
+		"between the 10th and 90th percentile reply times; × clean divides by the same contestant's figure in the clean run above):\n\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tcontestant\trecords/s\t× clean\t× capacity\t2nd half/s\tAPI calls/rec\tpushed back\tp99 ms\tpeak RSS MiB\tCPU s/1k\terror events\tduplicate replies\toutage: resume s\t")
+	fmt.Fprintln(tw, "scenario\tcontestant\trecords/s\t× clean\t× capacity\tsteady/s\tsteady × clean\tsteady × capacity\tAPI calls/rec\tpushed back\tp99 ms\tpeak RSS MiB\tCPU s/1k\terror events\tduplicate replies\toutage: resume s\t")
 	for _, pt := range r.Points {
 		for _, res := range pt.Results {
 			if res.Error != "" {
-				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", pt.Name, res.Contestant)
+				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", pt.Name, res.Contestant)
 				continue
 			}
 			name := res.Contestant
@@ -470,13 +501,15 @@ func (r *Report) writeScenarios(b *strings.Builder) error {
 					resume = fmt.Sprintf("%.2f", o.ResumeSec)
 				}
 			}
-			vsCapacity := "-"
+			// From the rates, not VsCapacity: a report saved before
+			// those fields (--from) has its capacity all the same.
+			vsCapacity, steadyVsCapacity := "-", "-"
 			if c := pt.Scenario.CapacityPerSec; c > 0 {
-				vsCapacity = times(res.RecordsPerSec / c)
+				vsCapacity, steadyVsCapacity = times(res.RecordsPerSec/c), times(res.SteadyPerSec/c)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%.0f\t%.2f\t%.1f%%\t%.0f\t%.1f\t%.3f\t%d\t%d\t%s\t\n", pt.Name, name, res.RecordsPerSec,
-				times(res.VsClean), vsCapacity, res.SecondHalfPerSec, res.APICallsPerRecord, 100*res.PushedBackShare, res.LatencyP99Ms,
-				res.PeakRSSMiB, res.CPUPer1k, res.Errors, res.Duplicates, resume)
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.1f%%\t%.0f\t%.1f\t%.3f\t%d\t%d\t%s\t\n", pt.Name, name,
+				res.RecordsPerSec, times(res.VsClean), vsCapacity, steady(res), times(res.SteadyVsClean), steadyVsCapacity,
+				res.APICallsPerRecord, 100*res.PushedBackShare, res.LatencyP99Ms, res.PeakRSSMiB, res.CPUPer1k, res.Errors, res.Duplicates, resume)
 		}
 	}
 	return tw.Flush()
@@ -509,6 +542,15 @@ func busy(r Result) string {
 		return fmt.Sprintf("%.0f%%", 100*r.Busy)
 	}
 	return fmt.Sprintf("%.0f%%/%.0f%%", 100*r.Busy, 100*r.MachineBusy)
+}
+
+// steady is the steady rate, "-" in a report saved before it was
+// measured (--from).
+func steady(r Result) string {
+	if r.SteadyPerSec == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", r.SteadyPerSec)
 }
 
 func times(v float64) string {

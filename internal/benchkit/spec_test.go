@@ -3,6 +3,7 @@ package benchkit
 import (
 	"bytes"
 	"encoding/xml"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -187,12 +188,13 @@ func TestScenarioReport(t *testing.T) {
 	}
 	r := newReport(Config{Scenario: DefaultScenario(), Scenarios: ns})
 	rates := []float64{1000, 800, 900, 0}
+	steady := []float64{1600, 1440, 2880, 0}
 	for i, n := range ns {
 		res := Result{Contestant: "bridge/key", Kind: Bridge, Mode: "key", Events: 100, Done: 100, Results: 100,
-			RecordsPerSec: rates[i], LatencyP99Ms: 20, PeakRSSMiB: 30, APICallsPerRecord: 1.1, PushedBackShare: 0.1,
-			Replicas: n.Scenario.replicas()}
+			RecordsPerSec: rates[i], SteadyPerSec: steady[i], LatencyP99Ms: 20, PeakRSSMiB: 30, APICallsPerRecord: 1.1,
+			PushedBackShare: 0.1, Replicas: n.Scenario.replicas()}
 		if n.Scenario.CredentialsOutage > 0 {
-			res.RecordsPerSec, res.Outage = 250, &OutageResult{Sec: 30, ResumeSec: 1.5}
+			res.RecordsPerSec, res.SteadyPerSec, res.Outage = 250, 400, &OutageResult{Sec: 30, ResumeSec: 1.5}
 		}
 		r.Points = append(r.Points, Point{Name: n.Name, Scenario: scenarioReport(n.Scenario), Results: []Result{res}})
 	}
@@ -200,12 +202,22 @@ func TestScenarioReport(t *testing.T) {
 	if got := r.Points[1].Results[0].VsClean; got != 0.8 {
 		t.Errorf("503 scenario at %v× clean, want 0.8", got)
 	}
+	if got := r.Points[1].Results[0].SteadyVsClean; got != 0.9 {
+		t.Errorf("503 scenario steady at %v× clean, want 0.9", got)
+	}
+	if c := r.Points[2].Results[0]; math.Abs(c.VsCapacity-900.0/3200) > 1e-9 || c.SteadyVsCapacity != 0.9 || c.SteadyVsClean != 1.8 {
+		t.Errorf("capacity scenario: %v× capacity, steady %v× capacity and %v× clean; want 0.28, 0.9 and 1.8",
+			c.VsCapacity, c.SteadyVsCapacity, c.SteadyVsClean)
+	}
+	if got := r.Points[1].Results[0].VsCapacity; got != 0 {
+		t.Errorf("503 scenario has no capacity, yet %v× capacity", got)
+	}
 	var text, svg bytes.Buffer
 	if err := r.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"scenario 503=0.1,retry-after=1s:", "scenarios side by side", "0.80×", "10.0%",
-		"bridge/key ×3", "3 bridge replicas", "0.28×", "credentials refused for 30.0 s: 0 error events", "1.50", "capacity 32"} {
+		"bridge/key ×3", "3 bridge replicas", "0.28×", "0.90×", "1.80×", "steady × capacity", "credentials refused for 30.0 s: 0 error events", "1.50", "capacity 32"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}
@@ -216,7 +228,8 @@ func TestScenarioReport(t *testing.T) {
 	if err := r.WriteSVG(&svg); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(svg.String(), "retry-after=1s") || !strings.Contains(svg.String(), "÷ the clean run") {
+	if !strings.Contains(svg.String(), "retry-after=1s") || !strings.Contains(svg.String(), "÷ the clean run") ||
+		!strings.Contains(svg.String(), "steady throughput") {
 		t.Errorf("chart lacks the scenarios:\n%s", svg.String())
 	}
 	dec := xml.NewDecoder(&svg)

@@ -26,6 +26,31 @@ type Timing struct {
 	// leaves out start-up effects (ramp-up, the bridge's idempotency
 	// guard on the first records of each partition).
 	Mid int64 `json:"mid"`
+	// Done10 and Done90 are the 10th and 90th percentile completion times
+	// (nearest rank): the rate between them leaves out both the start-up
+	// and the tail of the last slow records (a Retry-After wait, a
+	// record retried at the very end), which dominate a short run's
+	// whole-run rate without saying how fast the records flowed.
+	Done10 int64 `json:"done10"`
+	Done90 int64 `json:"done90"`
+}
+
+// Steady-rate bounds: the completions between these quantiles.
+const (
+	steadyFrom = 0.10
+	steadyTo   = 0.90
+)
+
+// SteadyRate is records per second between the 10th and the 90th
+// percentile completion times: the completions between their ranks
+// (0.8·Done) ÷ (Done90 − Done10). With fewer than 10 completions, or
+// both percentiles in one clock tick, it falls back to Rate.
+func (t Timing) SteadyRate() float64 {
+	from, to := rank(t.Done, steadyFrom), rank(t.Done, steadyTo)
+	if t.Done < 10 || to <= from || t.Done90 <= t.Done10 {
+		return t.Rate()
+	}
+	return float64(to-from) / (float64(t.Done90-t.Done10) / 1e9)
 }
 
 // SecondHalfRate is records per second over the second half of the
@@ -112,6 +137,8 @@ func (c *completions) timing(steadyOnly bool) Timing {
 	}
 	slices.Sort(doneSorted)
 	t.Mid = doneSorted[len(doneSorted)/2]
+	t.Done10 = quantile(doneSorted, steadyFrom)
+	t.Done90 = quantile(doneSorted, steadyTo)
 	lat := doneSorted[:0] // reuse
 
 	for i, d := range c.done {
@@ -140,11 +167,19 @@ func (c *completions) timing(steadyOnly bool) Timing {
 
 // quantile is the nearest-rank q-quantile of sorted, which is not empty.
 func quantile(sorted []int64, q float64) int64 {
+	return sorted[rank(len(sorted), q)-1]
+}
+
+// rank is the 1-based nearest rank of the q-quantile of n values, in
+// [1, n] (0 for none).
+func rank(n int, q float64) int {
+	if n == 0 {
+		return 0
+	}
 	// The epsilon keeps 0.99 × 100 (99.00000000000001 in floating point)
 	// at rank 99.
-	rank := int(math.Ceil(q*float64(len(sorted)) - 1e-9))
-	rank = min(max(rank, 1), len(sorted))
-	return sorted[rank-1]
+	r := int(math.Ceil(q*float64(n) - 1e-9))
+	return min(max(r, 1), n)
 }
 
 // median of ms values (sorted in place); 0 for none.

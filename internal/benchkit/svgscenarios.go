@@ -6,10 +6,10 @@ import (
 	"strings"
 )
 
-// The chart of a multi-scenario run: six panels (throughput, its ratio to
-// the clean run, API calls per record, pushed-back share, p99 latency,
-// peak RSS), each with the scenarios along the x axis and one bar per
-// contestant in each.
+// The chart of a multi-scenario run: eight panels (whole-run and steady
+// throughput, each with its ratio to the clean run, API calls per record,
+// pushed-back share, p99 latency, peak RSS), each with the scenarios
+// along the x axis and one bar per contestant in each.
 
 // The panels are stacked, each the chart's full width, so that a
 // scenario's label (one knob a line) fits under its bars.
@@ -19,13 +19,22 @@ const (
 	scLabelH = 50        // room under it for scenario labels
 )
 
-var scenarioMetrics = []metric{
-	{"throughput (records/s)", func(r Result) float64 { return r.RecordsPerSec }, false},
-	{"throughput ÷ the clean run's", func(r Result) float64 { return r.VsClean }, false},
-	{"API calls per record", func(r Result) float64 { return r.APICallsPerRecord }, false},
-	{"calls answered 429/503 (%)", func(r Result) float64 { return 100 * r.PushedBackShare }, false},
-	{"p99 end-to-end latency (ms)", func(r Result) float64 { return r.LatencyP99Ms }, true},
-	{"peak RSS (MiB)", func(r Result) float64 { return r.PeakRSSMiB }, false},
+// scenarioMetric is a panel; unity draws a line at 1 (the clean run's
+// level, for a ratio).
+type scenarioMetric struct {
+	metric
+	unity bool
+}
+
+var scenarioMetrics = []scenarioMetric{
+	{metric{"throughput, whole run (records/s, first reply to last)", func(r Result) float64 { return r.RecordsPerSec }, false}, false},
+	{metric{"whole-run throughput ÷ the clean run's", func(r Result) float64 { return r.VsClean }, false}, true},
+	{metric{"steady throughput (records/s, 10th to 90th percentile reply)", func(r Result) float64 { return r.SteadyPerSec }, false}, false},
+	{metric{"steady throughput ÷ the clean run's steady throughput", func(r Result) float64 { return r.SteadyVsClean }, false}, true},
+	{metric{"API calls per record", func(r Result) float64 { return r.APICallsPerRecord }, false}, false},
+	{metric{"calls answered 429/503 (%)", func(r Result) float64 { return 100 * r.PushedBackShare }, false}, false},
+	{metric{"p99 end-to-end latency (ms)", func(r Result) float64 { return r.LatencyP99Ms }, true}, false},
+	{metric{"peak RSS (MiB)", func(r Result) float64 { return r.PeakRSSMiB }, false}, false},
 }
 
 func (r *Report) writeScenarioSVG(b *strings.Builder) {
@@ -47,7 +56,7 @@ func (r *Report) writeScenarioSVG(b *strings.Builder) {
 	for i, m := range scenarioMetrics {
 		ox := 20.0
 		oy := 104 + float64(i)*(scPanelH+scLabelH+40)
-		r.scenarioPanel(b, ox, oy, m, names, color, i == 1)
+		r.scenarioPanel(b, ox, oy, m.metric, names, color, m.unity)
 	}
 	b.WriteString("</svg>\n")
 }
