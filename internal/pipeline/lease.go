@@ -182,6 +182,29 @@ func Leased(ctx context.Context) error {
 	return h.p.leased(ctx, h.j)
 }
 
+// LeaseHeld reports, without waiting, whether Leased would return nil now.
+func LeaseHeld(ctx context.Context) bool {
+	h, _ := ctx.Value(handlerKey{}).(*handlerRef)
+	if ctx.Err() != nil {
+		return false
+	}
+	if h == nil || h.p.o.CallTimeout <= 0 {
+		return true
+	}
+	until, _ := h.p.lease.until()
+	return time.Now().Before(until)
+}
+
+// LeaseGate is the lease as a gate of partner writes (the loyalty
+// client's WriteGate): Wait is Leased, Allowed is LeaseHeld.
+type LeaseGate struct{}
+
+// Wait is Leased.
+func (LeaseGate) Wait(ctx context.Context) error { return Leased(ctx) }
+
+// Allowed is LeaseHeld.
+func (LeaseGate) Allowed(ctx context.Context) bool { return LeaseHeld(ctx) }
+
 func (p *Pipeline) leased(ctx context.Context, j *job) error {
 	yielded := false
 	defer func() {

@@ -255,3 +255,17 @@ func TestLeaseArithmetic(t *testing.T) {
 	l.renew(at(12), "m", 2, false)
 	check("after a revoke", at(12+20-10))
 }
+
+// TestLeaseHeldOutsideAHandler: outside a Handler there is no lease to
+// hold; LeaseHeld (LeaseGate.Allowed) then only says whether ctx is live,
+// as Leased only checks ctx.
+func TestLeaseHeldOutsideAHandler(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if !LeaseHeld(ctx) || (LeaseGate{}).Wait(ctx) != nil {
+		t.Error("a live context outside a handler: not held")
+	}
+	cancel()
+	if LeaseHeld(ctx) || (LeaseGate{}).Allowed(ctx) {
+		t.Error("an ended context: held")
+	}
+}
