@@ -144,8 +144,8 @@ type Client struct {
 	sleep   func(context.Context, time.Duration) error
 	// gate: Options.WriteGate.
 	gate WriteGate
-	rand        func() float64
-	now         func() time.Time
+	rand func() float64
+	now  func() time.Time
 }
 
 // New validates opts (every problem reported together) and returns a
