@@ -16,16 +16,18 @@ type Signal int
 
 const (
 	// Ignore says nothing about load: the caller gave up (its context
-	// ended), or the attempt never reached the partner.
+	// ended), or gave its slot back without sending anything (a write
+	// whose gate closed while it waited for the slot). A connection that
+	// could not be made or broke is a Failure.
 	Ignore Signal = iota
 	// Success is an answer the partner processed: a 2xx, or a 4xx of the
 	// business (insufficient points, unknown member). Its latency is
 	// measured.
 	Success
 	// Failure is an answer that failed but is no push-back: a 500, a
-	// malformed answer, a broken connection. Neutral: it neither grows nor
-	// shrinks the limit, and its latency is not measured (failures are
-	// often fast).
+	// malformed answer, a connection refused or broken. Neutral: it
+	// neither grows nor shrinks the limit, and its latency is not measured
+	// (failures are often fast).
 	Failure
 	// PushBack is the partner refusing work because of load: 429, 503
 	// (with or without Retry-After) and 408.
@@ -252,6 +254,10 @@ func (c *Call) Done(s Signal) {
 		// for the rest of one: otherwise the slot is used again at once,
 		// refused again at once, and each slot above the partner's
 		// capacity costs dozens of refusals per round trip instead of one.
+		// The timer has no owner to stop it, and needs none: it fires
+		// within one smoothed round trip (less than the attempt timeout),
+		// and only gives the slot back under l.mu; a Limiter no longer
+		// used is kept that long, then collected.
 		l.after(hold, l.release)
 		return
 	}

@@ -233,10 +233,10 @@ type BuildOptions struct {
 	// accrual dates and reads fractional points as it says. Zero value:
 	// the simulator's.
 	Profile partnerprofile.Profile
-	// BeforeWrite holds each write attempt until it may start; the bridge
-	// passes pipeline.Leased (a member whose group session may expire
-	// before the attempt's timeout starts no write).
-	BeforeWrite func(ctx context.Context) error
+	// WriteGate holds each write attempt until it may start; the bridge
+	// passes pipeline.LeaseGate (a member the group may remove before the
+	// attempt's timeout starts no write).
+	WriteGate loyalty.WriteGate
 }
 
 // APIClient is the partner API client stack: one HTTP client shared by the
@@ -313,7 +313,7 @@ func (a *API) Build(o BuildOptions) (_ *APIClient, err error) {
 	opts := loyalty.Options{BaseURL: a.BaseURL, HTTPClient: hc, Tokens: c.Tokens, Timeout: a.Timeout,
 		Retry:             loyalty.RetryPolicy{MaxAttempts: a.MaxAttempts, MaxElapsed: a.MaxElapsed},
 		AccrualDateFormat: o.Profile.AccrualFormat(), FractionalPoints: o.Profile.Fractions(), Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, Calls: o.Calls, OnCalls: o.OnCalls, Sleep: o.Wait,
-		BeforeWrite: o.BeforeWrite}
+		WriteGate: o.WriteGate}
 	if c.Signer != nil {
 		opts.Signer = c.Signer
 	}

@@ -60,7 +60,7 @@ func (p *Processing) Define(b *flagenv.Binder) {
 	if p.defaultMaxInFlight > 0 {
 		maxInFlight = p.defaultMaxInFlight
 	}
-	fs.IntVar(&p.MaxInFlight, "max-in-flight", maxInFlight, "partner API calls in progress at once, across all partitions (a record waiting to retry holds none)")
+	fs.IntVar(&p.MaxInFlight, "max-in-flight", maxInFlight, "the most partner API calls in progress at once, across all partitions: the ceiling the adaptive limit moves under (--adaptive-concurrency), else the limit itself (a record waiting to retry, or a write waiting for the group lease, holds none)")
 	fs.BoolVar(&p.AdaptiveConcurrency, "adaptive-concurrency", true, "adapt the partner calls in progress between 1 and --max-in-flight to what the partner sustains: fewer on 429, 503, timeouts and rising latency, more while calls are healthy (false: always --max-in-flight)")
 	fs.IntVar(&p.MaxInFlightPerPartition, "max-in-flight-per-partition", 0, "records handled at once per partition (0: no bound of its own)")
 	fs.IntVar(&p.MaxBuffered, "max-buffered", 0, "records taken from Kafka and not yet committed: waiting, calling, waiting to retry, or done behind one that is not (0: 1,024 per MiB of --max-buffered-mib, at least 4 × --max-in-flight)")

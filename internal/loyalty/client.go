@@ -95,12 +95,13 @@ type Options struct {
 	// OnCalls, when set, is told the attempts holding a slot whenever the
 	// number changes (a gauge).
 	OnCalls func(inUse int)
-	// BeforeWrite, when set, is called before each attempt of a write,
-	// once its slot is held and before its Timeout starts: the attempt
-	// waits for it, and fails as a transient error that sent nothing if it
-	// returns an error. The bridge passes pipeline.Leased: a write starts
-	// only while the member's group session outlasts the attempt.
-	BeforeWrite func(ctx context.Context) error
+	// WriteGate, when set, holds each attempt of a write until it may be
+	// sent: the attempt waits for it before it takes a slot, and checks it
+	// again without waiting once the slot is held, just before its Timeout
+	// starts; it fails as a transient error that sent nothing if the gate
+	// returns an error. The bridge passes pipeline.LeaseGate: a write
+	// starts only while the member's group membership outlasts the attempt.
+	WriteGate WriteGate
 
 	// Test hooks. Sleep waits d or until ctx ends (default a timer); Rand
 	// returns a float in [0,1) for jitter (default math/rand/v2); Now is the
@@ -141,10 +142,10 @@ type Client struct {
 	inUse   atomic.Int64
 	onCalls func(int)
 	sleep   func(context.Context, time.Duration) error
-	// beforeWrite: Options.BeforeWrite.
-	beforeWrite func(context.Context) error
-	rand        func() float64
-	now         func() time.Time
+	// gate: Options.WriteGate.
+	gate WriteGate
+	rand func() float64
+	now  func() time.Time
 }
 
 // New validates opts (every problem reported together) and returns a
@@ -173,7 +174,7 @@ func New(opts Options) (*Client, error) {
 	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), tokens: opts.Tokens, hc: opts.HTTPClient,
 		timeout: opts.Timeout, retry: r, signer: opts.Signer, datefmt: df, frac: partnerprofile.Profile{FractionalPoints: frac}.Fractions(), log: opts.Logger,
 		onRetry: opts.OnRetry, onCalls: opts.OnCalls, sleep: opts.Sleep, rand: opts.Rand, now: opts.Now, calls: opts.Calls,
-		beforeWrite: opts.BeforeWrite}
+		gate: opts.WriteGate}
 	if c.calls == nil && opts.MaxCalls > 0 {
 		if c.calls, err = callimit.New(callimit.Options{Max: opts.MaxCalls, Fixed: true}); err != nil {
 			errs = append(errs, fmt.Errorf("loyalty: %w", err))
@@ -502,13 +503,34 @@ func businessError(ep endpoint, ref string, status int, body []byte) *BusinessEr
 	return be
 }
 
+// WriteGate decides when a write attempt may be sent (Options.WriteGate).
+type WriteGate interface {
+	// Wait returns nil once a write may be sent, or an error (ctx's when
+	// it ends) if it may not.
+	Wait(ctx context.Context) error
+	// Allowed reports, without waiting, whether a write may be sent now.
+	Allowed(ctx context.Context) bool
+}
+
 // attempt makes one HTTP request, bounded by the per-attempt timeout, and
 // reads the whole answer.
 func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payload []byte, tok tokensource.Token) (res attemptResult) {
+	gate := c.gate
+	if !ep.write {
+		gate = nil
+	}
+	if gate != nil {
+		// Before the slot: a write waiting for its gate (a heartbeat) must
+		// not hold a slot that reads, and writes already allowed, could
+		// use, and its wait is no latency of the partner's.
+		if err := gate.Wait(ctx); err != nil {
+			return attemptResult{err: transportErr(ctx, ctx, err)}
+		}
+	}
 	if c.calls != nil {
 		// Before the attempt's timeout starts: waiting for a slot says
 		// nothing about the partner.
-		slot, err := c.calls.Acquire(ctx)
+		slot, err := c.acquire(ctx, gate)
 		if err != nil {
 			return attemptResult{err: transportErr(ctx, ctx, err)}
 		}
@@ -517,11 +539,6 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payloa
 			c.callsChanged(c.inUse.Add(-1))
 			slot.Done(loadSignal(ctx, res))
 		}()
-	}
-	if ep.write && c.beforeWrite != nil {
-		if err := c.beforeWrite(ctx); err != nil {
-			return attemptResult{err: transportErr(ctx, ctx, err)}
-		}
 	}
 	actx, cancel := context.WithTimeout(apiendpoint.With(ctx, ep.name), c.timeout)
 	defer cancel()
@@ -567,6 +584,23 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payloa
 		res.body = nil // decodes as malformed, without scanning megabytes
 	}
 	return res
+}
+
+// acquire takes a call slot. With a gate, the write's gate must still be
+// open once the slot is held (the slot may have taken long): if it closed
+// meanwhile, the slot goes back, telling the limiter nothing, and the
+// write waits for the gate again before it queues anew.
+func (c *Client) acquire(ctx context.Context, gate WriteGate) (*callimit.Call, error) {
+	for {
+		slot, err := c.calls.Acquire(ctx)
+		if err != nil || gate == nil || gate.Allowed(ctx) {
+			return slot, err
+		}
+		slot.Done(callimit.Ignore)
+		if err := gate.Wait(ctx); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // loadSignal is what an attempt's answer says about the partner's load,

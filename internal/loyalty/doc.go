@@ -93,7 +93,13 @@
 //
 // Options.Calls (or a fixed Options.MaxCalls) bounds the attempts in
 // progress: a slot is held from before the request until the answer is
-// read, never while a call waits to retry. With an adaptive
+// read, never while a call waits to retry, nor while a write waits for
+// its Options.WriteGate (the bridge's lease): the write takes its slot
+// after the gate opened and checks the gate again, without waiting, once
+// it holds it; a gate closed meanwhile sends the slot back, telling the
+// limiter nothing, and the write waits again. So reads do not queue
+// behind writes waiting for a heartbeat, and the wait is not measured as
+// the partner's latency. With an adaptive
 // callimit.Limiter the client tells it what each answer said about the
 // partner's load (loadSignal): 408, 429, 503 and any answer carrying
 // Retry-After are push-backs, an attempt timeout or a 504 a timeout,

@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/callimit"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -525,19 +526,32 @@ func TestSimNoSecretInLogsOrErrors(t *testing.T) {
 	}
 }
 
-// TestSimBeforeWrite: BeforeWrite is asked before each write attempt and
+// gate is a WriteGate of a test: wait and allowed answer its calls.
+type gate struct {
+	wait    func(ctx context.Context) error
+	allowed func(ctx context.Context) bool
+}
+
+func (g gate) Wait(ctx context.Context) error   { return g.wait(ctx) }
+func (g gate) Allowed(ctx context.Context) bool { return g.allowed(ctx) }
+
+// TestSimWriteGate: the WriteGate is asked before each write attempt and
 // never before a read; a write it refuses is not sent, and is not
 // ambiguous (nothing reached the partner).
-func TestSimBeforeWrite(t *testing.T) {
+func TestSimWriteGate(t *testing.T) {
 	var asked atomic.Int32
 	refuse := errors.New("lease lapsed")
 	e := newSimEnv(t, simConfig{mod: func(o *loyalty.Options) {
 		o.Retry.MaxAttempts = 1
-		o.BeforeWrite = func(ctx context.Context) error {
-			if asked.Add(1) > 1 {
-				return refuse
-			}
-			return nil
+		o.MaxCalls = 4
+		o.WriteGate = gate{
+			wait: func(ctx context.Context) error {
+				if asked.Add(1) > 1 {
+					return refuse
+				}
+				return nil
+			},
+			allowed: func(context.Context) bool { return true },
 		}
 	}})
 	ctx := context.Background()
@@ -548,11 +562,105 @@ func TestSimBeforeWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := asked.Load(); n != 1 {
-		t.Fatalf("BeforeWrite asked %d times for a write and a read; want 1", n)
+		t.Fatalf("the gate waited on %d times for a write and a read; want 1", n)
 	}
 	_, _, err := e.client.Accrue(ctx, accrualFor(1, "tx-refused"))
 	if !errors.Is(err, refuse) || loyalty.IsAmbiguous(err) || e.sim.Effects("tx-refused") != 0 {
 		t.Fatalf("refused write: err %v (ambiguous %v), %d effects; want the refusal, not ambiguous, none applied",
 			err, loyalty.IsAmbiguous(err), e.sim.Effects("tx-refused"))
+	}
+}
+
+// TestSimWriteGateWaitsWithoutASlot: a write waiting for its gate (a
+// lease waiting for a heartbeat) holds no call slot: with the adaptive
+// limit at 1, a read goes through meanwhile, and the limiter, which
+// measures a call from its grant, is not told the wait as latency.
+func TestSimWriteGateWaitsWithoutASlot(t *testing.T) {
+	calls, err := callimit.New(callimit.Options{Max: 4, Initial: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, open := make(chan struct{}), make(chan struct{})
+	var inUseWhileWaiting atomic.Int32
+	inUseWhileWaiting.Store(-1)
+	e := newSimEnv(t, simConfig{mod: func(o *loyalty.Options) {
+		o.Retry.MaxAttempts = 1
+		o.Calls = calls
+		o.WriteGate = gate{
+			wait: func(ctx context.Context) error {
+				inUseWhileWaiting.Store(int32(calls.InUse()))
+				close(waiting)
+				select {
+				case <-open:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			},
+			allowed: func(context.Context) bool { return true },
+		}
+	}})
+	if calls.Limit() != 1 {
+		t.Fatalf("limit %d; want 1", calls.Limit())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	wrote := make(chan error, 1)
+	go func() {
+		_, _, err := e.client.Accrue(ctx, accrualFor(1, "tx-gated"))
+		wrote <- err
+	}()
+	<-waiting
+	if _, _, err := e.client.CustomerInfo(ctx, sim.MemberID(1)); err != nil {
+		t.Fatalf("read while a write waits for its gate: %v", err)
+	}
+	if n := inUseWhileWaiting.Load(); n != 0 {
+		t.Errorf("%d call slots held while the write waited for its gate; want 0", n)
+	}
+	if n := calls.InUse(); n != 0 {
+		t.Errorf("%d call slots held after the read, the write still waiting; want 0", n)
+	}
+	close(open)
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if n := e.sim.Effects("tx-gated"); n != 1 {
+		t.Fatalf("gated write applied %d times; want 1", n)
+	}
+}
+
+// TestSimWriteGateClosedWhileQueued: a gate that closed while the write
+// waited for its slot sends the slot back and waits again; the write is
+// sent once, after the gate opened again.
+func TestSimWriteGateClosedWhileQueued(t *testing.T) {
+	calls, err := callimit.New(callimit.Options{Max: 4, Initial: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waits, checks atomic.Int32
+	e := newSimEnv(t, simConfig{mod: func(o *loyalty.Options) {
+		o.Retry.MaxAttempts = 1
+		o.Calls = calls
+		o.WriteGate = gate{
+			wait: func(context.Context) error { waits.Add(1); return nil },
+			allowed: func(context.Context) bool {
+				if calls.InUse() != 1 {
+					t.Errorf("gate checked with %d slots held; want the write's", calls.InUse())
+				}
+				return checks.Add(1) > 1 // lapsed at the first check
+			},
+		}
+	}})
+	if _, _, err := e.client.Accrue(context.Background(), accrualFor(1, "tx-requeued")); err != nil {
+		t.Fatal(err)
+	}
+	if w, c := waits.Load(), checks.Load(); w != 2 || c != 2 {
+		t.Errorf("gate waited %d times and checked %d; want 2 and 2", w, c)
+	}
+	if n := e.sim.Effects("tx-requeued"); n != 1 {
+		t.Fatalf("write applied %d times; want 1", n)
+	}
+	if n := calls.InUse(); n != 0 {
+		t.Errorf("%d call slots held after the write; want 0", n)
 	}
 }

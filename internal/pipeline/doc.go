@@ -101,18 +101,24 @@
 // within CallTimeout (for the bridge, --api-timeout) or never will.
 //
 //   - The lease (lease.go): a handler's partner write starts only while
-//     now + CallTimeout is before the moment the group may expel the
-//     member, the sending time of the last heartbeat answered as a member
-//     plus the session timeout. The pipeline sends heartbeats of its own
-//     for this, since franz-go's do not tell their answers; one answered
-//     as not a member (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION) ends the
-//     lease at once. A write that
-//     finds the lease short waits in Leased (its slot given back) for the
-//     next answered heartbeat, and ends with the record's context when
-//     the partition is lost or revoked after a drain timeout. So a member
-//     cut off from the coordinator (heartbeats unanswered, a pause, a
-//     JoinGroup the coordinator parks) stops writing before the group can
-//     give its partitions away, and its last writes land before then.
+//     now + CallTimeout is before the earliest moment the group may
+//     remove the member: the sending time of the last heartbeat answered
+//     as a member plus the session timeout, and the sending time of the
+//     last one answered without a rebalance (of the generation whose
+//     assignment the member holds) plus the rebalance timeout, after which
+//     a rebalance that began later removes a member whose JoinGroup did
+//     not arrive. The pipeline sends heartbeats of its own for this, since
+//     franz-go's do not tell their answers; one answered as not a member
+//     (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION) ends the lease at once, one
+//     answered REBALANCE_IN_PROGRESS renews only the session's bound. A
+//     write that finds the lease short waits in Leased (its slot given
+//     back; the loyalty client takes its call slot only after the wait,
+//     through LeaseGate) for a heartbeat that renews it, and ends with
+//     the record's context when the partition is lost or revoked after a
+//     drain timeout. So a member cut off from the coordinator (heartbeats
+//     unanswered, a pause, a JoinGroup lost or parked) stops writing
+//     before the group can give its partitions away, and its last writes
+//     land before then.
 //   - The takeover wait (horizon.go): a final commit made when none of the
 //     partition's handlers runs or was cut off marks the horizon released;
 //     a new owner of a partition whose horizon is not released (a crash,

@@ -127,7 +127,10 @@ func (p *Pipeline) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Offset
 				if !released {
 					wait = p.o.TakeoverWait
 					part.guardAfter = time.Now().Add(wait)
-					time.AfterFunc(wait, func() { wake(p.wakeDispatch) })
+					guard := time.AfterFunc(wait, func() { wake(p.wakeDispatch) })
+					// Owned by the partition: stopped when it is dropped,
+					// or when Run ends (its context derives from Run's).
+					context.AfterFunc(part.ctx, func() { guard.Stop() })
 				}
 				p.log.Info("partition assigned with uncertain records: those up to the previous owner's dispatch horizon are guarded",
 					zap.String("topic", key.topic), zap.Int32("partition", key.partition),

@@ -22,24 +22,54 @@ import (
 // records are uncertain, not when their old owner stops writing them.
 //
 // So a member starts a partner write only while the group cannot yet have
-// given its partitions away for the whole time the write may take: the
-// coordinator counts it in for SessionTimeout after the last heartbeat it
-// received, so a write may start while
+// given its partitions away for the whole time the write may take. The
+// coordinator of the classic group protocol removes a member in two ways:
+// when its session times out, SessionTimeout after the last heartbeat it
+// received, and when a rebalance's join phase ends without it, at most
+// RebalanceTimeout after the rebalance began (the group's rebalance
+// timeout is the largest its members ask for, and this member asks for
+// RebalanceTimeout). So a write may start while
 //
-//	now + CallTimeout <= sent + SessionTimeout
+//	now + CallTimeout <= min(sent + SessionTimeout, stable + RebalanceTimeout)
 //
 // where sent is when the member sent the last heartbeat answered as a
-// member of the group (the coordinator received it then or later). The
-// prober (probe) sends its own heartbeats, every HeartbeatInterval and at
-// once when a write finds the lease short: franz-go's heartbeats do not
-// tell their answers, and a heartbeat whose answer says the member is out
-// (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, a fenced instance) must not
-// count. A JoinGroup does not count either: kfake keeps a member whose
-// JoinGroup it parks only as long as its session, and Kafka, which keeps
-// it, answers the prober's heartbeats with REBALANCE_IN_PROGRESS, which
-// counts. A write that finds the lease short waits (Leased), giving its
-// slot back; it goes on once a heartbeat is answered, and ends with its
-// context when the partition is revoked after a drain timeout or lost.
+// member of the group (the coordinator received it then or later), and
+// stable when it sent the last one answered without a rebalance, of the
+// generation whose assignment the member holds: the group was stable with
+// the member in it when that heartbeat arrived, so a rebalance that could
+// remove it began later, and ends no sooner than stable + RebalanceTimeout.
+// A heartbeat answered REBALANCE_IN_PROGRESS renews sent only: the member
+// is counted in until its session ends, but the rebalance may have begun
+// just after the last stable answer and will remove it when the join phase
+// ends without its JoinGroup (one cut off mid-rebalance). A heartbeat of a
+// generation whose assignment the member has not received yet (between
+// its JoinGroup's answer and its SyncGroup's, which Kafka answers without
+// an error) renews sent only as well: the coordinator removes a member
+// that does not sync within the rebalance timeout. The bound holds without
+// a rebalance seen too: a member cut off before its first
+// REBALANCE_IN_PROGRESS is removed when the rebalance its successor's
+// JoinGroup starts times out, long before its session would.
+//
+// A rebalance does not stop writes as long as it ends within
+// RebalanceTimeout - CallTimeout of the last stable answer (10s by
+// default): with the cooperative-sticky balancer members keep their
+// partitions and rejoin at the first REBALANCE_IN_PROGRESS, and once the
+// new generation's assignment is received (OnPartitionsAssigned, after
+// the revoke of partitions moved away) its heartbeats renew stable again.
+// A longer rebalance (a member slow to rejoin, a long revoke drain) holds
+// writes until then. Run raises RebalanceTimeout to CallTimeout plus
+// rebalanceMargin when the drain's own margin leaves less.
+//
+// The prober (probe) sends its own heartbeats, every HeartbeatInterval
+// and at once when a write finds the lease short: franz-go's heartbeats
+// do not tell their answers, and a heartbeat whose answer says the member
+// is out (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, a fenced instance) must
+// not count. A JoinGroup does not count either: kfake keeps a member whose
+// JoinGroup it parks only as long as its session, and Kafka answers the
+// prober's heartbeats meanwhile with REBALANCE_IN_PROGRESS. A write that
+// finds the lease short waits (Leased), giving its slot back; it goes on
+// once a heartbeat renews the lease, and ends with its context when the
+// partition is revoked after a drain timeout or lost.
 //
 // With the group's session expired only after the member's last write
 // has landed, its successor's lookups see every write. The successor also
@@ -58,47 +88,87 @@ import (
 type lease struct {
 	mu      sync.Mutex
 	sent    time.Time     // when the last heartbeat answered as a member was sent; zero: none
+	stable  time.Time     // when the last one answered without a rebalance, of the assigned generation, was sent; zero: none
+	member  string        // the member ID and generation of the member's last assignment
+	gen     int32         // (OnPartitionsAssigned); -1: none
 	renewed chan struct{} // closed and replaced at each renewal
 	lapsed  bool          // a write found the lease short and has not seen it renewed
+
+	// The group session and rebalance timeouts and the partner call
+	// timeout (Options.CallTimeout), set before the first dispatch.
+	session, rebalance, call time.Duration
 
 	probeNow chan struct{} // capacity 1: a write waits for a renewal
 }
 
 func newLease() *lease {
-	return &lease{renewed: make(chan struct{}), probeNow: make(chan struct{}, 1)}
+	return &lease{gen: -1, renewed: make(chan struct{}), probeNow: make(chan struct{}, 1)}
+}
+
+func (l *lease) setTimeouts(session, rebalance, call time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.session, l.rebalance, l.call = session, rebalance, call
 }
 
 // until returns when the lease lets no more writes start, and a channel
-// closed at its next renewal.
-func (l *lease) until(session, call time.Duration) (time.Time, <-chan struct{}) {
+// closed when a renewal moves that later.
+func (l *lease) until() (time.Time, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.sent.IsZero() {
-		return time.Time{}, l.renewed
-	}
-	return l.sent.Add(session - call), l.renewed
+	return l.untilLocked(), l.renewed
 }
 
-func (l *lease) renew(sent time.Time) {
+func (l *lease) untilLocked() time.Time {
+	if l.sent.IsZero() || l.stable.IsZero() {
+		return time.Time{}
+	}
+	end := l.sent.Add(l.session)
+	if r := l.stable.Add(l.rebalance); r.Before(end) {
+		end = r
+	}
+	return end.Add(-l.call)
+}
+
+// assigned records that member received its assignment of generation gen:
+// the group's rebalance to it is over.
+func (l *lease) assigned(member string, gen int32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if sent.Before(l.sent) {
-		return
+	l.member, l.gen = member, gen
+}
+
+// renew counts a heartbeat that member sent at sent with generation gen,
+// answered as a member; rebalancing: answered REBALANCE_IN_PROGRESS.
+func (l *lease) renew(sent time.Time, member string, gen int32, rebalancing bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	before := l.untilLocked()
+	if !sent.Before(l.sent) {
+		l.sent = sent
 	}
-	l.sent = sent
-	close(l.renewed)
-	l.renewed = make(chan struct{})
+	if !rebalancing && member == l.member && gen == l.gen && !sent.Before(l.stable) {
+		l.stable = sent
+	}
+	// Waiting writes wake (and ask for another probe) only when the lease
+	// grew: during a long rebalance, answers that renew the session alone
+	// would otherwise make them probe every minProbeGap.
+	if l.untilLocked().After(before) {
+		close(l.renewed)
+		l.renewed = make(chan struct{})
+	}
 }
 
 // revoke forgets the last proof: the group expelled the member.
 func (l *lease) revoke() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.sent = time.Time{}
+	l.sent, l.stable = time.Time{}, time.Time{}
 }
 
 // Leased returns nil once a partner write started now ends (its
-// Options.CallTimeout) before the member's group session can expire, and
+// Options.CallTimeout) before the group can remove the member (its
+// session expiring or a rebalance timing out without it), and
 // the write's record is still this member's; it waits for a heartbeat
 // otherwise, with the record's slot given back as in Wait. It returns
 // ctx's error when the record is abandoned (its partition revoked after a
@@ -112,6 +182,29 @@ func Leased(ctx context.Context) error {
 	return h.p.leased(ctx, h.j)
 }
 
+// LeaseHeld reports, without waiting, whether Leased would return nil now.
+func LeaseHeld(ctx context.Context) bool {
+	h, _ := ctx.Value(handlerKey{}).(*handlerRef)
+	if ctx.Err() != nil {
+		return false
+	}
+	if h == nil || h.p.o.CallTimeout <= 0 {
+		return true
+	}
+	until, _ := h.p.lease.until()
+	return time.Now().Before(until)
+}
+
+// LeaseGate is the lease as a gate of partner writes (the loyalty
+// client's WriteGate): Wait is Leased, Allowed is LeaseHeld.
+type LeaseGate struct{}
+
+// Wait is Leased.
+func (LeaseGate) Wait(ctx context.Context) error { return Leased(ctx) }
+
+// Allowed is LeaseHeld.
+func (LeaseGate) Allowed(ctx context.Context) bool { return LeaseHeld(ctx) }
+
 func (p *Pipeline) leased(ctx context.Context, j *job) error {
 	yielded := false
 	defer func() {
@@ -123,7 +216,7 @@ func (p *Pipeline) leased(ctx context.Context, j *job) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		until, renewed := p.lease.until(p.session, p.o.CallTimeout)
+		until, renewed := p.lease.until()
 		if time.Now().Before(until) {
 			p.leaseOK()
 			return nil
@@ -148,8 +241,8 @@ func (p *Pipeline) leaseShort(until time.Time) {
 	p.lease.lapsed = true
 	p.lease.mu.Unlock()
 	if first {
-		p.log.Warn("group membership not confirmed recently enough for a partner call to end before the session could expire; partner writes wait for a heartbeat",
-			zap.Duration("session_timeout", p.session), zap.Duration("call_timeout", p.o.CallTimeout),
+		p.log.Warn("group membership not confirmed recently enough for a partner call to end before the group could remove the member; partner writes wait for a heartbeat",
+			zap.Duration("session_timeout", p.session), zap.Duration("rebalance_timeout", p.rebalance), zap.Duration("call_timeout", p.o.CallTimeout),
 			zap.Time("writes_allowed_until", until))
 	}
 }
@@ -206,7 +299,7 @@ func (p *Pipeline) probe(ctx context.Context, cl *kgo.Client) {
 		}
 		switch err := kerr.ErrorForCode(resp.ErrorCode); err {
 		case nil, kerr.RebalanceInProgress: // counted in: the session restarted
-			p.lease.renew(sent)
+			p.lease.renew(sent, member, generation, err != nil)
 		case kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.FencedInstanceID:
 			// Out of the group, or of its generation: no write until a
 			// heartbeat of the next generation is answered, rather than

@@ -103,3 +103,169 @@ func TestLeaseRefusesACallTimeoutOverTheSession(t *testing.T) {
 		t.Fatalf("Run = %v; want the call timeout refused", err)
 	}
 }
+
+// TestLeaseStopsAMemberCutOffMidRebalance: a member whose heartbeats are
+// answered REBALANCE_IN_PROGRESS (another member joined) and which is then
+// cut off, its JoinGroup lost, is removed when the rebalance's join phase
+// times out, at RebalanceTimeout, long before its session would expire. A
+// heartbeat answered REBALANCE_IN_PROGRESS proves membership only until
+// then: none of its handlers may start a partner write once its successor
+// is processing the partition.
+func TestLeaseStopsAMemberCutOffMidRebalance(t *testing.T) {
+	e := newEnv(t, 1, kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "1000"}))
+	const n, early = 30, 10
+	e.produce(n, strconv.Itoa, func(int) int32 { return 0 })
+
+	var victim atomic.Value // the first member's ID, once known
+	victim.Store("")
+	var joined atomic.Bool    // the second member has asked to join: a rebalance began
+	var answered atomic.Int32 // the victim's heartbeats let through since
+	e.c.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		e.c.KeepControl()
+		id := victim.Load().(string)
+		if id == "" {
+			return nil, nil, false
+		}
+		if req.(*kmsg.JoinGroupRequest).MemberID == id {
+			return nil, nil, true // the victim's rejoin is lost
+		}
+		joined.Store(true)
+		return nil, nil, false
+	})
+	e.c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		e.c.KeepControl()
+		id := victim.Load().(string)
+		if id == "" || req.(*kmsg.HeartbeatRequest).MemberID != id || !joined.Load() {
+			return nil, nil, false
+		}
+		if answered.Add(1) <= 3 {
+			return nil, nil, false // answered REBALANCE_IN_PROGRESS
+		}
+		return nil, nil, true // then cut off
+	})
+
+	release := make(chan struct{})
+	var allowed, zombie, refused atomic.Int32
+	o := e.opts("g", echo(func(ctx context.Context, r *kgo.Record, _ Meta) error {
+		if r.Offset >= early { // held until the member is expelled
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if err := Leased(ctx); err != nil {
+				refused.Add(1)
+				return err
+			}
+			zombie.Add(1)
+			return nil
+		}
+		if err := Leased(ctx); err != nil {
+			return fmt.Errorf("offset %d: not leased while heartbeats are answered: %w", r.Offset, err)
+		}
+		allowed.Add(1)
+		return nil
+	}))
+	// The session (8s) outlasts the rebalance timeout (2s) by far: only
+	// the rebalance can remove the victim before its successor starts.
+	o.CallTimeout, o.TakeoverWait, o.DrainTimeout = time.Second, time.Millisecond, time.Second
+	o.ClientOpts = append(o.ClientOpts, kgo.SessionTimeout(8*time.Second), kgo.RebalanceTimeout(2*time.Second),
+		kgo.HeartbeatInterval(200*time.Millisecond))
+	first := start(t, o)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return allowed.Load() == early, fmt.Sprintf("first member: %d of %d records leased", allowed.Load(), early)
+	})
+	groups, err := e.adm.DescribeGroups(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		for _, m := range g.Members {
+			victim.Store(m.MemberID)
+		}
+	}
+
+	var taken atomic.Int32
+	second := o
+	second.Handler = echo(func(context.Context, *kgo.Record, Meta) error { taken.Add(1); return nil })
+	start(t, second)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return taken.Load() > 0, "the second member has not processed the partition yet"
+	})
+	if answered.Load() == 0 {
+		t.Fatal("no heartbeat of the victim was answered during the rebalance")
+	}
+	close(release)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return refused.Load()+zombie.Load() > 0, "no held record of the first member has asked for the lease"
+	})
+	_ = first.stop(t)
+	if z := zombie.Load(); z > 0 {
+		t.Errorf("%d records of the member cut off mid-rebalance were let write after its successor took the partition over", z)
+	}
+}
+
+// TestLeaseArithmetic: writes start until CallTimeout before the earlier
+// of the session's end (the last heartbeat answered as a member) and the
+// rebalance timeout's end since the group was last seen stable (the last
+// heartbeat answered without a rebalance, of the assigned generation).
+func TestLeaseArithmetic(t *testing.T) {
+	const session, rebalance, call = 45 * time.Second, 20 * time.Second, 10 * time.Second
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	l := newLease()
+	l.setTimeouts(session, rebalance, call)
+	check := func(step string, want time.Time) {
+		t.Helper()
+		if got, _ := l.until(); !got.Equal(want) {
+			t.Errorf("%s: writes until %v, want %v", step, got.Sub(t0), want.Sub(t0))
+		}
+	}
+	check("no heartbeat", time.Time{})
+	l.renew(at(0), "m", 1, false)
+	check("answered before the assignment", time.Time{}) // the SyncGroup may still be lost
+	l.assigned("m", 1)
+	l.renew(at(1), "m", 1, false)
+	check("stable", at(1+20-10))
+	l.renew(at(4), "m", 1, true)
+	check("rebalance seen", at(1+20-10)) // not past the last stable answer + RebalanceTimeout
+	l.renew(at(7), "m", 1, true)
+	check("rebalance goes on", at(1+20-10))
+	l.renew(at(8), "m", 2, false)
+	check("new generation, not assigned yet", at(1+20-10))
+	l.assigned("m", 2)
+	l.renew(at(9), "m", 2, false)
+	check("new generation assigned", at(9+20-10))
+	l.renew(at(5), "m", 2, false)
+	check("a late answer to an older heartbeat", at(9+20-10))
+	l.renew(at(10), "other", 2, false)
+	check("another member ID", at(9+20-10))
+
+	short := newLease() // a session shorter than the rebalance timeout
+	short.setTimeouts(6*time.Second, rebalance, time.Second)
+	short.assigned("m", 1)
+	short.renew(at(0), "m", 1, false)
+	short.renew(at(3), "m", 1, true)
+	if got, _ := short.until(); !got.Equal(at(3 + 6 - 1)) {
+		t.Errorf("short session: writes until %v, want %v", got.Sub(t0), 8*time.Second)
+	}
+
+	l.revoke()
+	check("revoked", time.Time{})
+	l.renew(at(12), "m", 2, false)
+	check("after a revoke", at(12+20-10))
+}
+
+// TestLeaseHeldOutsideAHandler: outside a Handler there is no lease to
+// hold; LeaseHeld (LeaseGate.Allowed) then only says whether ctx is live,
+// as Leased only checks ctx.
+func TestLeaseHeldOutsideAHandler(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if !LeaseHeld(ctx) || (LeaseGate{}).Wait(ctx) != nil {
+		t.Error("a live context outside a handler: not held")
+	}
+	cancel()
+	if LeaseHeld(ctx) || (LeaseGate{}).Allowed(ctx) {
+		t.Error("an ended context: held")
+	}
+}

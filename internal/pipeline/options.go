@@ -174,8 +174,10 @@ type Options struct {
 	CommitInterval time.Duration
 	// DrainTimeout bounds the wait for in-flight records on revoke and on
 	// shutdown; default 10s. The group's rebalance timeout is set to
-	// DrainTimeout plus 10s, so that a member draining revoked partitions
-	// is not expelled from the group.
+	// DrainTimeout (or CallTimeout, if longer) plus 10s, so that a member
+	// draining revoked partitions is not expelled from the group, and the
+	// lease (lease.go) lets writes start for 10s after the group was last
+	// seen stable.
 	DrainTimeout time.Duration
 	// ShutdownTimeout bounds a graceful stop, from the cancellation of
 	// Run's context to Run's return: the drain, the final commit, the flush

@@ -52,9 +52,12 @@ type Pipeline struct {
 	commitMu   sync.Mutex    // one commit at a time, so none lands after a later one
 
 	// The lease (lease.go): partner writes start only while the group
-	// session outlasts them. session is set before the first dispatch.
-	lease   *lease
-	session time.Duration
+	// cannot remove the member before they end. session and rebalance
+	// (the group session and rebalance timeouts) are set before the first
+	// dispatch.
+	lease     *lease
+	session   time.Duration
+	rebalance time.Duration
 
 	// Exactly-once mode (transact.go); all guarded by mu but sess.
 	eos       bool
@@ -183,8 +186,11 @@ func (p *Pipeline) clientOpts() []kgo.Opt {
 		// A member draining revoked partitions rejoins after the drain
 		// and its commit; the group must wait that long, and no longer:
 		// leaving the group on shutdown can wait out a JoinGroup for the
-		// whole rebalance timeout (60s by default).
-		kgo.RebalanceTimeout(p.o.DrainTimeout + 10*time.Second),
+		// whole rebalance timeout (60s by default). The lease (lease.go)
+		// lets writes start only until CallTimeout before the rebalance
+		// timeout since the group was last seen stable, so it leaves
+		// rebalanceMargin past CallTimeout too.
+		kgo.RebalanceTimeout(max(p.o.DrainTimeout, p.o.CallTimeout) + rebalanceMargin),
 		// After NOT_LEADER_FOR_PARTITION franz-go refreshes metadata before
 		// it retries, but no sooner than MetadataMinAge after the last
 		// refresh (5s by default): outputs, and the commit points behind
@@ -298,21 +304,34 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return failure
 }
 
-// checkLease refuses a CallTimeout the group session cannot outlast: no
-// partner write could ever start (Leased would wait forever).
+// rebalanceMargin is what the rebalance timeout adds to the longer of
+// DrainTimeout and CallTimeout.
+const rebalanceMargin = 10 * time.Second
+
+// checkLease refuses a CallTimeout the group session or rebalance timeout
+// cannot outlast: no partner write could ever start (Leased would wait
+// forever). The rebalance timeout is one the client options set.
 func (p *Pipeline) checkLease(cl *kgo.Client) error {
 	session, _ := cl.OptValue(kgo.SessionTimeout).(time.Duration)
 	if p.o.CallTimeout > 0 && p.o.CallTimeout >= session {
 		return fmt.Errorf("pipeline: the partner call timeout %v (--api-timeout) is not shorter than the group session timeout %v: "+
 			"a member starts a write only while its session outlasts the call", p.o.CallTimeout, session)
 	}
+	rebalance, _ := cl.OptValue(kgo.RebalanceTimeout).(time.Duration)
+	if p.o.CallTimeout > 0 && p.o.CallTimeout >= rebalance {
+		return fmt.Errorf("pipeline: the partner call timeout %v (--api-timeout) is not shorter than the group rebalance timeout %v: "+
+			"a member starts a write only while a rebalance could not have removed it before the call ends", p.o.CallTimeout, rebalance)
+	}
 	return nil
 }
 
 // startProbe starts the lease's prober (lease.go) with the client's
-// session timeout, and returns the function that stops it and waits.
+// session and rebalance timeouts, and returns the function that stops it
+// and waits.
 func (p *Pipeline) startProbe(ctx context.Context, cl *kgo.Client) (stop func()) {
 	p.session, _ = cl.OptValue(kgo.SessionTimeout).(time.Duration)
+	p.rebalance, _ = cl.OptValue(kgo.RebalanceTimeout).(time.Duration)
+	p.lease.setTimeouts(p.session, p.rebalance, p.o.CallTimeout)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { p.probe(ctx, cl) })
@@ -964,7 +983,11 @@ func (p *Pipeline) commitPointLocked(part *partition) {
 	}
 }
 
-func (p *Pipeline) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+func (p *Pipeline) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	// franz-go calls this after every SyncGroup answered (with nothing
+	// new assigned too), before the generation can change again: the
+	// group's rebalance to this generation is over (lease.go).
+	p.lease.assigned(cl.GroupMetadata())
 	p.mu.Lock()
 	for topic, parts := range assigned {
 		for _, n := range parts {

@@ -263,7 +263,7 @@ func (d *Deps) buildClient(ctx context.Context) error {
 		OnGrant: d.Metrics.TokenGrant,
 		OnRetry: func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() },
 		Wait:    d.retries.wait(pipeline.Wait), Profile: cfg.Partner.Build(),
-		BeforeWrite: pipeline.Leased})
+		WriteGate: pipeline.LeaseGate{}})
 	if err != nil {
 		return err
 	}

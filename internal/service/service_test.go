@@ -56,7 +56,7 @@ func stackConfig(t *testing.T, s *devstack.Stack, mod func(*config.Config)) *con
 		"LOYALTY_BRIDGE_LAG_INTERVAL":        "200ms",
 		"LOYALTY_BRIDGE_STARTUP_TIMEOUT":     "20s",
 		// Shorter than fastGroup's 6 s session: a partner write starts
-		// only while the session outlasts its attempt (pipeline.Leased).
+		// only while the session outlasts its attempt (pipeline.LeaseGate).
 		"LOYALTY_BRIDGE_API_TIMEOUT": "3s",
 	}
 	if err := b.Parse(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {

@@ -84,7 +84,7 @@ func NewMetrics() *Metrics {
 	m.InFlight = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
 		Name: "in_flight_records", Help: "Records dispatched and not yet completed (calling the partner or waiting to retry)."})
 	m.APICallsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
-		Name: "api_calls_in_flight", Help: "Partner API requests in progress (bounded by --max-in-flight; in_flight_records minus this is records waiting to retry)."})
+		Name: "api_calls_in_flight", Help: "Partner API requests holding a call slot (at most concurrency_limit, which is at most --max-in-flight); in_flight_records minus this is records waiting to retry, for a call slot, or for the group lease."})
 	m.ConcurrencyLimit = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
 		Name: "concurrency_limit", Help: "Partner API requests allowed in progress now: adapts between 1 and --max-in-flight to the partner's push-backs and latency (--adaptive-concurrency), else --max-in-flight."})
 	m.Held = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
