@@ -123,31 +123,7 @@ func (r *Report) panel(b *strings.Builder, ox, oy float64, m metric, names []str
 		text(b, px+plotW/2, py+plotH/2, 11, "middle", "", "no data")
 		return
 	}
-	useLog := m.log && lo > 0 && hi/lo > 20
-	var scale func(float64) float64
-	if useLog {
-		// Headroom above the highest bar for its label.
-		a, z := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi*1.4))
-		if z == a {
-			z++
-		}
-		scale = func(v float64) float64 { return py + plotH - (math.Log10(v)-a)/(z-a)*plotH }
-		for e := a; e <= z; e++ {
-			y := scale(math.Pow(10, e))
-			gridLine(b, px, y, plotW)
-			text(b, px-6, y+4, 10, "end", "", compact(math.Pow(10, e)))
-		}
-		text(b, ox+panelW, oy-10, 10, "end", "", "log scale")
-	} else {
-		step := niceStep(hi / 4)
-		top := math.Ceil(hi*1.12/step) * step
-		scale = func(v float64) float64 { return py + plotH - v/top*plotH }
-		for v := 0.0; v <= top+step/2; v += step {
-			y := scale(v)
-			gridLine(b, px, y, plotW)
-			text(b, px-6, y+4, 10, "end", "", compact(v))
-		}
-	}
+	scale, useLog := yAxis(b, px, py, plotW, plotH, lo, hi, m.log, 4, ox+panelW)
 	if sweep {
 		slot := plotW / float64(len(r.Points))
 		xAt := func(pi int) float64 { return px + slot*(float64(pi)+0.5) }
@@ -246,4 +222,35 @@ func trimZero(s string) string {
 		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	}
 	return s
+}
+
+// yAxis draws a panel's grid and value labels for values up to hi (lo the
+// smallest above 0) and returns the value → y mapping. A log scale is used
+// when asked and the values span more than a factor of 20; it is named at
+// logX. The linear scale has about ticks grid lines.
+func yAxis(b *strings.Builder, px, py, plotW, plotH, lo, hi float64, log bool, ticks int, logX float64) (scale func(float64) float64, useLog bool) {
+	if log && lo > 0 && hi/lo > 20 {
+		// Headroom above the highest bar for its label.
+		a, z := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi*1.4))
+		if z == a {
+			z++
+		}
+		scale = func(v float64) float64 { return py + plotH - (math.Log10(v)-a)/(z-a)*plotH }
+		for e := a; e <= z; e++ {
+			y := scale(math.Pow(10, e))
+			gridLine(b, px, y, plotW)
+			text(b, px-6, y+4, 10, "end", "", compact(math.Pow(10, e)))
+		}
+		text(b, logX, py-10, 10, "end", "", "log scale")
+		return scale, true
+	}
+	step := niceStep(hi / float64(ticks))
+	top := math.Ceil(hi*1.12/step) * step
+	scale = func(v float64) float64 { return py + plotH - v/top*plotH }
+	for v := 0.0; v <= top+step/2; v += step {
+		y := scale(v)
+		gridLine(b, px, y, plotW)
+		text(b, px-6, y+4, 10, "end", "", compact(v))
+	}
+	return scale, false
 }

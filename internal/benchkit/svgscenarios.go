@@ -99,30 +99,7 @@ func (r *Report) scenarioPanel(b *strings.Builder, ox, oy float64, m metric, nam
 		text(b, px+plotW/2, py+plotH/2, 11, "middle", "", "none")
 		return
 	}
-	useLog := m.log && lo > 0 && hi/lo > 20
-	var scale func(float64) float64
-	if useLog {
-		a, z := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi*1.4))
-		if z == a {
-			z++
-		}
-		scale = func(v float64) float64 { return py + plotH - (math.Log10(v)-a)/(z-a)*plotH }
-		for e := a; e <= z; e++ {
-			y := scale(math.Pow(10, e))
-			gridLine(b, px, y, plotW)
-			text(b, px-6, y+4, 10, "end", "", compact(math.Pow(10, e)))
-		}
-		text(b, ox+scPanelW, oy-10, 10, "end", "", "log scale")
-	} else {
-		step := niceStep(hi / 3)
-		top := math.Ceil(hi*1.12/step) * step
-		scale = func(v float64) float64 { return py + plotH - v/top*plotH }
-		for v := 0.0; v <= top+step/2; v += step {
-			y := scale(v)
-			gridLine(b, px, y, plotW)
-			text(b, px-6, y+4, 10, "end", "", compact(v))
-		}
-	}
+	scale, useLog := yAxis(b, px, py, plotW, plotH, lo, hi, m.log, 3, ox+scPanelW)
 	if unity {
 		y := scale(1)
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#111827" stroke-dasharray="4 3"/>`+"\n", px, y, px+plotW, y)
