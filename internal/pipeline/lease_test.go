@@ -36,57 +36,8 @@ func TestLeaseStopsAnExpelledMember(t *testing.T) {
 		return nil, nil, false
 	})
 
-	release := make(chan struct{})
-	var allowed, zombie, refused atomic.Int32
-	o := e.opts("g", echo(func(ctx context.Context, r *kgo.Record, _ Meta) error {
-		if r.Offset >= early { // held until the member is expelled
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			if err := Leased(ctx); err != nil {
-				refused.Add(1)
-				return err
-			}
-			zombie.Add(1)
-			return nil
-		}
-		if err := Leased(ctx); err != nil {
-			return fmt.Errorf("offset %d: not leased while heartbeats are answered: %w", r.Offset, err)
-		}
-		allowed.Add(1)
-		return nil
-	}))
-	o.CallTimeout, o.TakeoverWait, o.DrainTimeout = time.Second, time.Millisecond, time.Second
-	o.ClientOpts = append(o.ClientOpts, kgo.SessionTimeout(2*time.Second), kgo.HeartbeatInterval(200*time.Millisecond))
-	first := start(t, o)
-	eventually(t, 30*time.Second, func() (bool, string) {
-		return allowed.Load() == early, fmt.Sprintf("first member: %d of %d records leased", allowed.Load(), early)
-	})
-	groups, err := e.adm.DescribeGroups(context.Background(), "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range groups {
-		for _, m := range g.Members {
-			victim.Store(m.MemberID)
-		}
-	}
-
-	var taken atomic.Int32
-	second := o
-	second.Handler = echo(func(context.Context, *kgo.Record, Meta) error { taken.Add(1); return nil })
-	start(t, second)
-	eventually(t, 30*time.Second, func() (bool, string) {
-		return taken.Load() > 0, "the second member has not processed the partition yet"
-	})
-	close(release)
-	eventually(t, 30*time.Second, func() (bool, string) {
-		return refused.Load()+zombie.Load() > 0, "no held record of the first member has asked for the lease"
-	})
-	_ = first.stop(t)
-	if z := zombie.Load(); z > 0 {
+	clientOpts := []kgo.Opt{kgo.SessionTimeout(2 * time.Second), kgo.HeartbeatInterval(200 * time.Millisecond)}
+	if z := expelledWrites(t, e, &victim, early, clientOpts, nil); z > 0 {
 		t.Errorf("%d records of the expelled member were let write after its successor took the partition over", z)
 	}
 }
@@ -144,10 +95,32 @@ func TestLeaseStopsAMemberCutOffMidRebalance(t *testing.T) {
 		return nil, nil, true // then cut off
 	})
 
+	// The session (8s) outlasts the rebalance timeout (2s) by far: only
+	// the rebalance can remove the victim before its successor starts.
+	clientOpts := []kgo.Opt{kgo.SessionTimeout(8 * time.Second), kgo.RebalanceTimeout(2 * time.Second),
+		kgo.HeartbeatInterval(200 * time.Millisecond)}
+	z := expelledWrites(t, e, &victim, early, clientOpts, func() {
+		if answered.Load() == 0 {
+			t.Fatal("no heartbeat of the victim was answered during the rebalance")
+		}
+	})
+	if z > 0 {
+		t.Errorf("%d records of the member cut off mid-rebalance were let write after its successor took the partition over", z)
+	}
+}
+
+// expelledWrites is what the lease tests share. A first member leases
+// records 0 to early-1 while its heartbeats are answered; its later
+// records wait. Once it has leased them, its member ID goes into victim,
+// so that the caller's broker faults cut it off, and a second member
+// takes the partition over. Then (after taken, if given) the waiting
+// records ask for the lease: it returns how many were let write.
+func expelledWrites(t *testing.T, e *env, victim *atomic.Value, early int32, clientOpts []kgo.Opt, taken func()) int32 {
+	t.Helper()
 	release := make(chan struct{})
 	var allowed, zombie, refused atomic.Int32
 	o := e.opts("g", echo(func(ctx context.Context, r *kgo.Record, _ Meta) error {
-		if r.Offset >= early { // held until the member is expelled
+		if r.Offset >= int64(early) { // held until the member is expelled
 			select {
 			case <-release:
 			case <-ctx.Done():
@@ -166,11 +139,8 @@ func TestLeaseStopsAMemberCutOffMidRebalance(t *testing.T) {
 		allowed.Add(1)
 		return nil
 	}))
-	// The session (8s) outlasts the rebalance timeout (2s) by far: only
-	// the rebalance can remove the victim before its successor starts.
 	o.CallTimeout, o.TakeoverWait, o.DrainTimeout = time.Second, time.Millisecond, time.Second
-	o.ClientOpts = append(o.ClientOpts, kgo.SessionTimeout(8*time.Second), kgo.RebalanceTimeout(2*time.Second),
-		kgo.HeartbeatInterval(200*time.Millisecond))
+	o.ClientOpts = append(o.ClientOpts, clientOpts...)
 	first := start(t, o)
 	eventually(t, 30*time.Second, func() (bool, string) {
 		return allowed.Load() == early, fmt.Sprintf("first member: %d of %d records leased", allowed.Load(), early)
@@ -185,24 +155,22 @@ func TestLeaseStopsAMemberCutOffMidRebalance(t *testing.T) {
 		}
 	}
 
-	var taken atomic.Int32
+	var handled atomic.Int32
 	second := o
-	second.Handler = echo(func(context.Context, *kgo.Record, Meta) error { taken.Add(1); return nil })
+	second.Handler = echo(func(context.Context, *kgo.Record, Meta) error { handled.Add(1); return nil })
 	start(t, second)
 	eventually(t, 30*time.Second, func() (bool, string) {
-		return taken.Load() > 0, "the second member has not processed the partition yet"
+		return handled.Load() > 0, "the second member has not processed the partition yet"
 	})
-	if answered.Load() == 0 {
-		t.Fatal("no heartbeat of the victim was answered during the rebalance")
+	if taken != nil {
+		taken()
 	}
 	close(release)
 	eventually(t, 30*time.Second, func() (bool, string) {
 		return refused.Load()+zombie.Load() > 0, "no held record of the first member has asked for the lease"
 	})
 	_ = first.stop(t)
-	if z := zombie.Load(); z > 0 {
-		t.Errorf("%d records of the member cut off mid-rebalance were let write after its successor took the partition over", z)
-	}
+	return zombie.Load()
 }
 
 // TestLeaseArithmetic: writes start until CallTimeout before the earlier
