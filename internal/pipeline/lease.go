@@ -50,14 +50,26 @@ import (
 // REBALANCE_IN_PROGRESS is removed when the rebalance its successor's
 // JoinGroup starts times out, long before its session would.
 //
+// A SyncGroup answered with an assignment renews stable too, to when it
+// was sent: the coordinator answers it only once the group is stable at
+// that generation, with the member in it. Without it, a member whose
+// first heartbeat after joining is already answered REBALANCE_IN_PROGRESS
+// (replicas started one after another: each JoinGroup starts a rebalance)
+// had no lease at all; its first records waited for one, its revoke drain
+// waited for them, and the rebalance waited for the drain: a DrainTimeout
+// lost at every start-up, and every record it had dispatched guarded by
+// its successors (loyalty-bench, three replicas with one core busy: 1.6
+// partner calls per record). The SyncGroup does not renew sent: kfake
+// restarts the session at a heartbeat or a JoinGroup, not at a SyncGroup.
+//
 // A rebalance does not stop writes as long as it ends within
 // RebalanceTimeout - CallTimeout of the last stable answer (10s by
 // default): with the cooperative-sticky balancer members keep their
 // partitions and rejoin at the first REBALANCE_IN_PROGRESS, and once the
 // new generation's assignment is received (OnPartitionsAssigned, after
-// the revoke of partitions moved away) its heartbeats renew stable again.
-// A longer rebalance (a member slow to rejoin, a long revoke drain) holds
-// writes until then. Run raises RebalanceTimeout to CallTimeout plus
+// the revoke of partitions moved away) its SyncGroup and heartbeats renew
+// stable again. A longer rebalance (a member slow to rejoin, a long revoke
+// drain) holds writes until then. Run raises RebalanceTimeout to CallTimeout plus
 // rebalanceMargin when the drain's own margin leaves less.
 //
 // The prober (probe) sends its own heartbeats, every HeartbeatInterval
@@ -93,6 +105,9 @@ type lease struct {
 	gen     int32         // (OnPartitionsAssigned); -1: none
 	renewed chan struct{} // closed and replaced at each renewal
 	lapsed  bool          // a write found the lease short and has not seen it renewed
+	// synced is when the last SyncGroup answered was sent (syncHook),
+	// taken by the assignment it brought; zero: none since.
+	synced time.Time
 
 	// The group session and rebalance timeouts and the partner call
 	// timeout (Options.CallTimeout), set before the first dispatch.
@@ -131,11 +146,35 @@ func (l *lease) untilLocked() time.Time {
 }
 
 // assigned records that member received its assignment of generation gen:
-// the group's rebalance to it is over.
+// the group's rebalance to it is over, and it was stable with the member
+// in it when the SyncGroup that brought the assignment arrived.
 func (l *lease) assigned(member string, gen int32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	before := l.untilLocked()
 	l.member, l.gen = member, gen
+	if l.synced.After(l.stable) {
+		l.stable = l.synced
+	}
+	l.synced = time.Time{}
+	l.wakeLocked(before)
+}
+
+// syncHook notes when each SyncGroup the client sends is sent
+// (kgo.HookBrokerE2E). franz-go calls it as the answer is read, before
+// the group logic sees the answer, so the assignment the answer brings
+// (OnPartitionsAssigned) finds its own SyncGroup's time.
+type syncHook struct{ l *lease }
+
+func (h syncHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
+	if key != int16(kmsg.SyncGroup) || e.Err() != nil {
+		return
+	}
+	// Before the request was queued: the coordinator received it later.
+	sent := time.Now().Add(-e.DurationE2E() - e.WriteWait)
+	h.l.mu.Lock()
+	defer h.l.mu.Unlock()
+	h.l.synced = sent
 }
 
 // renew counts a heartbeat that member sent at sent with generation gen,
@@ -150,9 +189,14 @@ func (l *lease) renew(sent time.Time, member string, gen int32, rebalancing bool
 	if !rebalancing && member == l.member && gen == l.gen && !sent.Before(l.stable) {
 		l.stable = sent
 	}
-	// Waiting writes wake (and ask for another probe) only when the lease
-	// grew: during a long rebalance, answers that renew the session alone
-	// would otherwise make them probe every minProbeGap.
+	l.wakeLocked(before)
+}
+
+// wakeLocked wakes the waiting writes (which ask for another probe) when
+// the lease grew past before; only then: during a long rebalance, answers
+// that renew the session alone would otherwise make them probe every
+// minProbeGap.
+func (l *lease) wakeLocked(before time.Time) {
 	if l.untilLocked().After(before) {
 		close(l.renewed)
 		l.renewed = make(chan struct{})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -222,6 +223,67 @@ func TestLeaseArithmetic(t *testing.T) {
 	check("revoked", time.Time{})
 	l.renew(at(12), "m", 2, false)
 	check("after a revoke", at(12+20-10))
+
+	// A SyncGroup answered with an assignment: the group was stable at its
+	// generation when it arrived, however its heartbeats are answered.
+	synced := newLease()
+	synced.setTimeouts(session, rebalance, call)
+	synced.synced = at(2)
+	synced.assigned("m", 1)
+	if got, _ := synced.until(); !got.IsZero() {
+		t.Errorf("synced, no heartbeat answered: writes until %v, want none (the session is not proven)", got.Sub(t0))
+	}
+	synced.renew(at(3), "m", 1, true)
+	if got, _ := synced.until(); !got.Equal(at(2 + 20 - 10)) {
+		t.Errorf("synced, then a rebalance: writes until %v, want %v", got.Sub(t0), 12*time.Second)
+	}
+	synced.synced = at(1) // an older SyncGroup's time never lowers stable
+	synced.assigned("m", 2)
+	if got, _ := synced.until(); !got.Equal(at(2 + 20 - 10)) {
+		t.Errorf("an older SyncGroup: writes until %v, want %v", got.Sub(t0), 12*time.Second)
+	}
+	if !synced.synced.IsZero() {
+		t.Error("the SyncGroup's time was not taken by its assignment")
+	}
+}
+
+// TestLeaseFromTheSyncGroup: a member whose heartbeats are all answered
+// REBALANCE_IN_PROGRESS from its first on (replicas started one after
+// another: each JoinGroup starts a rebalance before the member's first
+// heartbeat) still writes, under the lease of the SyncGroup answer that
+// brought its assignment. Before, it had no lease at all: its records
+// waited for one, its revoke drain for them, and the rebalance for the
+// drain.
+func TestLeaseFromTheSyncGroup(t *testing.T) {
+	e := newEnv(t, 1)
+	const n = 20
+	e.produce(n, strconv.Itoa, func(int) int32 { return 0 })
+	var rebalancing atomic.Int32
+	e.c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		e.c.KeepControl()
+		rebalancing.Add(1)
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.RebalanceInProgress.Code
+		return resp, nil, true
+	})
+	var leased atomic.Int32
+	o := e.opts("g", echo(func(ctx context.Context, r *kgo.Record, _ Meta) error {
+		if err := Leased(ctx); err != nil {
+			return err
+		}
+		leased.Add(1)
+		return nil
+	}))
+	o.CallTimeout = time.Second
+	o.ClientOpts = append(o.ClientOpts, kgo.HeartbeatInterval(100*time.Millisecond))
+	m := start(t, o)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return leased.Load() == n, fmt.Sprintf("%d of %d records leased (%d heartbeats answered REBALANCE_IN_PROGRESS)", leased.Load(), n, rebalancing.Load())
+	})
+	if rebalancing.Load() == 0 {
+		t.Error("no heartbeat was answered REBALANCE_IN_PROGRESS: the test proves nothing")
+	}
+	_ = m.stop(t)
 }
 
 // TestLeaseHeldOutsideAHandler: outside a Handler there is no lease to

@@ -169,6 +169,7 @@ func (p *Pipeline) clientOpts() []kgo.Opt {
 		kgo.ConsumeTopics(p.o.Topics...),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(p.onAssigned),
+		kgo.WithHooks(syncHook{p.lease}), // the lease's SyncGroup times (lease.go)
 		// Fetched records are most of the bridge's live heap (a heap
 		// profile with a 100k backlog: 82%, record slices and decompressed
 		// batches). 1 MiB per response and 256 KiB per partition still
