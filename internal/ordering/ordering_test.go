@@ -307,6 +307,36 @@ func TestSchedulerLowestOffsetFirst(t *testing.T) {
 	}
 }
 
+// TestSchedulerPeek: Peek names the record Next hands out, in every mode,
+// and takes nothing.
+func TestSchedulerPeek(t *testing.T) {
+	for _, mode := range []Mode{Key, Partition, Unordered} {
+		s := NewScheduler[int](mode)
+		if _, ok := s.Peek(); ok {
+			t.Errorf("%v: empty scheduler peeks a record", mode)
+		}
+		s.Push(3, []byte("a"), 0)
+		s.Push(5, []byte("a"), 0)
+		s.Push(8, []byte("b"), 0)
+		for {
+			off, ok := s.Peek()
+			if again, _ := s.Peek(); again != off {
+				t.Fatalf("%v: Peek took a record", mode)
+			}
+			task, next := s.Next()
+			if ok != next || ok && task.Offset != off {
+				t.Fatalf("%v: Peek = %d, %v; Next = %d, %v", mode, off, ok, task.Offset, next)
+			}
+			if !next {
+				break
+			}
+			if mode != Unordered {
+				s.Done(task)
+			}
+		}
+	}
+}
+
 func TestSchedulerPushOrder(t *testing.T) {
 	defer func() {
 		if recover() == nil {

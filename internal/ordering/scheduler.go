@@ -119,6 +119,21 @@ func (s *Scheduler[T]) Next() (t Task[T], ok bool) {
 	return Task[T]{Offset: it.offset, Value: it.value, lane: l}, true
 }
 
+// Peek returns the offset of the record Next would hand out now, without
+// handing it out; ok is false when Next would return none.
+func (s *Scheduler[T]) Peek() (offset int64, ok bool) {
+	if s.mode == Unordered {
+		if s.fifo.len() == 0 {
+			return 0, false
+		}
+		return s.fifo.at(0).offset, true
+	}
+	if len(s.ready) == 0 {
+		return 0, false
+	}
+	return s.ready[0].q.at(0).offset, true
+}
+
 // Done reports that a task returned by Next finished (successfully or not:
 // the scheduler only cares that its lane may move on).
 func (s *Scheduler[T]) Done(t Task[T]) {

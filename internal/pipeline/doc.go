@@ -168,13 +168,17 @@
 //
 // # Rebalances and shutdown
 //
-// On revoke the pipeline stops dispatching the partition, drops its records
-// not yet dispatched, waits for its in-flight records (at most DrainTimeout),
+// On revoke the pipeline stops dispatching the partition's new records,
+// waits for its in-flight records (at most DrainTimeout), drops the rest,
 // commits the contiguous point (with the lowered horizon), then returns from
-// the callback. On loss it drops everything without committing. On
-// assignment the committed offset and horizon are read. When Run's
-// context is canceled: stop polling and dispatching, drain (at most
-// DrainTimeout), commit, flush, leave the group, close. In ExactlyOnce mode
+// the callback. A drain still runs the records below the highest one
+// dispatched, those that waited behind an earlier record of their key
+// while later ones ran: otherwise the commit stops at the first of them
+// and the next owner redoes every record done after it. On loss it drops
+// everything without committing. On assignment the committed offset and
+// horizon are read. When Run's context is canceled: stop polling and
+// dispatching new records, drain (at most DrainTimeout, the same way),
+// commit, flush, leave the group, close. In ExactlyOnce mode
 // a revocation aborts the round instead of draining it, and shutdown gives
 // the current round DrainTimeout to finish and commit, or aborts it.
 //

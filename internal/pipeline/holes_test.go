@@ -1,0 +1,123 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// holdFirst is the handler of the drain tests: in each partition, record 0
+// (key "k<partition>") waits until release is closed, as a record waiting
+// out a Retry-After; record 1 has the same key and so waits behind it
+// (the hole); records 2 to n-1 have keys of their own and are done at
+// once. later counts those done.
+func holdFirst(release <-chan struct{}, later *atomic.Int32) Handler {
+	return echo(func(ctx context.Context, r *kgo.Record, _ Meta) error {
+		switch {
+		case r.Offset == 0:
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case r.Offset > 1:
+			later.Add(1)
+		}
+		return nil
+	})
+}
+
+func holeKeys(i, parts int) string {
+	if p, off := i%parts, i/parts; off > 1 {
+		return fmt.Sprintf("k%d-%d", p, off)
+	}
+	return fmt.Sprintf("k%d", i%parts)
+}
+
+// revokeSignal is an Observer that closes revoked at the first revoke.
+type revokeSignal struct {
+	NopObserver
+	once    sync.Once
+	revoked chan struct{}
+}
+
+func (s *revokeSignal) Assigned(_ string, _ []int32, assigned, _ bool) {
+	if !assigned {
+		s.once.Do(func() { close(s.revoked) })
+	}
+}
+
+// TestRevokeDrainRunsTheHoles: a partition is revoked while its record 0
+// waits and record 1 (same key) waits behind it, with the later records
+// done. The drain runs record 1 once record 0 is done, so the final commit
+// passes the later records and the next owner redoes none of them: every
+// input has exactly one output. Before, record 1 stayed undone, the commit
+// stopped at it, and the next owner redid (and answered again) every
+// record after it.
+func TestRevokeDrainRunsTheHoles(t *testing.T) {
+	const parts, perPart = 2, 10
+	e := newEnv(t, parts)
+	e.produce(parts*perPart, func(i int) string { return holeKeys(i, parts) }, func(i int) int32 { return int32(i % parts) })
+	release := make(chan struct{})
+	var later atomic.Int32
+	o := e.opts("g", holdFirst(release, &later))
+	signal := &revokeSignal{revoked: make(chan struct{})}
+	o.Observer = signal
+	start(t, o)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return later.Load() == parts*(perPart-2), fmt.Sprintf("%d later records done", later.Load())
+	})
+
+	second := o
+	second.Observer = nil
+	start(t, second)
+	select {
+	case <-signal.revoked: // the first member drains the partition it gives up
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second member's join revoked nothing")
+	}
+	close(release)
+	e.waitCommittedToEnd("g")
+	got := e.outputs(outTopic, parts*perPart)
+	e.checkOutputs(got, true)
+}
+
+// TestShutdownDrainRunsTheHoles: the same at shutdown. The member stops
+// while record 0 waits and record 1 waits behind it; its drain runs record
+// 1 too, and its final commit reaches the end of both partitions.
+func TestShutdownDrainRunsTheHoles(t *testing.T) {
+	const parts, perPart = 2, 10
+	e := newEnv(t, parts)
+	e.produce(parts*perPart, func(i int) string { return holeKeys(i, parts) }, func(i int) int32 { return int32(i % parts) })
+	release := make(chan struct{})
+	var later atomic.Int32
+	p, err := New(e.opts("g", holdFirst(release, &later)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return later.Load() == parts*(perPart-2), fmt.Sprintf("%d later records done", later.Load())
+	})
+	cancel()
+	eventually(t, 30*time.Second, func() (bool, string) { return p.isClosing(), "not draining yet" })
+	close(release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	e.waitCommittedToEnd("g")
+	e.checkOutputs(e.outputs(outTopic, parts*perPart), true)
+}
