@@ -40,10 +40,9 @@ const (
 	// minSample is the fewest outcomes a measurement of the noise floor
 	// counts (slow start, a dip).
 	minSample = 16
-	// slowStartSample bounds how many outcomes slow start waits for its
-	// floor measurement (the calls sent before the limit doubled) before
-	// a push-back share under maxFloor may end it.
-	slowStartSample = 64
+	// slowSample is how many calls slow start sends at the initial limit,
+	// to measure the noise floor, before it grows.
+	slowSample = 32
 	// dipEvery and dipSpan: every dipEvery of wall-clock time, from its
 	// start, each replica halves its limit for dipSpan and measures the
 	// push-back share (see the package doc).
@@ -79,12 +78,17 @@ type round struct {
 type sample struct {
 	from, to     uint64 // calls numbered [from, to) count; to 0: still open
 	done, pushed int
+	ended        int // done, and the calls ignored (Ignore): the sample is over at to - from
 }
 
-func (m *sample) count(seq uint64, pushed bool) {
+func (m *sample) count(seq uint64, s Signal) {
 	if seq >= m.from && (m.to == 0 || seq < m.to) {
+		m.ended++
+		if s == Ignore {
+			return
+		}
 		m.done++
-		if pushed {
+		if s == PushBack || s == Timeout {
 			m.pushed++
 		}
 	}
@@ -149,6 +153,7 @@ type control struct {
 
 func (c *control) init(initial, max float64) {
 	c.limit, c.max, c.slowStart, c.initial = max1(initial), max, true, max1(initial)
+	c.slow.to = slowSample
 }
 
 func max1(v float64) float64 { return math.Max(1, v) }
@@ -222,6 +227,9 @@ func (c *control) significant(pushed, n float64) bool {
 // sample counts one call's end.
 func (c *control) sample(seq uint64, s Signal, rtt time.Duration, now time.Time) *event {
 	if s == Ignore {
+		// Nothing about load, but the end of a call slow start waits for.
+		c.slow.count(seq, s)
+		c.slowSampled()
 		return nil
 	}
 	if s == Success {
@@ -232,12 +240,9 @@ func (c *control) sample(seq uint64, s Signal, rtt time.Duration, now time.Time)
 		}
 	}
 	c.clock(now)
-	pushed := s == PushBack || s == Timeout
-	c.slow.count(seq, pushed)
-	if !c.slowDone && c.slow.to != 0 && uint64(c.slow.done) >= c.slow.to {
-		c.takeSlowFloor()
-	}
-	c.dip.count(seq, pushed)
+	c.slow.count(seq, s)
+	c.slowSampled()
+	c.dip.count(seq, s)
 	if seq < c.cutSeq {
 		// Sent at the limit before the last decrease: already judged.
 		return nil
@@ -250,11 +255,8 @@ func (c *control) sample(seq uint64, s Signal, rtt time.Duration, now time.Time)
 	case Success:
 		r.rttSum += rtt
 		r.rttN++
-		if c.slowStart && r.limited {
+		if c.slowStart && r.limited && c.slowDone {
 			c.limit = math.Min(c.max, c.limit+1)
-			if c.slow.to == 0 && c.limit > 2*c.initial {
-				c.slow.to = c.seq
-			}
 			ev = &event{reason: "slow start"}
 		}
 	case PushBack, Timeout:
@@ -267,7 +269,7 @@ func (c *control) sample(seq uint64, s Signal, rtt time.Duration, now time.Time)
 		share := r.accPushed / n
 		// Slow start first measures the floor at its low limit: only an
 		// overload ends it before.
-		early := c.slowStart && !c.slowDone && c.slow.done < slowStartSample && share-c.floor() <= maxFloor
+		early := c.slowStart && !c.slowDone && share-c.floor() <= maxFloor
 		if !early && c.significant(r.accPushed, n) {
 			return c.decrease(now, "push-back", share)
 		}
@@ -328,6 +330,13 @@ func (c *control) endRound(now time.Time) *event {
 	}
 	c.newRound(now, true)
 	return ev
+}
+
+// slowSampled takes slow start's measurement once its calls have ended.
+func (c *control) slowSampled() {
+	if !c.slowDone && uint64(c.slow.ended) >= c.slow.to {
+		c.takeSlowFloor()
+	}
 }
 
 // takeSlowFloor takes slow start's measurement as the floor, unless a dip

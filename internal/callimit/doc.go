@@ -34,8 +34,10 @@
 //     sent within it completes. Calls sent before the last decrease are
 //     not counted: their answers were caused by the old limit, which was
 //     already judged (at most one decrease per round trip of calls).
-//   - Slow start. The limit starts at Options.Initial (8) and grows by one
-//     per success, doubling per round trip, until the first decrease.
+//   - Slow start. The limit starts at Options.Initial (8), stays there for
+//     the first 32 calls (the noise floor's first measurement, below),
+//     then grows by one per success, doubling per round trip, until the
+//     first decrease.
 //   - Growth. A round without congestion in which demand reached the
 //     limit grows it: by one per round far from the limit of the last
 //     decrease, back towards it in a few rounds (binary search, as TCP
@@ -78,15 +80,21 @@
 // pooled with the measurements before it, each older one weighing half.
 // A dip costs about 1% of the throughput at the capacity.
 //
-// Until the first dip, slow start's measurement stands in: slow start
-// begins at a low limit, and the share refused to the calls it sends
-// before the limit doubles (one refusal less, so that a lone one is no
-// floor) is the floor. Slow start is not ended by a share under the
-// floor's cap before that measurement is taken. The first dip replaces
-// it: replicas starting together overlap their slow starts, and over
-// HTTP three of them learned each other's load as noise for the first
+// Until the first dip, slow start's measurement stands in: the share
+// refused to its first 32 calls, all sent at the initial limit (one
+// refusal less, so that a lone one is no floor), is the floor. Slow
+// start is not ended by a share under the floor's cap before that
+// measurement is taken. It is taken before the limit grows because
+// replicas starting together overlap their slow starts: measured while
+// the limits doubled, it measured the others' growth too, and over HTTP
+// three replicas learned each other's load as noise for the first
 // seconds (one took 58% of the calls and 6% were refused in the first
-// 10 s; 0.4% and a third each after).
+// 10 s; in the simulation up to 10% in the first 12 s, one replica held
+// at a limit of 1 meanwhile; 0.4–0.6% and a third each since). At the
+// initial limit three replicas load a partner of capacity 32 with 24
+// calls: none is refused for load. The first dip replaces the
+// measurement: a replica joining others already at the capacity still
+// measures some of their load in its slow start.
 //
 // A floor under 2% counts as none (a dip is not perfectly clean, and a
 // small floor already lets two push-backs pass where one would cut); one
@@ -112,6 +120,7 @@
 //
 // The tests in sim_test.go drive Limiters in a deterministic simulation
 // (simulated clock, seeded randomness) of the partner in internal/sim:
-// capacity 32 at 10 ms for one client and for three, 10% random 503 and
-// 500, an outage, a late replica and a queueing partner.
+// capacity 32 at 10 ms for one client and for three (in the long run, and
+// started together), 10% random 503 and 500, an outage, a late replica
+// and a queueing partner.
 package callimit

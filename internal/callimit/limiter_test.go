@@ -129,23 +129,24 @@ func TestPushBackHoldsItsSlot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// A round trip of 100 ms measured on successes.
-		var calls []*Call
-		for range 16 {
-			c, _ := l.TryAcquire()
-			calls = append(calls, c)
+		// A round trip of 100 ms measured on successes, and slow start's
+		// first 32 calls, at the initial limit (halved for the first
+		// 100 ms: the fake clock starts at a dip), with no push-back: no
+		// noise. Then it grows.
+		for range 3 {
+			roundOf(l, 100*time.Millisecond, Success)
 		}
-		time.Sleep(100 * time.Millisecond)
-		for _, c := range calls {
-			c.Done(Success)
+		before := l.Limit()
+		if before <= 16 {
+			t.Fatalf("limit %d after slow start's first 40 calls, want growth", before)
 		}
 		c, _ := l.TryAcquire()
 		c.Done(PushBack) // at once
 		if l.InUse() != 1 {
 			t.Fatalf("in use %d right after a fast push-back, want its slot held", l.InUse())
 		}
-		if l.Limit() >= 32 || gauge != l.Limit() {
-			t.Fatalf("limit %d (gauge %d) after the first push-back, want a cut from slow start's 32", l.Limit(), gauge)
+		if l.Limit() >= before || gauge != l.Limit() {
+			t.Fatalf("limit %d (gauge %d) after the first push-back, want a cut from slow start's %d", l.Limit(), gauge, before)
 		}
 		time.Sleep(150 * time.Millisecond)
 		synctest.Wait()
@@ -168,7 +169,63 @@ func TestPushBackHoldsItsSlot(t *testing.T) {
 			}
 		}
 		if n := logs.FilterMessage("partner call concurrency limit changed").Len(); n < 2 || n > 5 {
-			t.Errorf("%d log lines from 32 to 1, want one per halving", n)
+			t.Errorf("%d log lines from %d to 1, want one per halving", n, before)
+		}
+	})
+}
+
+// roundOf takes every slot the limit allows and, after rtt, ends them with
+// s one by one, taking the slots each end frees at once (a client with a
+// backlog): the next round's calls.
+func roundOf(l *Limiter, rtt time.Duration, s Signal) {
+	var calls []*Call
+	take := func() {
+		for {
+			c, ok := l.TryAcquire()
+			if !ok {
+				return
+			}
+			calls = append(calls, c)
+		}
+	}
+	take()
+	time.Sleep(rtt)
+	ending := calls
+	calls = nil
+	for _, c := range ending {
+		c.Done(s)
+		take()
+	}
+	for _, c := range calls {
+		c.Done(Ignore) // the next round's, never sent
+	}
+}
+
+// Slow start holds the initial limit until its first calls have ended,
+// ignored ones included (a write whose gate closed while it waited for
+// its slot gives it back with Ignore, as at a start-up that waits for
+// the group): then it grows.
+func TestSlowStartEndsWithIgnoredCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, err := New(Options{Max: 64, Initial: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(150 * time.Millisecond) // past the dip the fake clock starts at
+		for range 2 {
+			roundOf(l, 10*time.Millisecond, Success)
+		}
+		if l.Limit() != 8 {
+			t.Fatalf("limit %d while slow start measures, want the initial 8", l.Limit())
+		}
+		for range 4 {
+			roundOf(l, 10*time.Millisecond, Ignore)
+		}
+		for range 3 {
+			roundOf(l, 10*time.Millisecond, Success)
+		}
+		if l.Limit() <= 16 {
+			t.Fatalf("limit %d after its first 32 calls ended (ignored ones among them) and three round trips of successes, want slow start's growth", l.Limit())
 		}
 	})
 }
