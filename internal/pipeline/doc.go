@@ -159,6 +159,13 @@
 // error ending a transaction stops Run: franz-go reports only errors it
 // cannot retry (a fenced or failed producer, an unreachable cluster).
 //
+// Its records wait, as at-least-once mode's guarded records after an
+// unclean takeover, TakeoverWait before they run: after every assignment
+// (no commit of this mode can say that the previous owner released the
+// partition: a member commits only after its round's calls) and after
+// every round aborted while handlers ran, so that the calls cut off have
+// landed before a guard looks them up.
+//
 // The price: a round waits for its slowest record, so a key with several
 // records in a round takes that many handler calls in a row; outputs appear
 // only at the end of their round; the next poll waits for the commit. Use

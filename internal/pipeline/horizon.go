@@ -74,22 +74,20 @@ func parseHorizon(meta string) (h int64, released, ok bool) {
 // after the horizon, never sent, overtake: the wait follows only an
 // unclean takeover, rare next to rebalances after a drain).
 
-// onFetched learns, for each newly assigned partition, its committed offset
-// and the horizon its previous owner left, before franz-go starts fetching
-// it: records below that horizon are Fresh. A partition with no commit was
-// never dispatched by a member that keeps a horizon; one whose commit
-// carries no horizon was committed by something else, and gets the old
-// guess, a buffer's worth of Fresh records.
-func (p *Pipeline) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
-	type fetched struct {
-		at   int64
-		meta *string
-	}
+// fetched is a partition's committed offset (-1: none) and its metadata.
+type fetched struct {
+	at   int64
+	meta *string
+}
+
+// fetchedOffsets reads an offset fetch's answer, partitions with an error
+// left out (franz-go retries or reports it; the partition stays unknown).
+func fetchedOffsets(resp *kmsg.OffsetFetchResponse) map[tp]fetched {
 	got := map[tp]fetched{}
 	add := func(topic string, ps []kmsg.OffsetFetchResponseTopicPartition) {
 		for _, rp := range ps {
 			if kerr.ErrorForCode(rp.ErrorCode) != nil {
-				continue // franz-go retries or reports it; the partition stays unknown
+				continue
 			}
 			got[tp{topic, rp.Partition}] = fetched{rp.Offset, rp.Metadata}
 		}
@@ -106,7 +104,17 @@ func (p *Pipeline) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Offset
 	for _, t := range resp.Topics {
 		add(t.Topic, t.Partitions)
 	}
+	return got
+}
 
+// onFetched learns, for each newly assigned partition, its committed offset
+// and the horizon its previous owner left, before franz-go starts fetching
+// it: records below that horizon are Fresh. A partition with no commit was
+// never dispatched by a member that keeps a horizon; one whose commit
+// carries no horizon was committed by something else, and gets the old
+// guess, a buffer's worth of Fresh records.
+func (p *Pipeline) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	got := fetchedOffsets(resp)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for key, f := range got {
@@ -126,11 +134,7 @@ func (p *Pipeline) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Offset
 				var wait time.Duration
 				if !released {
 					wait = p.o.TakeoverWait
-					part.guardAfter = time.Now().Add(wait)
-					guard := time.AfterFunc(wait, func() { wake(p.wakeDispatch) })
-					// Owned by the partition: stopped when it is dropped,
-					// or when Run ends (its context derives from Run's).
-					context.AfterFunc(part.ctx, func() { guard.Stop() })
+					p.guardUntilLocked(part, time.Now().Add(wait))
 				}
 				p.log.Info("partition assigned with uncertain records: those up to the previous owner's dispatch horizon are guarded",
 					zap.String("topic", key.topic), zap.Int32("partition", key.partition),
@@ -233,6 +237,19 @@ func (p *Pipeline) commitLoop(ctx context.Context, cl *kgo.Client) {
 			p.log.Info("offset commits succeed again")
 		}
 	}
+}
+
+// guardUntilLocked holds part's records until at (at least), and wakes
+// the dispatcher then.
+func (p *Pipeline) guardUntilLocked(part *partition, at time.Time) {
+	if !at.After(part.guardAfter) {
+		return
+	}
+	part.guardAfter = at
+	guard := time.AfterFunc(time.Until(at), func() { wake(p.wakeDispatch) })
+	// Owned by the partition: stopped when it is dropped, or when Run
+	// ends (its context derives from Run's).
+	context.AfterFunc(part.ctx, func() { guard.Stop() })
 }
 
 // commit commits, for the partitions in only (nil: every live partition

@@ -158,8 +158,9 @@ type Options struct {
 	// cleanly (a crash, an expulsion, a drain that timed out), so that its
 	// last calls have landed before the guard looks them up; default
 	// CallTimeout plus DefaultTakeoverMargin, 0 without a CallTimeout.
-	// AtLeastOnce mode only: ExactlyOnce guards a round's worth of records
-	// after every assignment and keeps no horizon to tell a clean release.
+	// ExactlyOnce mode keeps no horizon to tell a clean release: its
+	// records wait TakeoverWait after every assignment, and after every
+	// round aborted while handlers ran (transact.go).
 	TakeoverWait time.Duration
 
 	// Linger is how long the producer waits to batch outputs; default 2ms.

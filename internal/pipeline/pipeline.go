@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,8 @@ type tp struct {
 	partition int32
 }
 
+func (k tp) String() string { return k.topic + "/" + strconv.Itoa(int(k.partition)) }
+
 // partition is the state of one assigned partition, guarded by Pipeline.mu.
 type partition struct {
 	tp
@@ -96,6 +99,7 @@ type partition struct {
 	abandoned int           // records given up while in flight (drain timeout, loss)
 	taken     int           // exactly once: records taken in the current round
 	stopped   chan struct{} // exactly once, while revoking: closed when handling reaches 0
+	cutAt     time.Time     // exactly once: when handlers of the partition were last canceled while running
 
 	// At-least-once mode: the dispatch horizon (horizon.go).
 	known       bool   // the assignment's committed offset was read
@@ -1025,14 +1029,22 @@ func (p *Pipeline) onAssigned(_ context.Context, cl *kgo.Client, assigned map[st
 	for topic, parts := range assigned {
 		for _, n := range parts {
 			if p.parts[tp{topic, n}] == nil {
-				p.newPartitionLocked(tp{topic, n})
+				part := p.newPartitionLocked(tp{topic, n})
+				if p.eos {
+					p.takeOverLocked(part) // transact.go
+				}
 			}
 		}
 	}
 	p.mu.Unlock()
 	wake(p.lease.probeNow) // a lease from this generation before the first write
 	for topic, parts := range assigned {
-		p.log.Info("partitions assigned", zap.String("topic", topic), zap.Int32s("partitions", parts))
+		if p.eos && p.o.TakeoverWait > 0 {
+			p.log.Info("partitions assigned; their records wait for a previous owner's last partner calls to land before they run",
+				zap.String("topic", topic), zap.Int32s("partitions", parts), zap.Duration("takeover_wait", p.o.TakeoverWait))
+		} else {
+			p.log.Info("partitions assigned", zap.String("topic", topic), zap.Int32s("partitions", parts))
+		}
 		p.obs.Assigned(topic, parts, true, false)
 	}
 }

@@ -154,6 +154,46 @@ func (p *Pipeline) endRound(ctx context.Context) {
 	p.abortRound()
 }
 
+// The takeover wait in exactly-once mode. A round aborted while its
+// handlers ran (a rebalance, an abandoned record, a drain timeout, a
+// crash) cut calls off that may still be on their way to the partner, and
+// its records are taken again, Fresh: by this member, or by the
+// partition's next owner. A guard lookup made before such a call lands
+// finds nothing, and a partner without duplicate detection applies the
+// write twice. So, as in at-least-once mode (horizon.go), records wait
+// TakeoverWait (CallTimeout plus DefaultTakeoverMargin) before they run:
+//
+//   - those this member takes again after cutting its handlers off, from
+//     the cut (cutLocked, resetRound);
+//   - those of a partition newly assigned to it, from the assignment
+//     (takeOverLocked), always: at-least-once mode knows from the
+//     dispatch horizon's metadata when a previous owner released a
+//     partition cleanly, but no commit of this mode can say it, since a
+//     member commits only after its round's calls, and a member killed in
+//     its first round of a partition leaves the previous owner's commit,
+//     clean or not.
+//
+// The cost: after every rebalance that moves a partition, and every round
+// aborted mid-call, its records wait TakeoverWait. Against a partner that
+// rejects a repeated transactionId the wait protects nothing; against one
+// that applies it, it is the difference between one effect and two.
+
+// takeOverLocked holds a newly assigned partition's records TakeoverWait.
+func (p *Pipeline) takeOverLocked(part *partition) {
+	if p.o.TakeoverWait <= 0 {
+		return
+	}
+	p.guardUntilLocked(part, time.Now().Add(p.o.TakeoverWait))
+}
+
+// cutLocked cancels part's handlers, noting when if any was running.
+func (p *Pipeline) cutLocked(part *partition) {
+	if part.handling > 0 {
+		part.cutAt = time.Now()
+	}
+	part.cancel()
+}
+
 // awaitRound waits until every record of the round has its outputs ready
 // (true), or the round is doomed or the pipeline failing (false). Once ctx
 // ends, the round has DrainTimeout more to finish.
@@ -317,7 +357,7 @@ func (p *Pipeline) abortRound() {
 	p.mu.Lock()
 	p.doomed = true
 	for _, part := range p.parts {
-		part.cancel()
+		p.cutLocked(part)
 	}
 	p.mu.Unlock()
 	timer := time.NewTimer(p.o.DrainTimeout)
@@ -349,6 +389,7 @@ wait:
 func (p *Pipeline) resetRound() {
 	p.mu.Lock()
 	var ready []*job
+	var cut []string
 	for _, j := range p.round {
 		if j.ready {
 			ready = append(ready, j)
@@ -359,7 +400,21 @@ func (p *Pipeline) resetRound() {
 		p.buffered -= part.track.Len()
 		p.bytes -= part.track.Bytes()
 		fresh := part.fresh + part.taken
-		p.newPartitionLocked(key).fresh = fresh
+		next := p.newPartitionLocked(key)
+		next.fresh = fresh
+		if p.o.TakeoverWait > 0 {
+			// The assignment's wait goes on, and a cut adds its own.
+			until := part.guardAfter
+			if !part.cutAt.IsZero() {
+				until = later(until, part.cutAt.Add(p.o.TakeoverWait))
+				cut = append(cut, key.String())
+			}
+			p.guardUntilLocked(next, until)
+		}
+	}
+	if len(cut) > 0 {
+		p.log.Info("round aborted while handlers ran; the records of their partitions wait for their last partner calls to land before they run again",
+			zap.Strings("partitions", cut), zap.Duration("takeover_wait", p.o.TakeoverWait))
 	}
 	p.closeRoundLocked()
 	p.obs.InFlight(p.inFlight, p.buffered)
@@ -430,7 +485,7 @@ func (p *Pipeline) onRevokedTxn(_ context.Context, cl *kgo.Client, revoked map[s
 		}
 	}
 	for _, part := range p.parts {
-		part.cancel()
+		p.cutLocked(part)
 	}
 	p.mu.Unlock()
 	wake(p.roundWake)
@@ -465,4 +520,11 @@ wait:
 		p.log.Info(msg, zap.String("topic", topic), zap.Int32s("partitions", ns),
 			zap.Duration("stop", time.Since(start)), zap.Bool("stop_timed_out", timedOut))
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -472,3 +472,74 @@ func TestExactlyOnceFailureStops(t *testing.T) {
 		t.Errorf("%d committed outputs for %d committed inputs", len(outs), got)
 	}
 }
+
+// assignClock is an Observer noting when the first partition was assigned.
+type assignClock struct {
+	NopObserver
+	once sync.Once
+	at   atomic.Int64 // unix nanoseconds
+}
+
+func (c *assignClock) Assigned(_ string, _ []int32, assigned, _ bool) {
+	if assigned {
+		c.once.Do(func() { c.at.Store(time.Now().UnixNano()) })
+	}
+}
+
+// TestExactlyOnceTakeoverWait: in exactly-once mode a newly assigned
+// partition's records wait TakeoverWait from the assignment before the
+// first runs: no commit of this mode says whether a previous owner's
+// round was cut off with calls on their way.
+func TestExactlyOnceTakeoverWait(t *testing.T) {
+	e := newEnv(t, 1)
+	e.produce(5, strconv.Itoa, func(int) int32 { return 0 })
+	const wait = 2 * time.Second
+	var first atomic.Int64
+	o := e.eosOpts("g", "member", echo(func(context.Context, *kgo.Record, Meta) error {
+		first.CompareAndSwap(0, time.Now().UnixNano())
+		return nil
+	}))
+	o.TakeoverWait = wait
+	clock := &assignClock{}
+	o.Observer = clock
+	start(t, o)
+	eventually(t, 30*time.Second, func() (bool, string) { return first.Load() != 0, "no record handled" })
+	if gap := time.Duration(first.Load() - clock.at.Load()); gap < wait {
+		t.Errorf("first record handled %v after the assignment, want at least the takeover wait %v", gap, wait)
+	}
+}
+
+// TestExactlyOnceCutRoundWaits: a rebalance aborts a round while a handler
+// is in its partner call. The record is taken again, by this member or by
+// the one its partition moved to, only TakeoverWait after the cut, so that
+// a guard lookup finds the cut call's effect if it had one.
+func TestExactlyOnceCutRoundWaits(t *testing.T) {
+	e := newEnv(t, 2)
+	e.produce(10, strconv.Itoa, func(i int) int32 { return int32(i % 2) })
+	const wait = 2 * time.Second
+	var cutAt, again atomic.Int64
+	var calls atomic.Int32
+	h := echo(func(ctx context.Context, r *kgo.Record, _ Meta) error {
+		if r.Partition != 0 || r.Offset != 0 {
+			return nil
+		}
+		if calls.Add(1) == 1 {
+			<-ctx.Done() // in its call until the round is cut
+			cutAt.Store(time.Now().UnixNano())
+			return ctx.Err()
+		}
+		again.CompareAndSwap(0, time.Now().UnixNano())
+		return nil
+	})
+	first := e.eosOpts("g", "member-0", h)
+	first.TakeoverWait = wait
+	start(t, first)
+	eventually(t, 30*time.Second, func() (bool, string) { return calls.Load() == 1, "record 0 not in its call yet" })
+	second := first
+	second.TransactionalID = "member-1"
+	start(t, second)
+	eventually(t, 60*time.Second, func() (bool, string) { return again.Load() != 0, "record 0 not taken again" })
+	if gap := time.Duration(again.Load() - cutAt.Load()); gap < wait {
+		t.Errorf("record 0 taken again %v after its call was cut, want at least the takeover wait %v", gap, wait)
+	}
+}
