@@ -857,3 +857,9 @@ func fenced(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
 		strings.Contains(err.Error(), kerr.ProducerFenced.Message) || strings.Contains(err.Error(), kerr.InvalidProducerEpoch.Message)
 }
+
+// TestChaosExactlyOnceApplied runs the exactly-once chaos against a
+// partner that applies a repeated transactionId: every aborted round's
+// records are taken again guarded, and wait for the calls cut off with
+// the round (the pipeline's takeover wait in exactly-once mode).
+func TestChaosExactlyOnceApplied(t *testing.T) { runChaos(t, true, sim.DuplicateApply) }
