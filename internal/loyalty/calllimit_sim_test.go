@@ -71,10 +71,11 @@ func TestSimCallLimitShrinksAndRecovers(t *testing.T) {
 // share a simulator that handles 32 requests at once at 10 ms (3,200
 // calls/s) and refuses the excess with 503 and Retry-After. Every replica
 // has 128 callers that send again at once, as a backlog does. Reported,
-// over the last 20 s of 30 (the steady state: the replicas' first noise
-// floor comes from their slow starts, which overlap, until the first dip
-// replaces it): calls/s together (answered, not refused), the share
-// refused, and each replica's share of the answered calls.
+// over the last 20 s of 30 (the steady state): calls/s together
+// (answered, not refused), the share refused, and each replica's share of
+// the answered calls; and the share refused and the replicas' shares over
+// the first 10 s, started together (the start-up: slow starts overlap,
+// and the first noise floor comes from them until the first dip).
 //
 //	go test -run '^$' -bench SimCapacityReplicas -benchtime 1x ./internal/loyalty
 func BenchmarkSimCapacityReplicas(b *testing.B) {
@@ -114,14 +115,19 @@ func benchReplicas(b *testing.B, replicas int) {
 	ctx, cancel := context.WithTimeout(context.Background(), warmUp+span)
 	defer cancel()
 	answered := make([]atomic.Int64, replicas)
+	early := make([]atomic.Int64, replicas)
 	var measuring atomic.Bool
 	var wg sync.WaitGroup
 	for r, c := range clients {
 		for i := range callers {
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					if _, _, err := c.CustomerInfo(ctx, sim.MemberID(1+i%20)); err == nil && measuring.Load() {
-						answered[r].Add(1)
+					if _, _, err := c.CustomerInfo(ctx, sim.MemberID(1+i%20)); err == nil {
+						if measuring.Load() {
+							answered[r].Add(1)
+						} else {
+							early[r].Add(1)
+						}
 					}
 				}
 			})
@@ -131,6 +137,14 @@ func benchReplicas(b *testing.B, replicas int) {
 	refusedBefore := e.sim.OverCapacity("user-profile")
 	measuring.Store(true)
 	wg.Wait()
+	var earlyTotal int64
+	for r := range early {
+		earlyTotal += early[r].Load()
+	}
+	b.ReportMetric(100*float64(refusedBefore)/float64(int64(refusedBefore)+earlyTotal), "%refused-first-10s")
+	for r := range early {
+		b.Logf("replica %d: %.2f of the answered calls in the first 10 s", r, float64(early[r].Load())/float64(earlyTotal))
+	}
 	var total int64
 	for r := range answered {
 		total += answered[r].Load()
