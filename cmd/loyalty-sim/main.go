@@ -300,13 +300,13 @@ func banner(w io.Writer, addr string, c *config) {
   username:      %s
   password:      %s
   members:       %s … %s, %d points each; earn rate %g point/unit; duplicates: %s
-  profile:       not found %s, duplicate %s, types %s/%s, status %s
+  profile:       not found %s, member not found %s, duplicate %s, types %s/%s, status %s
   partner keys:  %d registered (exchange-token, redemption sign)
   partner JWTs:  clock skew %s, sign lifetime at most %s, each jti once (%d remembered at most)
   capacity:      %s
   admin API:     %s
 `, base, base, sim.PathToken, o.ClientID, shown(o.ClientSecret, sim.DefaultClientSecret), o.Username,
 		shown(o.Password, sim.DefaultPassword), sim.MemberID(1), sim.MemberID(o.Members), o.InitialBalance, o.EarnRate,
-		o.DuplicatePolicy, o.Profile.NotFoundCodes[0], o.Profile.DuplicateCodes[0], o.Profile.AccrualType, o.Profile.RedemptionType,
+		o.DuplicatePolicy, o.Profile.NotFoundCodes[0], o.Profile.MemberNotFoundCodes[0], o.Profile.DuplicateCodes[0], o.Profile.AccrualType, o.Profile.RedemptionType,
 		o.Profile.AppliedStatuses[0], len(o.PartnerKeys), o.ClockSkew, o.MaxSignLifetime, o.ReplayCacheSize, capacity, admin)
 }

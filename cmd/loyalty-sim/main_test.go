@@ -389,6 +389,7 @@ func TestUsageErrors(t *testing.T) {
 // statuses.
 func TestProfile(t *testing.T) {
 	file := writeFile(t, "partner.yaml", `partner-not-found-codes: [TXN_NOT_FOUND]
+partner-member-not-found-codes: [NO_SUCH_MEMBER, UNKNOWN_MEMBER]
 partner-duplicate-codes: TXN_DUPLICATE
 partner-accrual-type: EARN
 partner-redemption-type: BURN
@@ -408,6 +409,10 @@ partner-applied-statuses: COMPLETED
 	if status, m := post(t, c, s.base+sim.PathLookup, "application/json", lookup, auth); status != 400 || m["errors"].(map[string]any)["code"] != "TXN_NOT_FOUND" {
 		t.Fatalf("lookup of nothing: %d %v", status, m)
 	}
+	unknown := `{"loyaltyId":"LB99999999","transactionId":"T-1"}`
+	if status, m := post(t, c, s.base+sim.PathLookup, "application/json", unknown, auth); status != 400 || m["errors"].(map[string]any)["code"] != "NO_SUCH_MEMBER" {
+		t.Fatalf("lookup for an unknown member: %d %v", status, m)
+	}
 	accrual := `{"loyaltyId":"` + sim.MemberID(1) + `","transactionId":"T-1","transactionDate":1700000000000,"transactionAmount":5000}`
 	for i, want := range []int{200, 400} {
 		if status, m := post(t, c, s.base+sim.PathAccrual, "application/json", accrual, auth); status != want {
@@ -421,7 +426,7 @@ partner-applied-statuses: COMPLETED
 	if status != 200 || data["transactionType"] != "POINTS_EARNED" || data["status"] != "COMPLETED" {
 		t.Fatalf("lookup: %d %v", status, m)
 	}
-	if out := s.stdout.String(); !strings.Contains(out, "not found TXN_NOT_FOUND, duplicate TXN_DUPLICATE, types POINTS_EARNED/BURN, status COMPLETED") {
+	if out := s.stdout.String(); !strings.Contains(out, "not found TXN_NOT_FOUND, member not found NO_SUCH_MEMBER, duplicate TXN_DUPLICATE, types POINTS_EARNED/BURN, status COMPLETED") {
 		t.Errorf("banner:\n%s", out)
 	}
 }

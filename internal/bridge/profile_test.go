@@ -12,7 +12,8 @@ import (
 )
 
 // otherPartner names nothing the simulator names by default.
-var otherPartner = partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND"}, DuplicateCodes: []string{"TXN_DUPLICATE"},
+var otherPartner = partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND"}, MemberNotFoundCodes: []string{"NO_SUCH_MEMBER"},
+	DuplicateCodes: []string{"TXN_DUPLICATE"},
 	AccrualType: "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED"},
 	RedemptionDateFormat: partnerprofile.DateEpochMillis}
 
@@ -51,6 +52,15 @@ func TestProfileMatching(t *testing.T) {
 	// The original named as a BURN is not an accrual.
 	if r := s.handle(b, s.record(rt, refundOf("m-g", "m-2", 1, 500, time.Now())), false); r.outcome() != "error BUSINESS ORIGINAL_NOT_FOUND" {
 		t.Errorf("refund of a redemption: %s (%s)", r.outcome(), r.detail())
+	}
+	// An unknown member, guarded or not: the lookup's NO_SUCH_MEMBER found
+	// nothing, and the write is refused as it is unguarded (BUSINESS, one
+	// attempt), not held as an answer the profile does not name.
+	for _, fresh := range []bool{false, true} {
+		r := s.handle(b, s.record(pt, purchase("m-nobody", 9999, 10_000)), fresh)
+		if r.outcome() != "error BUSINESS" || r.err.APIErrorCode == nil || *r.err.APIErrorCode != "NO_SUCH_MEMBER" || r.err.Retryable {
+			t.Errorf("unknown member, fresh %v: %s %+v", fresh, r.outcome(), r.err)
+		}
 	}
 	// Replay guards everything: applied ones are found, a new one applied.
 	replay := s.bridge(func(o *bridge.Options) { o.Profile, o.Replay = otherPartner, true })

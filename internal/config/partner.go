@@ -39,6 +39,8 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 	pr := &p.Profile
 	fs.Var(listFlag{&pr.NotFoundCodes}, "partner-not-found-codes",
 		"error codes (errors.code, errorCode or name) of a lookup that found no such transaction, comma-separated")
+	fs.Var(listFlag{&pr.MemberNotFoundCodes}, "partner-member-not-found-codes",
+		"error codes of a call naming a loyaltyId the partner does not know, comma-separated (a lookup refused with one found nothing)")
 	fs.Var(listFlag{&pr.DuplicateCodes}, "partner-duplicate-codes",
 		"error codes of a write refused because its transactionId was seen before, comma-separated")
 	fs.StringVar(&pr.AccrualType, "partner-accrual-type", pr.AccrualType, "transactionType of an accrual in lookup answers")
@@ -60,7 +62,7 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 
 // PartnerFlags are the section's flags, which are also the keys of a
 // profile file (loyalty-sim --profile, or the bridge's --config).
-var PartnerFlags = []string{"partner-not-found-codes", "partner-duplicate-codes", "partner-accrual-type", "partner-redemption-type",
+var PartnerFlags = []string{"partner-not-found-codes", "partner-member-not-found-codes", "partner-duplicate-codes", "partner-accrual-type", "partner-redemption-type",
 	"partner-applied-statuses", "partner-failed-statuses", "partner-accrual-date-format", "partner-redemption-date-format",
 	"partner-fractional-points"}
 

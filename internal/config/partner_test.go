@@ -16,6 +16,7 @@ import (
 func TestPartnerProfileSources(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "partner.yaml")
 	yml := `partner-not-found-codes: [TXN_NOT_FOUND, NO_SUCH_TXN]
+partner-member-not-found-codes: NO_SUCH_MEMBER
 partner-duplicate-codes: TXN_DUPLICATE
 partner-accrual-type: EARN
 partner-redemption-type: BURN
@@ -33,7 +34,8 @@ partner-fractional-points: round-half-up
 		maps.Copy(m, extra)
 		return m
 	}
-	fromFile := partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND", "NO_SUCH_TXN"}, DuplicateCodes: []string{"TXN_DUPLICATE"},
+	fromFile := partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND", "NO_SUCH_TXN"}, MemberNotFoundCodes: []string{"NO_SUCH_MEMBER"},
+		DuplicateCodes: []string{"TXN_DUPLICATE"},
 		AccrualType: "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED", "POSTED"}, FailedStatuses: []string{"FAILED"},
 		AccrualDateFormat: partnerprofile.DateISO8601, RedemptionDateFormat: partnerprofile.DateEpochMillis,
 		FractionalPoints: partnerprofile.FractionsRoundHalfUp}

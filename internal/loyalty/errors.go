@@ -19,14 +19,15 @@ type Code string
 func (c Code) Error() string { return "loyalty: API error " + string(c) }
 
 // Codes the spec names, and those the simulator uses where the spec is
-// silent. ErrDuplicateTransaction and ErrTransactionNotFound are only the
-// simulator's defaults: a partner names them as its partnerprofile.Profile
-// says, which is what the bridge asks (ClassifyLookup, Profile.IsDuplicate).
+// silent. ErrDuplicateTransaction, ErrTransactionNotFound and
+// ErrMemberNotFound are only the simulator's defaults: a partner names
+// them as its partnerprofile.Profile says, which is what the bridge asks
+// (ClassifyLookup, Profile.IsDuplicate).
 const (
 	ErrMemberIsLinked       Code = "MEMBER_IS_LINKED"
 	ErrMemberNotLinked      Code = "MEMBER_IS_NOT_LINKED_YET"
 	ErrOnboardingRejected   Code = "BAD_REQUEST" // onboarding failure: code 0001, errorCode BAD_REQUEST
-	ErrMemberNotFound       Code = "MEMBER_NOT_FOUND"
+	ErrMemberNotFound       Code = partnerprofile.DefaultMemberNotFoundCode
 	ErrInsufficientPoint    Code = "INSUFFICIENT_POINT"
 	ErrDuplicateTransaction Code = partnerprofile.DefaultDuplicateCode
 	ErrInvalidSign          Code = "INVALID_SIGN"

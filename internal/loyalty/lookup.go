@@ -91,8 +91,10 @@ func IsUnrecognised(err error) bool {
 // what a lookup answer means; the bridge's guard, its refunds and
 // reconciliation all ask it.
 //
-//   - err a *BusinessError with one of p's not-found codes (in code,
-//     errorCode or name): LookupNotFound, nil.
+//   - err a *BusinessError with one of p's not-found or member-not-found
+//     codes (in code, errorCode or name): LookupNotFound, nil (nothing was
+//     applied to a member the partner does not know; a guarded write goes
+//     ahead, and is refused as it would be unguarded).
 //   - err another *BusinessError: LookupUnrecognised and an
 //     *UnrecognisedAnswerError (FieldErrorCode) wrapping it.
 //   - any other err: LookupFailed, err.
@@ -107,7 +109,7 @@ func ClassifyLookup(p partnerprofile.Profile, kind partnerprofile.Kind, t *Trans
 			return LookupFailed, err
 		}
 		for _, c := range []string{be.Code, be.ErrorCode, be.Name} {
-			if p.IsNotFound(c) {
+			if p.IsNotFound(c) || p.IsMemberNotFound(c) {
 				return LookupNotFound, nil
 			}
 		}

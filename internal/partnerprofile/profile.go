@@ -13,6 +13,7 @@ import (
 // simulator and the bridge read them from here.
 const (
 	DefaultNotFoundCode         = "TRANSACTION_NOT_FOUND"
+	DefaultMemberNotFoundCode   = "MEMBER_NOT_FOUND"
 	DefaultDuplicateCode        = "DUPLICATE_TRANSACTION"
 	DefaultAccrualType          = "ACCRUAL"
 	DefaultRedemptionType       = "REDEMPTION"
@@ -110,6 +111,10 @@ type Profile struct {
 	// NotFoundCodes are the error codes (errors.code, errorCode or name)
 	// of a lookup that found no such transaction.
 	NotFoundCodes []string
+	// MemberNotFoundCodes are the error codes of a call naming a loyaltyId
+	// the partner does not know. A lookup refused with one found nothing:
+	// nothing was applied to a member that does not exist.
+	MemberNotFoundCodes []string
 	// DuplicateCodes are the error codes of a write refused because its
 	// transactionId was applied already.
 	DuplicateCodes []string
@@ -149,6 +154,7 @@ func (p Profile) WithDefaults() Profile {
 		}
 	}
 	p.NotFoundCodes = list(p.NotFoundCodes, DefaultNotFoundCode)
+	p.MemberNotFoundCodes = list(p.MemberNotFoundCodes, DefaultMemberNotFoundCode)
 	p.DuplicateCodes = list(p.DuplicateCodes, DefaultDuplicateCode)
 	p.AppliedStatuses = list(p.AppliedStatuses, DefaultAppliedStatus)
 	p.FailedStatuses = slices.Clone(p.FailedStatuses)
@@ -173,7 +179,8 @@ func (p Profile) Validate() error {
 	p = p.WithDefaults()
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	for name, l := range map[string][]string{"not-found codes": p.NotFoundCodes, "duplicate codes": p.DuplicateCodes,
+	for name, l := range map[string][]string{"not-found codes": p.NotFoundCodes, "member-not-found codes": p.MemberNotFoundCodes,
+		"duplicate codes":  p.DuplicateCodes,
 		"applied statuses": p.AppliedStatuses, "failed statuses": p.FailedStatuses} {
 		if slices.ContainsFunc(l, func(s string) bool { return strings.TrimSpace(s) == "" }) {
 			bad("%s: an empty entry", name)
@@ -182,6 +189,11 @@ func (p Profile) Validate() error {
 	for _, c := range p.NotFoundCodes {
 		if slices.Contains(p.DuplicateCodes, c) {
 			bad("code %q is both a not-found and a duplicate code", c)
+		}
+	}
+	for _, c := range p.MemberNotFoundCodes {
+		if slices.Contains(p.DuplicateCodes, c) {
+			bad("code %q is both a member-not-found and a duplicate code", c)
 		}
 	}
 	for _, s := range p.AppliedStatuses {
@@ -267,6 +279,12 @@ func (p Profile) StatusOf(s string) Status {
 // IsNotFound reports whether code is one of the not-found codes.
 func (p Profile) IsNotFound(code string) bool {
 	return code != "" && in(p.NotFoundCodes, DefaultNotFoundCode, code)
+}
+
+// IsMemberNotFound reports whether code is one of the member-not-found
+// codes.
+func (p Profile) IsMemberNotFound(code string) bool {
+	return code != "" && in(p.MemberNotFoundCodes, DefaultMemberNotFoundCode, code)
 }
 
 // IsDuplicate reports whether code is one of the duplicate codes.

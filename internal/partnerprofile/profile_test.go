@@ -13,8 +13,9 @@ import (
 func TestZeroIsDefault(t *testing.T) {
 	var zero partnerprofile.Profile
 	d := partnerprofile.Default()
-	want := partnerprofile.Profile{NotFoundCodes: []string{"TRANSACTION_NOT_FOUND"}, DuplicateCodes: []string{"DUPLICATE_TRANSACTION"},
-		AccrualType: "ACCRUAL", RedemptionType: "REDEMPTION", AppliedStatuses: []string{"SUCCESS"},
+	want := partnerprofile.Profile{NotFoundCodes: []string{"TRANSACTION_NOT_FOUND"}, MemberNotFoundCodes: []string{"MEMBER_NOT_FOUND"},
+		DuplicateCodes: []string{"DUPLICATE_TRANSACTION"},
+		AccrualType:    "ACCRUAL", RedemptionType: "REDEMPTION", AppliedStatuses: []string{"SUCCESS"},
 		AccrualDateFormat: partnerprofile.DateEpochMillis, RedemptionDateFormat: partnerprofile.DateISO8601,
 		FractionalPoints: partnerprofile.FractionsRefuse}
 	if !reflect.DeepEqual(d, want) {
@@ -22,6 +23,7 @@ func TestZeroIsDefault(t *testing.T) {
 	}
 	for _, p := range []partnerprofile.Profile{zero, d} {
 		if !p.IsNotFound("TRANSACTION_NOT_FOUND") || p.IsNotFound("") || !p.IsDuplicate("DUPLICATE_TRANSACTION") ||
+			!p.IsMemberNotFound("MEMBER_NOT_FOUND") || p.IsMemberNotFound("") || p.IsMemberNotFound("TRANSACTION_NOT_FOUND") ||
 			p.KindOf("ACCRUAL") != partnerprofile.Accrual || p.KindOf("REDEMPTION") != partnerprofile.Redemption || p.KindOf("EARN") != 0 ||
 			p.StatusOf("SUCCESS") != partnerprofile.StatusApplied || p.StatusOf("FAILED") != partnerprofile.StatusUnknown ||
 			p.AccrualFormat() != partnerprofile.DateEpochMillis || p.Fractions() != partnerprofile.FractionsRefuse {
@@ -53,9 +55,10 @@ func TestValidate(t *testing.T) {
 		{"zero", partnerprofile.Profile{}, ""},
 		{"another partner", partnerprofile.Profile{NotFoundCodes: []string{"A", "B"}, AccrualType: "EARN", RedemptionType: "BURN",
 			AppliedStatuses: []string{"OK"}, FailedStatuses: []string{"KO"}}, ""},
-		{"contradictions", partnerprofile.Profile{NotFoundCodes: []string{"X"}, DuplicateCodes: []string{"X"}, AccrualType: "T",
-			RedemptionType: "T", FailedStatuses: []string{"SUCCESS", " "}, AccrualDateFormat: "julian", FractionalPoints: "floor"},
-			`code "X" is both|same transactionType "T"|status "SUCCESS" is both|failed statuses: an empty entry|accrual date format "julian"|fractional points "floor"`},
+		{"contradictions", partnerprofile.Profile{NotFoundCodes: []string{"X"}, DuplicateCodes: []string{"X", "Y"}, AccrualType: "T",
+			MemberNotFoundCodes: []string{"Y", ""},
+			RedemptionType:      "T", FailedStatuses: []string{"SUCCESS", " "}, AccrualDateFormat: "julian", FractionalPoints: "floor"},
+			`code "X" is both|code "Y" is both a member-not-found and a duplicate code|member-not-found codes: an empty entry|same transactionType "T"|status "SUCCESS" is both|failed statuses: an empty entry|accrual date format "julian"|fractional points "floor"`},
 		{"one type for both through the default", partnerprofile.Profile{RedemptionType: "ACCRUAL"}, `same transactionType "ACCRUAL"`},
 	} {
 		err := tc.p.Validate()

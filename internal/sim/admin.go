@@ -154,7 +154,7 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) reply {
 		}
 		m, found := s.Member(strings.TrimPrefix(path, "members/"))
 		if !found {
-			return memberNotFound()
+			return s.memberNotFound()
 		}
 		return adminOK(m)
 	}

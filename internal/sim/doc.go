@@ -55,7 +55,7 @@
 //
 //   - Error codes, all in the spec's error envelope with errors.code =
 //     errors.errorCode: MEMBER_NOT_FOUND (unknown loyaltyId on any member,
-//     point or lookup endpoint), INSUFFICIENT_POINT, DUPLICATE_TRANSACTION,
+//     point or lookup endpoint; the profile's first member-not-found code), INSUFFICIENT_POINT, DUPLICATE_TRANSACTION,
 //     INVALID_SIGN, INVALID_REQUEST (missing or mistyped field, malformed
 //     JSON, wrong Content-Type, limits; 413 when the body exceeds 1 MiB),
 //     TRANSACTION_NOT_FOUND (also when the transaction belongs to another

@@ -35,7 +35,11 @@ type extendedProfile struct {
 	LoyaltyID        string `json:"loyaltyId"`
 }
 
-func memberNotFound() reply { return badRequest(CodeMemberNotFound, "Member not found") }
+// memberNotFound answers a call naming an unknown loyaltyId with the
+// profile's first member-not-found code.
+func (s *Server) memberNotFound() reply {
+	return badRequest(s.opts.Profile.MemberNotFoundCodes[0], "Member not found")
+}
 
 func (s *Server) handleCustomerInfo(c *call) reply {
 	id := c.r.PathValue("loyaltyId")
@@ -43,7 +47,7 @@ func (s *Server) handleCustomerInfo(c *call) reply {
 	defer s.st.mu.Unlock()
 	m := s.st.get(id)
 	if m == nil {
-		return memberNotFound()
+		return s.memberNotFound()
 	}
 	return ok(memberProfile{LoyaltyID: m.id, DateOfBirth: m.birth.Format(profileDate), DateOfJoin: m.joined.Format(profileDate),
 		Email: m.email, FirstName: m.first, LastName: m.last, FullName: m.fullName, EKYCStatus: m.ekyc, Status: m.status, Phone: m.phone})
@@ -55,7 +59,7 @@ func (s *Server) handleCustomerProfile(c *call) reply {
 	defer s.st.mu.Unlock()
 	m := s.st.get(id)
 	if m == nil {
-		return memberNotFound()
+		return s.memberNotFound()
 	}
 	return ok(extendedProfile{EnrollingSponsor: m.sponsor, PassportNumber: m.passport, NationalID: m.nationalID,
 		TierClass: m.tier, LoyaltyID: m.id})
@@ -297,7 +301,7 @@ func (s *Server) handleLink(c *call) reply {
 	m := s.st.get(l.LoyaltyID)
 	switch {
 	case m == nil:
-		return memberNotFound()
+		return s.memberNotFound()
 	case m.linked:
 		return memberIsLinked()
 	}
@@ -320,7 +324,7 @@ func (s *Server) handleUnlink(c *call) reply {
 	m := s.st.get(l.LoyaltyID)
 	switch {
 	case m == nil:
-		return memberNotFound()
+		return s.memberNotFound()
 	case !m.linked || m.partnerMemberID != l.PartnerMemberID:
 		// Linked to another partnerMemberId counts as not linked to this one.
 		return memberIsNotLinked()

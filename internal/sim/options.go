@@ -218,7 +218,7 @@ type Options struct {
 	// DuplicatePolicy for a repeated transactionId (default reject).
 	DuplicatePolicy DuplicatePolicy
 	// Profile is how the Server answers where the spec is silent: the
-	// first of its not-found and duplicate codes, its transactionType of
+	// first of its not-found, member-not-found and duplicate codes, its transactionType of
 	// each kind and the first of its applied statuses. Zero value: the
 	// defaults (partnerprofile.Default). Its date formats and fractional
 	// points do not change the Server, which reads either date format and

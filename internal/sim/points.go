@@ -170,7 +170,7 @@ func (s *Server) handleAccrual(c *call) reply {
 	defer s.st.mu.Unlock()
 	m := s.st.get(a.LoyaltyID)
 	if m == nil {
-		return memberNotFound()
+		return s.memberNotFound()
 	}
 	prev, dup := s.st.accruals[a.TransactionID]
 	switch {
@@ -225,7 +225,7 @@ func (s *Server) handleRedemption(c *call) reply {
 	known := s.st.get(rq.LoyaltyID) != nil
 	s.st.mu.Unlock()
 	if !known {
-		return memberNotFound()
+		return s.memberNotFound()
 	}
 	if msg := s.verifySign(&rq); msg != "" {
 		return badRequest(CodeInvalidSign, msg)
@@ -310,7 +310,7 @@ func (s *Server) handleLookup(c *call) reply {
 	s.st.mu.Lock()
 	defer s.st.mu.Unlock()
 	if s.st.get(l.LoyaltyID) == nil {
-		return memberNotFound()
+		return s.memberNotFound()
 	}
 	var t *txn
 	switch {

@@ -422,10 +422,11 @@ func plainError(status int) reply {
 }
 
 // Error codes of our own: the spec names no code for these conditions.
-// CodeDuplicateTransaction and CodeTransactionNotFound are the default
-// profile's (partnerprofile owns them; Options.Profile may name others).
+// CodeMemberNotFound, CodeDuplicateTransaction and CodeTransactionNotFound
+// are the default profile's (partnerprofile owns them; Options.Profile may
+// name others).
 const (
-	CodeMemberNotFound       = "MEMBER_NOT_FOUND"
+	CodeMemberNotFound       = partnerprofile.DefaultMemberNotFoundCode
 	CodeInsufficientPoint    = "INSUFFICIENT_POINT"
 	CodeDuplicateTransaction = partnerprofile.DefaultDuplicateCode
 	CodeInvalidSign          = "INVALID_SIGN"
