@@ -14,7 +14,7 @@ import (
 // otherPartner names nothing the simulator names by default.
 var otherPartner = partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND"}, MemberNotFoundCodes: []string{"NO_SUCH_MEMBER"},
 	DuplicateCodes: []string{"TXN_DUPLICATE"},
-	AccrualType: "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED"},
+	AccrualType:    "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED"},
 	RedemptionDateFormat: partnerprofile.DateEpochMillis}
 
 // A simulator answering with another partner's codes, types and status,

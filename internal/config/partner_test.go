@@ -36,7 +36,7 @@ partner-fractional-points: round-half-up
 	}
 	fromFile := partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND", "NO_SUCH_TXN"}, MemberNotFoundCodes: []string{"NO_SUCH_MEMBER"},
 		DuplicateCodes: []string{"TXN_DUPLICATE"},
-		AccrualType: "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED", "POSTED"}, FailedStatuses: []string{"FAILED"},
+		AccrualType:    "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED", "POSTED"}, FailedStatuses: []string{"FAILED"},
 		AccrualDateFormat: partnerprofile.DateISO8601, RedemptionDateFormat: partnerprofile.DateEpochMillis,
 		FractionalPoints: partnerprofile.FractionsRoundHalfUp}
 	for _, tc := range []struct {
