@@ -111,7 +111,7 @@ func (g *guardedPartner) clawBack(ctx context.Context, c clawRequest) (*events.L
 		// warning) with nothing written, exactly as the guard does.
 		v, err := loyalty.ClassifyLookup(g.b.o.Profile, partnerprofile.Redemption, t, err)
 		switch v {
-		case loyalty.LookupNotFound:
+		case loyalty.LookupNotFound, loyalty.LookupMemberNotFound:
 			n := min(c.points, c.earned-claimed)
 			if n <= 0 {
 				return g.capped(c, claimed), nil

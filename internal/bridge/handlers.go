@@ -121,6 +121,10 @@ func refund(ctx context.Context, ev *events.PurchaseRefunded, prof partnerprofil
 	switch v, err := loyalty.ClassifyLookup(prof, partnerprofile.Accrual, t, err); v {
 	case loyalty.LookupNotFound:
 		return nil, notFound("not found")
+	case loyalty.LookupMemberNotFound:
+		// The partner does not know the member: its refusal, with its
+		// code, is the answer (BUSINESS), as an accrual's would be.
+		return nil, err
 	case loyalty.LookupOtherKind:
 		return nil, notFound("is a %s, not an accrual", t.TransactionType)
 	case loyalty.LookupNotApplied:

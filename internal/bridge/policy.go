@@ -236,10 +236,11 @@ func (g *guardedPartner) lookup(ctx context.Context, loyaltyID, txID string, kin
 	switch v {
 	case loyalty.LookupApplied:
 		result = "found"
-	case loyalty.LookupNotFound, loyalty.LookupOtherKind:
+	case loyalty.LookupNotFound, loyalty.LookupOtherKind, loyalty.LookupMemberNotFound:
 		// The same id naming a transaction of the other kind is not this
-		// one.
-		result = "not_found"
+		// one; a member the partner does not know has nothing applied, and
+		// the write goes ahead to be refused as an unguarded one is.
+		result, err = "not_found", nil
 	case loyalty.LookupNotApplied:
 		result = "not_applied"
 	case loyalty.LookupUnrecognised:

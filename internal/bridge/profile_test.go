@@ -62,6 +62,12 @@ func TestProfileMatching(t *testing.T) {
 			t.Errorf("unknown member, fresh %v: %s %+v", fresh, r.outcome(), r.err)
 		}
 	}
+	// A refund for an unknown member: the partner's refusal, not
+	// ORIGINAL_NOT_FOUND.
+	if r := s.handle(b, s.record(rt, refundOf("m-h", "m-1", 9999, 500, time.Now())), false); r.outcome() != "error BUSINESS" ||
+		r.err.APIErrorCode == nil || *r.err.APIErrorCode != "NO_SUCH_MEMBER" {
+		t.Errorf("refund for an unknown member: %s %+v", r.outcome(), r.err)
+	}
 	// Replay guards everything: applied ones are found, a new one applied.
 	replay := s.bridge(func(o *bridge.Options) { o.Profile, o.Replay = otherPartner, true })
 	for _, tc := range []struct {

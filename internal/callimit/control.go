@@ -129,7 +129,7 @@ type control struct {
 	seq        uint64 // calls started
 	cutSeq     uint64 // calls started before the last decrease are not counted
 	r          round
-	slow       sample // the calls slow start sent before the limit doubled
+	slow       sample // slow start's first slowSample calls, at the initial limit
 	slowDone   bool   // slow's floor is taken
 	initial    float64
 	dip        sample // the current or last dip's
@@ -332,9 +332,11 @@ func (c *control) endRound(now time.Time) *event {
 	return ev
 }
 
-// slowSampled takes slow start's measurement once its calls have ended.
+// slowSampled takes slow start's measurement once its calls have ended,
+// or once twice as many have started: a call its caller never ends must
+// not hold slow start at the initial limit for good.
 func (c *control) slowSampled() {
-	if !c.slowDone && uint64(c.slow.ended) >= c.slow.to {
+	if !c.slowDone && (uint64(c.slow.ended) >= c.slow.to || c.seq >= 2*c.slow.to) {
 		c.takeSlowFloor()
 	}
 }

@@ -54,7 +54,8 @@ func (s Signal) String() string {
 }
 
 // DefaultInitial is the limit an adaptive Limiter starts at (or Max if
-// lower). It grows from there in slow start, doubling per round trip until
+// lower). It stays there for slow start's first 32 calls (the noise
+// floor's first measurement), then grows, doubling per round trip until
 // the first push-back, so a fresh replica does not greet an overloaded
 // partner with --max-in-flight calls at once.
 const DefaultInitial = 8

@@ -229,3 +229,23 @@ func TestSlowStartEndsWithIgnoredCalls(t *testing.T) {
 		}
 	})
 }
+
+// A call its caller never ends does not hold slow start at the initial
+// limit: the measurement is taken once twice its calls have started.
+func TestSlowStartOutlivesALostCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, err := New(Options{Max: 64, Initial: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(150 * time.Millisecond) // past the dip the fake clock starts at
+		lost, _ := l.TryAcquire()
+		defer lost.Done(Ignore)
+		for range 12 {
+			roundOf(l, 10*time.Millisecond, Success)
+		}
+		if l.Limit() <= 8 {
+			t.Fatalf("limit %d with one call never ended, want slow start's growth", l.Limit())
+		}
+	})
+}

@@ -23,6 +23,10 @@ const (
 	LookupNotApplied
 	// LookupNotFound: answered with a not-found code.
 	LookupNotFound
+	// LookupMemberNotFound: answered with a member-not-found code: the
+	// partner does not know the loyaltyId, so nothing was applied to it.
+	// The error is the *BusinessError, for callers that report it.
+	LookupMemberNotFound
 	// LookupOtherKind: the transactionId names a transaction of the other
 	// kind (the profile's type of it); nothing of the kind asked.
 	LookupOtherKind
@@ -42,6 +46,8 @@ func (v LookupVerdict) String() string {
 		return "not_applied"
 	case LookupNotFound:
 		return "not_found"
+	case LookupMemberNotFound:
+		return "member_not_found"
 	case LookupOtherKind:
 		return "other_kind"
 	case LookupUnrecognised:
@@ -91,10 +97,12 @@ func IsUnrecognised(err error) bool {
 // what a lookup answer means; the bridge's guard, its refunds and
 // reconciliation all ask it.
 //
-//   - err a *BusinessError with one of p's not-found or member-not-found
-//     codes (in code, errorCode or name): LookupNotFound, nil (nothing was
-//     applied to a member the partner does not know; a guarded write goes
-//     ahead, and is refused as it would be unguarded).
+//   - err a *BusinessError with one of p's not-found codes (in code,
+//     errorCode or name): LookupNotFound, nil.
+//   - err a *BusinessError with one of p's member-not-found codes:
+//     LookupMemberNotFound and err (nothing was applied to a member the
+//     partner does not know: a guarded write goes ahead, and is refused
+//     as it would be unguarded; a refund reports the partner's code).
 //   - err another *BusinessError: LookupUnrecognised and an
 //     *UnrecognisedAnswerError (FieldErrorCode) wrapping it.
 //   - any other err: LookupFailed, err.
@@ -109,8 +117,13 @@ func ClassifyLookup(p partnerprofile.Profile, kind partnerprofile.Kind, t *Trans
 			return LookupFailed, err
 		}
 		for _, c := range []string{be.Code, be.ErrorCode, be.Name} {
-			if p.IsNotFound(c) || p.IsMemberNotFound(c) {
+			if p.IsNotFound(c) {
 				return LookupNotFound, nil
+			}
+		}
+		for _, c := range []string{be.Code, be.ErrorCode, be.Name} {
+			if p.IsMemberNotFound(c) {
+				return LookupMemberNotFound, err
 			}
 		}
 		return LookupUnrecognised, &UnrecognisedAnswerError{Op: be.Op, Ref: be.Ref, Field: FieldErrorCode,

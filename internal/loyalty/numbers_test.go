@@ -165,6 +165,7 @@ func TestClassifyLookup(t *testing.T) {
 		return &loyalty.BusinessError{Op: "lookup-transaction", Ref: "tx=t", HTTPStatus: 400, Code: code, ErrorCode: errorCode, Name: name}
 	}
 	transient := &loyalty.TransientError{Op: "lookup-transaction", Status: 503}
+	memberNotFound, noMember := biz("MEMBER_NOT_FOUND", "", ""), biz("", "NO_MEMBER", "")
 	for _, tc := range []struct {
 		name    string
 		p       partnerprofile.Profile
@@ -185,9 +186,9 @@ func TestClassifyLookup(t *testing.T) {
 		{"default, empty status", partnerprofile.Profile{}, partnerprofile.Accrual, tx("ACCRUAL", ""), nil, loyalty.LookupUnrecognised, "status", nil},
 		{"default, another not-found code", partnerprofile.Profile{}, partnerprofile.Accrual, nil, biz("TXN_NOT_FOUND", "", ""), loyalty.LookupUnrecognised, "errorCode", nil},
 		{"default member not found: nothing applied to a member that does not exist", partnerprofile.Profile{}, partnerprofile.Accrual, nil,
-			biz("MEMBER_NOT_FOUND", "", ""), loyalty.LookupNotFound, "", nil},
+			memberNotFound, loyalty.LookupMemberNotFound, "", memberNotFound},
 		{"another partner's member-not-found code", partnerprofile.Profile{MemberNotFoundCodes: []string{"NO_MEMBER"}}, partnerprofile.Accrual, nil,
-			biz("", "NO_MEMBER", ""), loyalty.LookupNotFound, "", nil},
+			noMember, loyalty.LookupMemberNotFound, "", noMember},
 		{"the default's member-not-found code, not this partner's", partnerprofile.Profile{MemberNotFoundCodes: []string{"NO_MEMBER"}}, partnerprofile.Accrual, nil,
 			biz("MEMBER_NOT_FOUND", "", ""), loyalty.LookupUnrecognised, "errorCode", nil},
 		{"other applied", other, partnerprofile.Accrual, tx("EARN", "POSTED"), nil, loyalty.LookupApplied, "", nil},

@@ -2,13 +2,17 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // holdFirst is the handler of the drain tests: in each partition, record 0
@@ -120,4 +124,46 @@ func TestShutdownDrainRunsTheHoles(t *testing.T) {
 	}
 	e.waitCommittedToEnd("g")
 	e.checkOutputs(e.outputs(outTopic, parts*perPart), true)
+}
+
+// TestFailureDrainsWithoutHoles: a record that stops Run (no fallback)
+// frees its key's lane, and the next record of the key is then below the
+// highest dispatched offset; a failing pipeline dispatches nothing, so the
+// drain must not wait for it: Run returns without a drain timeout.
+func TestFailureDrainsWithoutHoles(t *testing.T) {
+	e := newEnv(t, 1)
+	// Keys a, b, c … with "a" at offsets 0 and 1: 0 fails while b, c …
+	// run, and 1 waits behind it.
+	e.produce(20, func(i int) string {
+		if i < 2 {
+			return "a"
+		}
+		return strconv.Itoa(i)
+	}, func(int) int32 { return 0 })
+	later := make(chan struct{})
+	var done atomic.Int32
+	o := e.opts("g", echo(func(ctx context.Context, r *kgo.Record, _ Meta) error {
+		if r.Offset == 0 {
+			select { // fail once later records ran
+			case <-later:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return errTest
+		}
+		if r.Offset > 1 && done.Add(1) == 18 {
+			close(later)
+		}
+		return nil
+	}))
+	core, logs := observer.New(zap.InfoLevel)
+	o.Logger = zap.New(core)
+	o.DrainTimeout = time.Minute
+	err := start(t, o).wait(t)
+	if !errors.Is(err, errTest) {
+		t.Fatalf("Run = %v, want the handler's error", err)
+	}
+	if n := logs.FilterMessageSnippet("drain timed out").Len(); n != 0 {
+		t.Errorf("the drain waited for a record a failing pipeline never runs (%d drain timeouts)", n)
+	}
 }

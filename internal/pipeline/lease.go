@@ -50,9 +50,10 @@ import (
 // REBALANCE_IN_PROGRESS is removed when the rebalance its successor's
 // JoinGroup starts times out, long before its session would.
 //
-// A SyncGroup answered with an assignment renews stable too, to when it
-// was sent: the coordinator answers it only once the group is stable at
-// that generation, with the member in it. Without it, a member whose
+// A SyncGroup answered with an assignment renews stable too, to a moment
+// before it was sent (when the JoinGroup before it was answered): the
+// coordinator answers it only once the group is stable at that
+// generation, with the member in it. Without it, a member whose
 // first heartbeat after joining is already answered REBALANCE_IN_PROGRESS
 // (replicas started one after another: each JoinGroup starts a rebalance)
 // had no lease at all; its first records waited for one, its revoke drain
@@ -105,9 +106,10 @@ type lease struct {
 	gen     int32         // (OnPartitionsAssigned); -1: none
 	renewed chan struct{} // closed and replaced at each renewal
 	lapsed  bool          // a write found the lease short and has not seen it renewed
-	// synced is when the last SyncGroup answered was sent (syncHook),
-	// taken by the assignment it brought; zero: none since.
-	synced time.Time
+	// joined is when the member last read a JoinGroup answer (syncHook):
+	// before the SyncGroup that follows it was sent. Taken by the
+	// assignment that SyncGroup brought; zero: none since.
+	joined time.Time
 
 	// The group session and rebalance timeouts and the partner call
 	// timeout (Options.CallTimeout), set before the first dispatch.
@@ -153,28 +155,32 @@ func (l *lease) assigned(member string, gen int32) {
 	defer l.mu.Unlock()
 	before := l.untilLocked()
 	l.member, l.gen = member, gen
-	if l.synced.After(l.stable) {
-		l.stable = l.synced
+	if l.joined.After(l.stable) {
+		l.stable = l.joined
 	}
-	l.synced = time.Time{}
+	l.joined = time.Time{}
 	l.wakeLocked(before)
 }
 
-// syncHook notes when each SyncGroup the client sends is sent
-// (kgo.HookBrokerE2E). franz-go calls it as the answer is read, before
-// the group logic sees the answer, so the assignment the answer brings
-// (OnPartitionsAssigned) finds its own SyncGroup's time.
+// syncHook notes when the client reads each JoinGroup answer
+// (kgo.HookBrokerE2E). franz-go calls it before the group logic sees the
+// answer, and sends the SyncGroup only after that, so the time is a
+// strict lower bound of when the coordinator received the SyncGroup (a
+// time worked back from the SyncGroup's own durations is not: a pause
+// between the read and the hook shifts it later). franz-go joins and
+// syncs one at a time, so the last JoinGroup read before an assignment
+// (OnPartitionsAssigned) is the one of its generation; a JoinGroup
+// answered with an error is followed by another before any sync.
 type syncHook struct{ l *lease }
 
 func (h syncHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
-	if key != int16(kmsg.SyncGroup) || e.Err() != nil {
+	if key != int16(kmsg.JoinGroup) || e.Err() != nil {
 		return
 	}
-	// Before the request was queued: the coordinator received it later.
-	sent := time.Now().Add(-e.DurationE2E() - e.WriteWait)
+	now := time.Now()
 	h.l.mu.Lock()
 	defer h.l.mu.Unlock()
-	h.l.synced = sent
+	h.l.joined = now
 }
 
 // renew counts a heartbeat that member sent at sent with generation gen,

@@ -228,7 +228,7 @@ func TestLeaseArithmetic(t *testing.T) {
 	// generation when it arrived, however its heartbeats are answered.
 	synced := newLease()
 	synced.setTimeouts(session, rebalance, call)
-	synced.synced = at(2)
+	synced.joined = at(2)
 	synced.assigned("m", 1)
 	if got, _ := synced.until(); !got.IsZero() {
 		t.Errorf("synced, no heartbeat answered: writes until %v, want none (the session is not proven)", got.Sub(t0))
@@ -237,13 +237,13 @@ func TestLeaseArithmetic(t *testing.T) {
 	if got, _ := synced.until(); !got.Equal(at(2 + 20 - 10)) {
 		t.Errorf("synced, then a rebalance: writes until %v, want %v", got.Sub(t0), 12*time.Second)
 	}
-	synced.synced = at(1) // an older SyncGroup's time never lowers stable
+	synced.joined = at(1) // an older time never lowers stable
 	synced.assigned("m", 2)
 	if got, _ := synced.until(); !got.Equal(at(2 + 20 - 10)) {
 		t.Errorf("an older SyncGroup: writes until %v, want %v", got.Sub(t0), 12*time.Second)
 	}
-	if !synced.synced.IsZero() {
-		t.Error("the SyncGroup's time was not taken by its assignment")
+	if !synced.joined.IsZero() {
+		t.Error("the JoinGroup's time was not taken by its assignment")
 	}
 }
 

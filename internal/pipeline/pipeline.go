@@ -392,7 +392,7 @@ func (p *Pipeline) reportLeftLocked(part *partition) {
 	case p.failure != nil:
 		reason = "the pipeline stopped on a failed record"
 	default:
-		reason = "records taken but not started before the stop (queued behind their key, held by the gate, or not yet dispatched)"
+		reason = "records taken but not started before the stop (queued behind a key whose record outlasted the drain, held by the gate, or not yet dispatched)"
 	}
 	p.log.Warn("partition left with uncommitted records; its next owner processes them again",
 		zap.String("topic", part.topic), zap.Int32("partition", part.partition), zap.Int64("from_offset", first),
@@ -729,7 +729,7 @@ func (p *Pipeline) nextLocked() *job {
 		}
 		if !part.guardAfter.IsZero() {
 			if time.Now().Before(part.guardAfter) {
-				continue // its wake is scheduled (onFetched)
+				continue // its wake is scheduled (guardUntilLocked)
 			}
 			part.guardAfter = time.Time{}
 		}
@@ -759,13 +759,15 @@ func (p *Pipeline) nextLocked() *job {
 // revoke's, the shutdown's) starts nothing new but still runs these, so
 // the final commit passes the later records already done: left undone,
 // each was a hole the commit point stopped at, and the next owner redid
-// every record after it (guarded: a lookup and a second reply each; 58 to
-// 283 duplicate replies in a three-replica loyalty-bench run). They are
+// every record after it (guarded: a lookup and a second reply each; up
+// to 379 duplicate replies in a three-replica loyalty-bench run). While
+// the Gate holds dispatch (an outage), a drain waits for them up to
+// DrainTimeout, as it waits for the records held in flight. They are
 // covered by the dispatch horizon already. Exactly-once mode rolls its
 // rounds back instead.
 func (p *Pipeline) holeLocked(part *partition) bool {
-	if p.eos {
-		return false
+	if p.eos || p.failure != nil {
+		return false // a failing pipeline dispatches nothing (nextLocked)
 	}
 	off, ok := part.sched.Peek()
 	return ok && off < part.maxSent

@@ -174,7 +174,8 @@ func (p *Pipeline) endRound(ctx context.Context) {
 //     clean or not.
 //
 // The cost: after every rebalance that moves a partition, and every round
-// aborted mid-call, its records wait TakeoverWait. Against a partner that
+// aborted mid-call, its records wait TakeoverWait, and since a round is
+// one poll across the member's partitions, so does the member's round. Against a partner that
 // rejects a repeated transactionId the wait protects nothing; against one
 // that applies it, it is the difference between one effect and two.
 

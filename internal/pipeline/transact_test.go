@@ -510,36 +510,48 @@ func TestExactlyOnceTakeoverWait(t *testing.T) {
 }
 
 // TestExactlyOnceCutRoundWaits: a rebalance aborts a round while a handler
-// is in its partner call. The record is taken again, by this member or by
-// the one its partition moved to, only TakeoverWait after the cut, so that
-// a guard lookup finds the cut call's effect if it had one.
+// of each partition is in its partner call. The member keeps one of the
+// two partitions and takes its record again only TakeoverWait after the
+// cut, so that a guard lookup finds the cut call's effect if it had one.
+// (The partition that moves waits at its new owner from the assignment:
+// TestExactlyOnceTakeoverWait.)
 func TestExactlyOnceCutRoundWaits(t *testing.T) {
 	e := newEnv(t, 2)
 	e.produce(10, strconv.Itoa, func(i int) int32 { return int32(i % 2) })
 	const wait = 2 * time.Second
-	var cutAt, again atomic.Int64
-	var calls atomic.Int32
-	h := echo(func(ctx context.Context, r *kgo.Record, _ Meta) error {
-		if r.Partition != 0 || r.Offset != 0 {
+	var cutAt, again [2]atomic.Int64
+	var calls [2]atomic.Int32
+	first := e.eosOpts("g", "member-0", echo(func(ctx context.Context, r *kgo.Record, _ Meta) error {
+		if r.Offset != 0 {
 			return nil
 		}
-		if calls.Add(1) == 1 {
+		if calls[r.Partition].Add(1) == 1 {
 			<-ctx.Done() // in its call until the round is cut
-			cutAt.Store(time.Now().UnixNano())
+			cutAt[r.Partition].Store(time.Now().UnixNano())
 			return ctx.Err()
 		}
-		again.CompareAndSwap(0, time.Now().UnixNano())
+		again[r.Partition].CompareAndSwap(0, time.Now().UnixNano())
 		return nil
-	})
-	first := e.eosOpts("g", "member-0", h)
+	}))
 	first.TakeoverWait = wait
 	start(t, first)
-	eventually(t, 30*time.Second, func() (bool, string) { return calls.Load() == 1, "record 0 not in its call yet" })
-	second := first
-	second.TransactionalID = "member-1"
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return calls[0].Load() == 1 && calls[1].Load() == 1, "record 0 of each partition not in its call yet"
+	})
+	second := e.eosOpts("g", "member-1", echo(nil))
+	second.TakeoverWait = wait
 	start(t, second)
-	eventually(t, 60*time.Second, func() (bool, string) { return again.Load() != 0, "record 0 not taken again" })
-	if gap := time.Duration(again.Load() - cutAt.Load()); gap < wait {
-		t.Errorf("record 0 taken again %v after its call was cut, want at least the takeover wait %v", gap, wait)
+	kept := -1
+	eventually(t, 60*time.Second, func() (bool, string) {
+		for p := range again {
+			if again[p].Load() != 0 {
+				kept = p
+				return true, ""
+			}
+		}
+		return false, "the first member has not taken its kept partition's record 0 again"
+	})
+	if gap := time.Duration(again[kept].Load() - cutAt[kept].Load()); gap < wait {
+		t.Errorf("partition %d: record 0 taken again %v after its call was cut, want at least the takeover wait %v", kept, gap, wait)
 	}
 }

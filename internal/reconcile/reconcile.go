@@ -564,7 +564,8 @@ func (it *item) unchecked(format string, args ...any) {
 //
 // Verdicts: applied is compared; not found, and a record of the other
 // kind (the transactionId names another transaction), are "no such
-// transaction"; not applied (a failed status) is a record that took no
+// transaction"; a member the partner does not know is Missing too, said
+// so (a reconcile pointed at the wrong partner environment shows it); not applied (a failed status) is a record that took no
 // effect, NotApplied against a result and agreement with error events;
 // failed (no answer, or one that does not read) leaves it unchecked;
 // unrecognised (a code, type or status the profile does not name) is
@@ -592,6 +593,13 @@ func (r *Reconciler) judge(it *item, t *loyalty.Transaction, lerr error) {
 	switch v {
 	case loyalty.LookupNotFound:
 		it.add(Missing, rp.at, "result %s, but the partner has no such transaction%s", rp.outcome, it.asked())
+	case loyalty.LookupMemberNotFound:
+		code := "a member-not-found code"
+		if be := (*loyalty.BusinessError)(nil); errors.As(err, &be) {
+			code = fmt.Sprintf("%q", be.APICode())
+		}
+		it.add(Missing, rp.at, "result %s, but the partner does not know its member (answered %s): the wrong partner environment, or the member removed",
+			rp.outcome, code)
 	case loyalty.LookupOtherKind:
 		it.add(Missing, rp.at, "result %s, but the partner has no such transaction%s (the transactionId names a %s, not this %s)",
 			rp.outcome, it.asked(), t.TransactionType, kind)

@@ -494,6 +494,26 @@ func TestReconcileNotApplied(t *testing.T) {
 	}
 }
 
+// A result for a member the partner does not know (its member-not-found
+// code) is MISSING, said so: a reconcile pointed at the wrong partner
+// environment shows it on every result.
+func TestReconcileUnknownMember(t *testing.T) {
+	h := newHarness(t)
+	nobody := "LB99999999"
+	src := h.input(purchase, &events.PurchaseCompleted{TransactionID: "A-nobody", LoyaltyID: nobody, TransactionDate: time.Now(), Amount: 500})
+	h.result(src, events.TypePurchaseCompleted, "A-nobody", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.LoyaltyID = &nobody })
+	rep, err := h.reconciler(nil).Run(context.Background(), reconcile.Request{Inputs: []string{purchase}, Since: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := findings(rep), []string{"MISSING A-nobody"}; !slices.Equal(got, want) {
+		t.Fatalf("findings %q, want %q\n%s", got, want, rep.Table())
+	}
+	if d := rep.Findings[0].Detail; !strings.Contains(d, `does not know its member (answered "MEMBER_NOT_FOUND")`) {
+		t.Errorf("detail %q", d)
+	}
+}
+
 // A profile that contradicts itself is refused before anything runs.
 func TestReconcileRefusesAContradictoryProfile(t *testing.T) {
 	_, err := reconcile.New(reconcile.Options{Codec: &codec.Codec{}, Partner: &loyalty.Client{},
