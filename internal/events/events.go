@@ -1,6 +1,7 @@
 package events
 
 import (
+	"cmp"
 	"strconv"
 	"time"
 )
@@ -273,6 +274,22 @@ type ErrorSource struct {
 	Partition int32     `avro:"partition" json:"partition"`
 	Offset    int64     `avro:"offset" json:"offset"`
 	Timestamp time.Time `avro:"timestamp" json:"timestamp"`
+}
+
+// Position is a record's place in Kafka. Replay and reconcile key the
+// records they read again by it.
+type Position struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+// String is SourceID's "topic/partition/offset".
+func (p Position) String() string { return SourceID(p.Topic, p.Partition, p.Offset) }
+
+// Compare orders positions by topic, partition and offset.
+func (p Position) Compare(q Position) int {
+	return cmp.Or(cmp.Compare(p.Topic, q.Topic), cmp.Compare(p.Partition, q.Partition), cmp.Compare(p.Offset, q.Offset))
 }
 
 // SourceID is the transactionId of an error event for a record that could

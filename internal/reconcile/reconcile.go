@@ -110,22 +110,9 @@ func New(o Options) (*Reconciler, error) {
 	return &Reconciler{o: o, log: o.Logger}, nil
 }
 
-// position is a record's place in Kafka.
-type position struct {
-	topic     string
-	partition int32
-	offset    int64
-}
-
-func (p position) String() string { return events.SourceID(p.topic, p.partition, p.offset) }
-
-func (p position) compare(q position) int {
-	return cmp.Or(cmp.Compare(p.topic, q.topic), cmp.Compare(p.partition, q.partition), cmp.Compare(p.offset, q.offset))
-}
-
 // result is what a check needs of a result.
 type result struct {
-	at           position
+	at           events.Position
 	outcome      events.Outcome
 	loyaltyID    string
 	bitReference string
@@ -140,7 +127,7 @@ type result struct {
 
 // failure is what a check needs of an error event.
 type failure struct {
-	at   position
+	at   events.Position
 	what string // category and code, e.g. "BUSINESS INSUFFICIENT_POINT"
 }
 
@@ -159,9 +146,9 @@ type item struct {
 	typ      events.EventType
 	results  []result
 	errors   []failure
-	source   position     // the input record, from the first reply naming one
-	original []byte       // an input record carried by an error event
-	in       *inputRecord // nil when the input record was not read
+	source   events.Position // the input record, from the first reply naming one
+	original []byte          // an input record carried by an error event
+	in       *inputRecord    // nil when the input record was not read
 	findings []Finding
 	looked   bool // answered by the partner (or not) without the run being stopped
 }
@@ -239,7 +226,7 @@ func (r *Reconciler) Run(ctx context.Context, q Request) (*Report, error) {
 
 // take files a reply record under its transaction.
 func (r *Reconciler) take(ctx context.Context, rec *kgo.Record, input string, items map[[2]string]*item, rep *Report) error {
-	at := position{rec.Topic, rec.Partition, rec.Offset}
+	at := events.Position{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
 	v, err := r.o.Codec.Decode(ctx, rec.Topic, rec.Value)
 	if err != nil {
 		var de *codec.DecodeError
@@ -252,7 +239,7 @@ func (r *Reconciler) take(ctx context.Context, rec *kgo.Record, input string, it
 	var (
 		id  string
 		typ events.EventType
-		src position
+		src events.Position
 		res *result
 		bad *failure
 		org []byte
@@ -268,7 +255,7 @@ func (r *Reconciler) take(ctx context.Context, rec *kgo.Record, input string, it
 			rep.skip("results of member commands (out of scope)")
 			return nil
 		}
-		id, typ, src = v.TransactionID, v.EventType, position{v.Source.Topic, v.Source.Partition, v.Source.Offset}
+		id, typ, src = v.TransactionID, v.EventType, events.Position{Topic: v.Source.Topic, Partition: v.Source.Partition, Offset: v.Source.Offset}
 		res = &result{at: at, outcome: v.Outcome, loyaltyID: deref(v.LoyaltyID), bitReference: deref(v.BitReference),
 			clawbackID: deref(v.ClawbackTransactionID), points: v.Points}
 		if k, _ := kindOf(typ); k == partnerprofile.Redemption && v.UsedPoint != nil {
@@ -279,7 +266,7 @@ func (r *Reconciler) take(ctx context.Context, rec *kgo.Record, input string, it
 			rep.skip("error events of input records that do not decode (no transaction to look up)")
 			return nil
 		}
-		id, typ, src = v.TransactionID, *v.EventType, position{v.Source.Topic, v.Source.Partition, v.Source.Offset}
+		id, typ, src = v.TransactionID, *v.EventType, events.Position{Topic: v.Source.Topic, Partition: v.Source.Partition, Offset: v.Source.Offset}
 		bad, org = &failure{at: at, what: describeFailure(v)}, v.OriginalValue
 	default:
 		rep.skip("records that are not replies")
@@ -295,10 +282,10 @@ func (r *Reconciler) take(ctx context.Context, rec *kgo.Record, input string, it
 		if len(items) >= r.o.MaxTransactions {
 			return fmt.Errorf("the window holds more than %d transactions: narrow it (since, until, topics) or raise the limit", r.o.MaxTransactions)
 		}
-		it = &item{input: input, id: id, typ: typ, source: position{offset: -1}}
+		it = &item{input: input, id: id, typ: typ, source: events.Position{Offset: -1}}
 		items[k] = it
 	}
-	if it.source.offset < 0 && src.topic == input && src.offset >= 0 {
+	if it.source.Offset < 0 && src.Topic == input && src.Offset >= 0 {
 		it.source = src
 	}
 	if res != nil {
@@ -338,17 +325,17 @@ func readInput(ev events.Event) *inputRecord {
 // event carries, if any: a lookup is only a read, and the partner's record
 // is compared with it, not sent anywhere.
 func (r *Reconciler) sources(ctx context.Context, adm *kadm.Client, list []*item) error {
-	want := map[position][]*item{}
+	want := map[events.Position][]*item{}
 	for _, it := range list {
-		if it.source.offset >= 0 {
+		if it.source.Offset >= 0 {
 			want[it.source] = append(want[it.source], it)
 		}
 	}
 	if len(want) > 0 {
 		var topics []string
 		for p := range want {
-			if !slices.Contains(topics, p.topic) {
-				topics = append(topics, p.topic)
+			if !slices.Contains(topics, p.Topic) {
+				topics = append(topics, p.Topic)
 			}
 		}
 		starts, err := adm.ListStartOffsets(ctx, topics...)
@@ -370,17 +357,17 @@ func (r *Reconciler) sources(ctx context.Context, adm *kadm.Client, list []*item
 			partition int32
 		}
 		spans := map[tp]*offsetspan.Span{}
-		for _, p := range slices.SortedFunc(maps.Keys(want), position.compare) {
-			st, ok1 := starts.Lookup(p.topic, p.partition)
-			en, ok2 := ends.Lookup(p.topic, p.partition)
-			if !ok1 || !ok2 || p.offset < st.Offset || p.offset >= en.Offset {
-				continue // gone, or not a position of the topic
+		for _, p := range slices.SortedFunc(maps.Keys(want), events.Position.Compare) {
+			st, ok1 := starts.Lookup(p.Topic, p.Partition)
+			en, ok2 := ends.Lookup(p.Topic, p.Partition)
+			if !ok1 || !ok2 || p.Offset < st.Offset || p.Offset >= en.Offset {
+				continue // gone, or not a events.Position of the topic
 			}
-			k := tp{p.topic, p.partition}
+			k := tp{p.Topic, p.Partition}
 			if s := spans[k]; s != nil {
-				s.To = p.offset + 1 // sorted
+				s.To = p.Offset + 1 // sorted
 			} else {
-				spans[k] = &offsetspan.Span{Topic: p.topic, Partition: p.partition, From: p.offset, To: p.offset + 1}
+				spans[k] = &offsetspan.Span{Topic: p.Topic, Partition: p.Partition, From: p.Offset, To: p.Offset + 1}
 			}
 		}
 		var read []offsetspan.Span
@@ -388,7 +375,7 @@ func (r *Reconciler) sources(ctx context.Context, adm *kadm.Client, list []*item
 			read = append(read, *s)
 		}
 		err = r.stream(ctx, read, func(rec *kgo.Record) error {
-			its := want[position{rec.Topic, rec.Partition, rec.Offset}]
+			its := want[events.Position{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}]
 			if its == nil {
 				return nil
 			}
@@ -541,12 +528,12 @@ func (it *item) bitReference() string {
 	return ""
 }
 
-func (it *item) add(kind FindingKind, at position, format string, args ...any) {
+func (it *item) add(kind FindingKind, at events.Position, format string, args ...any) {
 	it.findings = append(it.findings, Finding{Kind: kind, Topic: it.input, TransactionID: it.id, EventType: it.typ,
 		Reply: at.String(), Detail: fmt.Sprintf(format, args...)})
 }
 
-func (it *item) first() position {
+func (it *item) first() events.Position {
 	if len(it.results) > 0 {
 		return it.results[0].at
 	}

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -46,18 +45,6 @@ func (f ErrorFilter) match(e *events.LoyaltyError) bool {
 // a record is stamped when produced, after its event's processedAt, by a
 // clock (the producer's or the broker's) that may differ from the bridge's.
 const clockSlack = time.Hour
-
-type coord struct {
-	topic     string
-	partition int32
-	offset    int64
-}
-
-func (c coord) String() string { return events.SourceID(c.topic, c.partition, c.offset) }
-
-func (c coord) compare(d coord) int {
-	return cmp.Or(cmp.Compare(c.topic, d.topic), cmp.Compare(c.partition, d.partition), cmp.Compare(c.offset, d.offset))
-}
 
 // FromErrors replays the source records named by the error events on
 // errorTopic that f chooses (f.Since in the future is a *RequestError
@@ -116,9 +103,9 @@ func (r *Replayer) FromErrors(ctx context.Context, errorTopic string, f ErrorFil
 		ranges = append(ranges, Range{Topic: errorTopic, Partition: p, From: max(b.start, froms[p]), To: b.end})
 	}
 
-	claims := map[coord]*claim{}
+	claims := map[events.Position]*claim{}
 	err = r.stream(ctx, ranges, func(rec *kgo.Record) error {
-		at := coord{rec.Topic, rec.Partition, rec.Offset}
+		at := events.Position{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
 		v, err := r.o.Codec.Decode(ctx, errorTopic, rec.Value)
 		if err != nil {
 			var de *codec.DecodeError
@@ -136,8 +123,8 @@ func (r *Replayer) FromErrors(ctx context.Context, errorTopic string, f ErrorFil
 		if !f.match(e) {
 			return nil
 		}
-		c := coord{e.Source.Topic, e.Source.Partition, e.Source.Offset}
-		if c.topic != input || c.partition < 0 || c.offset < 0 {
+		c := events.Position{Topic: e.Source.Topic, Partition: e.Source.Partition, Offset: e.Source.Offset}
+		if c.Topic != input || c.Partition < 0 || c.Offset < 0 {
 			r.refuse(sum, at, 1, c, input, "not a position of "+input)
 			return nil
 		}
@@ -150,7 +137,7 @@ func (r *Replayer) FromErrors(ctx context.Context, errorTopic string, f ErrorFil
 		if e.OriginalValue != nil {
 			cl.carried = append(cl.carried, carried{at: at, digest: digestOf(e.OriginalKey, e.OriginalValue)})
 			if cl.fallback == nil && r.o.TrustErrorOriginals {
-				cl.fallback = &kgo.Record{Topic: c.topic, Partition: c.partition, Offset: c.offset,
+				cl.fallback = &kgo.Record{Topic: c.Topic, Partition: c.Partition, Offset: c.Offset,
 					Key: e.OriginalKey, Value: e.OriginalValue, Timestamp: e.Source.Timestamp, Headers: traceHeaders(rec.Headers)}
 			}
 		}
@@ -165,7 +152,8 @@ func (r *Replayer) FromErrors(ctx context.Context, errorTopic string, f ErrorFil
 	}
 	clear(claims)
 	slices.SortFunc(recs, func(a, b *kgo.Record) int {
-		return coord{a.Topic, a.Partition, a.Offset}.compare(coord{b.Topic, b.Partition, b.Offset})
+		pa := events.Position{Topic: a.Topic, Partition: a.Partition, Offset: a.Offset}
+		return pa.Compare(events.Position{Topic: b.Topic, Partition: b.Partition, Offset: b.Offset})
 	})
 	err = r.run(ctx, len(recs), func(ctx context.Context, emit func(*kgo.Record) error) error {
 		for i, rec := range recs {
@@ -192,17 +180,17 @@ func (r *Replayer) inputOf(errorTopic string) (string, bool) {
 
 // claim is what the chosen error events say about one source position.
 type claim struct {
-	first    coord       // the first error event naming it
-	events   int         // error events naming it
-	carried  []carried   // those of them that carry an original
-	fallback *kgo.Record // the first carried original, kept only with TrustErrorOriginals
+	first    events.Position // the first error event naming it
+	events   int             // error events naming it
+	carried  []carried       // those of them that carry an original
+	fallback *kgo.Record     // the first carried original, kept only with TrustErrorOriginals
 }
 
 // carried is an error event's original, as a digest: enough to compare it
 // with the source record and with the other error events' originals
 // without holding every copy.
 type carried struct {
-	at     coord
+	at     events.Position
 	digest [sha256.Size]byte
 }
 
@@ -238,13 +226,13 @@ func traceHeaders(hs []kgo.RecordHeader) []kgo.RecordHeader {
 const maxNamedTopic = 100
 
 // refuse counts n error events naming c, the first at at, as refused.
-func (r *Replayer) refuse(sum *Summary, at coord, n int, c coord, input, why string) {
+func (r *Replayer) refuse(sum *Summary, at events.Position, n int, c events.Position, input, why string) {
 	sum.Refused += n
 	more := ""
 	if n > 1 {
 		more = fmt.Sprintf(" (and %d more error events)", n-1)
 	}
-	src := fmt.Sprintf("%.*q/%d/%d", maxNamedTopic, c.topic, c.partition, c.offset)
+	src := fmt.Sprintf("%.*q/%d/%d", maxNamedTopic, c.Topic, c.Partition, c.Offset)
 	sum.NotReplayable = append(sum.NotReplayable, fmt.Sprintf("error event %s%s names %s: %s (refused, nothing read)", at, more, src, why))
 	r.log.Warn("replay: refused an error event whose source is outside its input topic",
 		zap.String("error_event", at.String()), zap.Int("more_error_events", n-1), zap.String("source", src),
@@ -255,7 +243,7 @@ func (r *Replayer) refuse(sum *Summary, at coord, n int, c coord, input, why str
 // want (that of the source record, or of the first carried original when
 // the source is gone) and counts the record as mismatched; it reports
 // whether there was any.
-func (r *Replayer) mismatch(sum *Summary, c coord, cl *claim, want [sha256.Size]byte, against string) bool {
+func (r *Replayer) mismatch(sum *Summary, c events.Position, cl *claim, want [sha256.Size]byte, against string) bool {
 	bad := false
 	for _, x := range cl.carried {
 		if x.digest == want {
@@ -278,7 +266,7 @@ func (r *Replayer) mismatch(sum *Summary, c coord, cl *claim, want [sha256.Size]
 // the carried original when the source is gone, it is trusted and the
 // error events agree on it; nothing otherwise, counted in sum. Source
 // records are read in one pass per partition over the span claimed.
-func (r *Replayer) resolve(ctx context.Context, input string, claims map[coord]*claim, sum *Summary) ([]*kgo.Record, error) {
+func (r *Replayer) resolve(ctx context.Context, input string, claims map[events.Position]*claim, sum *Summary) ([]*kgo.Record, error) {
 	if len(claims) == 0 {
 		return nil, nil
 	}
@@ -286,25 +274,25 @@ func (r *Replayer) resolve(ctx context.Context, input string, claims map[coord]*
 	if err != nil {
 		return nil, err
 	}
-	wanted := map[coord]bool{}
-	gone := map[coord]string{}
+	wanted := map[events.Position]bool{}
+	gone := map[events.Position]string{}
 	spans := map[int32]*Range{}
-	for _, c := range slices.SortedFunc(maps.Keys(claims), coord.compare) {
+	for _, c := range slices.SortedFunc(maps.Keys(claims), events.Position.Compare) {
 		cl := claims[c]
-		b, ok := bs[c.partition]
+		b, ok := bs[c.Partition]
 		switch {
 		case !ok:
-			r.refuse(sum, cl.first, cl.events, c, input, fmt.Sprintf("%s has no partition %d", input, c.partition))
-		case c.offset >= b.end:
+			r.refuse(sum, cl.first, cl.events, c, input, fmt.Sprintf("%s has no partition %d", input, c.Partition))
+		case c.Offset >= b.end:
 			r.refuse(sum, cl.first, cl.events, c, input, fmt.Sprintf("beyond the end (%d) of its partition", b.end))
-		case c.offset < b.start:
+		case c.Offset < b.start:
 			gone[c] = fmt.Sprintf("no longer retained: the log starts at %d", b.start)
 		default:
 			wanted[c] = true
-			if s := spans[c.partition]; s != nil {
-				s.To = c.offset + 1 // sorted
+			if s := spans[c.Partition]; s != nil {
+				s.To = c.Offset + 1 // sorted
 			} else {
-				spans[c.partition] = &Range{Topic: input, Partition: c.partition, From: c.offset, To: c.offset + 1}
+				spans[c.Partition] = &Range{Topic: input, Partition: c.Partition, From: c.Offset, To: c.Offset + 1}
 			}
 		}
 	}
@@ -314,7 +302,7 @@ func (r *Replayer) resolve(ctx context.Context, input string, claims map[coord]*
 	}
 	var recs []*kgo.Record
 	err = r.stream(ctx, ranges, func(rec *kgo.Record) error {
-		c := coord{rec.Topic, rec.Partition, rec.Offset}
+		c := events.Position{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
 		if !wanted[c] {
 			return nil
 		}
@@ -331,7 +319,7 @@ func (r *Replayer) resolve(ctx context.Context, input string, claims map[coord]*
 	for c := range wanted {
 		gone[c] = "not found at its position (compacted, or not a committed record)"
 	}
-	for _, c := range slices.SortedFunc(maps.Keys(gone), coord.compare) {
+	for _, c := range slices.SortedFunc(maps.Keys(gone), events.Position.Compare) {
 		cl := claims[c]
 		switch {
 		case len(cl.carried) == 0:
