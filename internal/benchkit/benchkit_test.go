@@ -287,3 +287,29 @@ func TestCompact(t *testing.T) {
 		}
 	}
 }
+
+// Failed: an error event fails the run, except TRANSIENT_EXHAUSTED ones in
+// a scenario whose partner injects faults (retries spent on them, as
+// designed); a missing answer fails it whatever the scenario.
+func TestFailedExpectsExhaustedUnderFaults(t *testing.T) {
+	faulty := ScenarioReport{Faults: "10% 500"}
+	for _, tc := range []struct {
+		name string
+		sc   ScenarioReport
+		res  Result
+		fail bool
+	}{
+		{"clean, all answered", ScenarioReport{}, Result{Events: 10, Done: 10}, false},
+		{"clean, one exhausted", ScenarioReport{}, Result{Events: 10, Done: 10, Errors: 1, Exhausted: 1}, true},
+		{"faults, one exhausted", faulty, Result{Events: 10, Done: 10, Errors: 1, Exhausted: 1}, false},
+		{"faults, another error", faulty, Result{Events: 10, Done: 10, Errors: 2, Exhausted: 1}, true},
+		{"faults, one unanswered", faulty, Result{Events: 10, Done: 9, Errors: 1, Exhausted: 1}, true},
+		{"faults, a contestant error", faulty, Result{Events: 10, Done: 10, Error: "crashed"}, true},
+	} {
+		tc.res.Contestant = "bridge/key"
+		r := &Report{Points: []Point{{Name: "x", Scenario: tc.sc, Results: []Result{tc.res}}}}
+		if err := r.Failed(); (err != nil) != tc.fail {
+			t.Errorf("%s: Failed() = %v, want failure %v", tc.name, err, tc.fail)
+		}
+	}
+}

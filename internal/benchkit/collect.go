@@ -16,6 +16,7 @@ import (
 type replies struct {
 	results    int // distinct records answered on the result topic
 	errors     int // distinct records answered on the error topic
+	exhausted  int // of which TRANSIENT_EXHAUSTED: retries spent on transient failures
 	duplicates int // replies for a record already answered
 	foreign    int // replies whose key is not a bench transactionId
 	handlerMs  []int64
@@ -110,8 +111,12 @@ func (c *collector) add(r *kgo.Record) {
 	c.done.done[i] = max(1, r.Timestamp.UnixNano())
 	if r.Topic == c.s.errorTopic() {
 		c.out.errors++
+		e, desc := c.decodeError(r) // error events are few: each is read
+		if e != nil && e.Category == events.CategoryTransientExhausted {
+			c.out.exhausted++
+		}
 		if c.out.firstError == "" {
-			c.out.firstError = c.describeError(r)
+			c.out.firstError = desc
 		}
 	} else {
 		c.out.results++
@@ -133,22 +138,23 @@ func (c *collector) add(r *kgo.Record) {
 // harness CPU).
 const handlerSample = 8
 
-// describeError summarises an error reply for the report (no personal
-// data: the bench's events carry none).
-func (c *collector) describeError(r *kgo.Record) string {
+// decodeError reads an error reply, and summarises it for the report (no
+// personal data: the bench's events carry none); e is nil when it is not
+// a readable error event.
+func (c *collector) decodeError(r *kgo.Record) (e *events.LoyaltyError, desc string) {
 	v, err := c.s.codec.Decode(context.Background(), r.Topic, r.Value)
 	if err != nil {
-		return fmt.Sprintf("%s (undecodable: %v)", r.Key, err)
+		return nil, fmt.Sprintf("%s (undecodable: %v)", r.Key, err)
 	}
 	e, ok := v.(*events.LoyaltyError)
 	if !ok {
-		return fmt.Sprintf("%s: %T on the error topic", r.Key, v)
+		return nil, fmt.Sprintf("%s: %T on the error topic", r.Key, v)
 	}
 	code := ""
 	if e.APIErrorCode != nil {
 		code = " " + *e.APIErrorCode
 	}
-	return fmt.Sprintf("%s: %s%s: %s", e.TransactionID, e.Category, code, e.Detail)
+	return e, fmt.Sprintf("%s: %s%s: %s", e.TransactionID, e.Category, code, e.Detail)
 }
 
 // result sums up what run collected. avail is when each record was

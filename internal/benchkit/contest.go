@@ -383,6 +383,7 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 		var reps replies
 		reps, timing = coll.result(avail)
 		res.Results, res.Errors, res.Duplicates, res.FirstError = reps.results, reps.errors, reps.duplicates, reps.firstError
+		res.Exhausted = reps.exhausted
 		res.HandlerP50Ms = medianMs(reps.handlerMs)
 		if reps.foreign > 0 {
 			res.FirstError = strings.TrimSpace(fmt.Sprintf("%s; %d replies with unknown keys", res.FirstError, reps.foreign))
