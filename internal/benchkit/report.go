@@ -125,10 +125,10 @@ type Result struct {
 	// Events is the backlog the contestant was given; Done how many
 	// distinct records it answered: Results on the result topic (or
 	// successful calls for the ceiling) plus Errors.
-	Events     int    `json:"events"`
-	Done       int    `json:"done"`
-	Results    int    `json:"results"`
-	Errors     int    `json:"errors"`
+	Events  int `json:"events"`
+	Done    int `json:"done"`
+	Results int `json:"results"`
+	Errors  int `json:"errors"`
 	// Exhausted counts the Errors that are TRANSIENT_EXHAUSTED: records
 	// whose every attempt met a transient failure. Against a partner that
 	// injects faults some are expected (a share of about rate^attempts of
