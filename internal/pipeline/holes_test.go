@@ -36,6 +36,25 @@ func holdFirst(release <-chan struct{}, later *atomic.Int32) Handler {
 	})
 }
 
+// The drain tests' input: holesPerPart records in each of holeParts
+// partitions, keyed by holeKeys.
+const holeParts, holesPerPart = 2, 10
+
+func holeEnv(t *testing.T) *env {
+	e := newEnv(t, holeParts)
+	e.produce(holeParts*holesPerPart, func(i int) string { return holeKeys(i, holeParts) }, func(i int) int32 { return int32(i % holeParts) })
+	return e
+}
+
+// laterDone waits until every partition's records after the first two
+// are done.
+func laterDone(t *testing.T, later *atomic.Int32) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return later.Load() == holeParts*(holesPerPart-2), fmt.Sprintf("%d later records done", later.Load())
+	})
+}
+
 func holeKeys(i, parts int) string {
 	if p, off := i%parts, i/parts; off > 1 {
 		return fmt.Sprintf("k%d-%d", p, off)
@@ -64,18 +83,14 @@ func (s *revokeSignal) Assigned(_ string, _ []int32, assigned, _ bool) {
 // stopped at it, and the next owner redid (and answered again) every
 // record after it.
 func TestRevokeDrainRunsTheHoles(t *testing.T) {
-	const parts, perPart = 2, 10
-	e := newEnv(t, parts)
-	e.produce(parts*perPart, func(i int) string { return holeKeys(i, parts) }, func(i int) int32 { return int32(i % parts) })
+	e := holeEnv(t)
 	release := make(chan struct{})
 	var later atomic.Int32
 	o := e.opts("g", holdFirst(release, &later))
 	signal := &revokeSignal{revoked: make(chan struct{})}
 	o.Observer = signal
 	start(t, o)
-	eventually(t, 30*time.Second, func() (bool, string) {
-		return later.Load() == parts*(perPart-2), fmt.Sprintf("%d later records done", later.Load())
-	})
+	laterDone(t, &later)
 
 	second := o
 	second.Observer = nil
@@ -87,17 +102,14 @@ func TestRevokeDrainRunsTheHoles(t *testing.T) {
 	}
 	close(release)
 	e.waitCommittedToEnd("g")
-	got := e.outputs(outTopic, parts*perPart)
-	e.checkOutputs(got, true)
+	e.checkOutputs(e.outputs(outTopic, holeParts*holesPerPart), true)
 }
 
 // TestShutdownDrainRunsTheHoles: the same at shutdown. The member stops
 // while record 0 waits and record 1 waits behind it; its drain runs record
 // 1 too, and its final commit reaches the end of both partitions.
 func TestShutdownDrainRunsTheHoles(t *testing.T) {
-	const parts, perPart = 2, 10
-	e := newEnv(t, parts)
-	e.produce(parts*perPart, func(i int) string { return holeKeys(i, parts) }, func(i int) int32 { return int32(i % parts) })
+	e := holeEnv(t)
 	release := make(chan struct{})
 	var later atomic.Int32
 	p, err := New(e.opts("g", holdFirst(release, &later)))
@@ -108,9 +120,7 @@ func TestShutdownDrainRunsTheHoles(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	eventually(t, 30*time.Second, func() (bool, string) {
-		return later.Load() == parts*(perPart-2), fmt.Sprintf("%d later records done", later.Load())
-	})
+	laterDone(t, &later)
 	cancel()
 	eventually(t, 30*time.Second, func() (bool, string) { return p.isClosing(), "not draining yet" })
 	close(release)
@@ -123,7 +133,7 @@ func TestShutdownDrainRunsTheHoles(t *testing.T) {
 		t.Fatal("Run did not return")
 	}
 	e.waitCommittedToEnd("g")
-	e.checkOutputs(e.outputs(outTopic, parts*perPart), true)
+	e.checkOutputs(e.outputs(outTopic, holeParts*holesPerPart), true)
 }
 
 // TestFailureDrainsWithoutHoles: a record that stops Run (no fallback)
