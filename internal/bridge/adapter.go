@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -73,12 +74,19 @@ func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error
 
 // errorEvent builds j's error event. Minimal leaves out the original and
 // the copied headers: for an answer to a record whose outputs could not be
-// produced. Whatever the input, the event fits MaxOutputBytes, or the
-// record could never be answered and the pipeline would stop on it.
+// produced. Whatever the input, the event fits MaxOutputBytes by
+// construction: every text in it is bounded (the detail by MaxDetailBytes,
+// the partner's texts, ids and topic names by their own limits), so the event
+// without an original stays under ErrorEventBudget, and the original is
+// carried only when it fits beside that. A record that could not be answered
+// would stop the pipeline on it, for every replica that took its partition.
 func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause error, minimal bool) ([]*kgo.Record, error) {
+	var detail strings.Builder
+	// Clipped before the scrub too: a cause may quote megabytes.
+	detail.WriteString(clip(telemetry.ScrubString(clip(cause.Error(), 2*maxCauseBytes)), maxCauseBytes))
 	e := &events.LoyaltyError{Category: cat, Retryable: retryable(cat, cause), Attempts: int32(j.st.attempts),
-		Detail: telemetry.ScrubString(cause.Error()), ProcessedAt: b.now().UTC(),
-		Source: events.ErrorSource{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset, Timestamp: j.rec.Timestamp}}
+		ProcessedAt: b.now().UTC(),
+		Source:      events.ErrorSource{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset, Timestamp: j.rec.Timestamp}}
 	evType := "unknown"
 	if j.ev != nil {
 		e.TransactionID = j.ev.ID()
@@ -88,7 +96,7 @@ func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause er
 	}
 	if n := len(e.TransactionID); n > events.MaxIDLen {
 		// An invalid id of any size would be the key of the error event.
-		e.Detail += fmt.Sprintf(" (transactionId of %d bytes, over %d: keyed by source position)", n, events.MaxIDLen)
+		fmt.Fprintf(&detail, " (transactionId of %d bytes, over %d: keyed by source position)", n, events.MaxIDLen)
 		e.TransactionID = ""
 	}
 	if e.TransactionID == "" {
@@ -115,43 +123,35 @@ func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause er
 		e.ResultURL = optional(scrub(be.ResultURL))
 	}
 	var carried []kgo.RecordHeader
-	var drops []dropped
+	var drops drops
 	if !minimal {
 		carried, drops = carriedHeaders(j.rec.Headers)
-		for i, d := range drops {
-			if i == 0 {
-				e.Detail += "; input headers not copied: "
-			} else {
-				e.Detail += "; "
-			}
-			e.Detail += d.String()
+		if drops.n > 0 {
+			detail.WriteString("; input headers not copied: ")
+			detail.WriteString(drops.String())
 		}
 	}
 	original := len(j.rec.Key) + len(j.rec.Value)
-	switch {
+	switch limit := b.maxOriginal(); {
 	case minimal || !b.o.IncludeOriginal:
-	case original > MaxOriginalBytes:
+	case original > limit:
 		// Replay reads such an original from its source position while
 		// the topic retains it.
-		e.Detail += fmt.Sprintf(" (original of %d bytes not carried: over %d)", original, MaxOriginalBytes)
+		fmt.Fprintf(&detail, " (original not carried: %d bytes, over the %d an error event carries)", original, limit)
 	default:
 		e.OriginalKey = j.rec.Key
 		e.OriginalValue = j.rec.Value
 	}
+	e.Detail = clip(detail.String(), MaxDetailBytes)
 	out := b.topics.ErrorTopic(j.rec.Topic)
 	v, err := b.o.Codec.EncodeError(out, e)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: error event of %s on %s: %w", e.TransactionID, out, err)
 	}
 	rec := b.output(j.rec, out, e.TransactionID, evType, j.st.attempts, v, carried, drops)
-	if n := recordBytes(rec); n > b.o.MaxOutputBytes && e.OriginalValue != nil {
-		e.OriginalKey, e.OriginalValue = nil, nil
-		e.Detail += fmt.Sprintf(" (original not carried: the event would be %d bytes, over %d)", n, b.o.MaxOutputBytes)
-		if rec.Value, err = b.o.Codec.EncodeError(out, e); err != nil {
-			return nil, fmt.Errorf("bridge: error event of %s on %s: %w", e.TransactionID, out, err)
-		}
-	}
 	if n := recordBytes(rec); n > b.o.MaxOutputBytes {
+		// Unreachable while the bounds above hold (TestErrorEventBudget):
+		// a bug, which the pipeline's fallback answers with a minimal event.
 		return nil, fmt.Errorf("bridge: error event of %s on %s is %d bytes, over %d", e.TransactionID, out, n, b.o.MaxOutputBytes)
 	}
 	if m := b.o.Metrics; m != nil {
@@ -170,6 +170,28 @@ func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause er
 	return []*kgo.Record{rec}, nil
 }
 
+// maxOriginal is the largest original (key and value) an error event
+// carries: what fits beside the rest of the event under MaxOutputBytes, and
+// never over MaxOriginalBytes.
+func (b *Bridge) maxOriginal() int {
+	return min(MaxOriginalBytes, b.o.MaxOutputBytes-ErrorEventBudget)
+}
+
+// clip returns s when it is at most n bytes, and otherwise its first bytes,
+// cut at a character boundary, and a note of how much was cut, n bytes at
+// most in all.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	note := fmt.Sprintf("… (cut from %d bytes)", len(s))
+	keep := max(n-len(note), 0)
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + note
+}
+
 // retryable is the error event's retryable flag: may replaying the same
 // record later succeed?
 func retryable(cat events.Category, cause error) bool {
@@ -184,7 +206,7 @@ func retryable(cat events.Category, cause error) bool {
 
 // output is an output record with the bridge's headers, the input headers
 // it carries and the names of those it dropped.
-func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int, value []byte, carried []kgo.RecordHeader, drops []dropped) *kgo.Record {
+func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int, value []byte, carried []kgo.RecordHeader, d drops) *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, 9)
 	h = append(h,
 		kgo.RecordHeader{Key: HeaderEventType, Value: []byte(evType)},
@@ -194,14 +216,8 @@ func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int,
 		kgo.RecordHeader{Key: HeaderAttempts, Value: strconv.AppendInt(nil, int64(attempts), 10)},
 	)
 	h = append(h, carried...)
-	if len(drops) > 0 {
-		names := make([]string, 0, len(drops))
-		for _, d := range drops {
-			if !slices.Contains(names, d.name) {
-				names = append(names, d.name)
-			}
-		}
-		h = append(h, kgo.RecordHeader{Key: HeaderDroppedHeaders, Value: []byte(strings.Join(names, ","))})
+	if len(d.names) > 0 {
+		h = append(h, kgo.RecordHeader{Key: HeaderDroppedHeaders, Value: []byte(strings.Join(d.names, ","))})
 	}
 	if b.o.Replay {
 		h = append(h, kgo.RecordHeader{Key: HeaderReplayed, Value: []byte("true")})

@@ -31,6 +31,21 @@ const MaxOriginalBytes = 512 << 10
 // max.message.bytes (1,048,588).
 const DefaultMaxOutputBytes = 1_000_000
 
+// MaxDetailBytes bounds an error event's detail. The detail is built from
+// error texts, some of them the partner's or the input's; unbounded, a
+// record could make its own error event too large to produce.
+const MaxDetailBytes = 4 << 10
+
+// maxCauseBytes bounds the part of the detail that is the cause's text,
+// leaving room for the notes added after it.
+const maxCauseBytes = 3 << 10
+
+// ErrorEventBudget bounds an error event without its original: key, value
+// and headers, every text in it at its limit (TestErrorEventBudget). An
+// original is carried only when it fits under MaxOutputBytes beside it, and
+// MaxOutputBytes may not be smaller.
+const ErrorEventBudget = 16 << 10
+
 // Header names of output records.
 const (
 	HeaderEventType       = "event-type"
@@ -165,8 +180,8 @@ func New(o Options) (*Bridge, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("bridge: %w", errors.Join(errs...))
 	}
-	if o.MaxOutputBytes < 0 {
-		return nil, fmt.Errorf("bridge: MaxOutputBytes %d: must not be negative", o.MaxOutputBytes)
+	if o.MaxOutputBytes != 0 && o.MaxOutputBytes < ErrorEventBudget {
+		return nil, fmt.Errorf("bridge: MaxOutputBytes %d: below %d, the size an error event may need without its original", o.MaxOutputBytes, ErrorEventBudget)
 	}
 	if o.MaxOutputBytes == 0 {
 		o.MaxOutputBytes = DefaultMaxOutputBytes

@@ -70,7 +70,7 @@ type stackOpts struct {
 
 // stack is one test's world. Everything is closed by t.Cleanup.
 type stack struct {
-	t       *testing.T
+	t       testing.TB
 	cluster *kfake.Cluster
 	brokers []string
 	sim     *sim.Server
@@ -103,7 +103,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newStack(t *testing.T, o stackOpts) *stack {
+func newStack(t testing.TB, o stackOpts) *stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -372,7 +372,7 @@ func (s *stack) start(o memberOpts) *member {
 }
 
 // halt cancels the member and waits for Run; safe to call twice.
-func (m *member) halt(t *testing.T) {
+func (m *member) halt(t testing.TB) {
 	t.Helper()
 	if m.done == nil {
 		return

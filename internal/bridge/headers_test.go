@@ -117,3 +117,66 @@ func size(r *kgo.Record) int {
 	}
 	return n
 }
+
+// The security review's record: an invalid purchase carrying 40,000 empty
+// correlation-id headers (640 KB, under Kafka's default limit). Every
+// dropped header was a line of the error event's detail, appended with +=:
+// 48 s of CPU, an event over the message limit, a fallback that built it
+// again and failed the same way, and a pipeline stopped on the record for
+// every replica that took the partition. Now the detail names the first
+// few and counts the rest, and the event fits whatever the flood.
+func TestHeaderFlood(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	b := s.bridge(func(o *bridge.Options) { o.IncludeOriginal = true })
+	pt := topics.Purchase
+	flood := func(n int, keys ...string) []kgo.RecordHeader {
+		h := make([]kgo.RecordHeader, n)
+		for i := range h {
+			h[i] = kgo.RecordHeader{Key: keys[i%len(keys)]}
+		}
+		return h
+	}
+	for _, c := range []struct {
+		name    string
+		headers []kgo.RecordHeader
+		dropped string
+		more    string
+	}{
+		{"40,000 empty correlation-ids", flood(40_000, "correlation-id"), "correlation-id", "and 39996 more"},
+		{"both names, 20,000 each", flood(40_000, "traceparent", "correlation-id"), "traceparent,correlation-id", "and 39996 more"},
+		{"5 repeats", flood(5, "correlation-id"), "correlation-id", "and 1 more"},
+		{"4 repeats", flood(4, "correlation-id"), "correlation-id", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bad := s.handle(b, s.record(pt, purchase("flood-bad", 1, -1), c.headers...), false)
+			if bad.err == nil || bad.err.Category != "VALIDATION" {
+				t.Fatalf("invalid purchase: %s", bad.outcome())
+			}
+			if n := len(bad.err.Detail); n > bridge.MaxDetailBytes {
+				t.Errorf("detail of %d bytes, over %d", n, bridge.MaxDetailBytes)
+			}
+			if got := strings.Count(bad.err.Detail, "(empty)") + strings.Count(bad.err.Detail, "(repeated)") +
+				strings.Count(bad.err.Detail, "not a W3C traceparent"); got != min(len(c.headers), 4) {
+				t.Errorf("detail names %d dropped headers, want %d: %q", got, min(len(c.headers), 4), bad.err.Detail)
+			}
+			if c.more != "" && !strings.Contains(bad.err.Detail, c.more) {
+				t.Errorf("detail does not count the rest (%q): %q", c.more, bad.err.Detail)
+			}
+			if c.more == "" && strings.Contains(bad.err.Detail, "more") {
+				t.Errorf("detail counts more than there are: %q", bad.err.Detail)
+			}
+			ok := s.handle(b, s.record(pt, purchase("flood-ok-"+c.name, 1, 1000), c.headers...), false)
+			if ok.result == nil {
+				t.Fatalf("valid purchase: %s", ok.outcome())
+			}
+			for _, r := range []reply{bad, ok} {
+				if r.header("dropped-headers") != c.dropped || r.header("correlation-id") != "" {
+					t.Errorf("%s: dropped-headers %q, correlation-id %q", r.outcome(), r.header("dropped-headers"), r.header("correlation-id"))
+				}
+				if n := size(r.rec); n > bridge.DefaultMaxOutputBytes {
+					t.Errorf("%s: %d bytes", r.outcome(), n)
+				}
+			}
+		})
+	}
+}

@@ -28,7 +28,7 @@ import (
 // the original again, and the pipeline stopped on that record for good.
 // Error events now carry originals up to bridge.MaxOriginalBytes only.
 func TestHostileSizes(t *testing.T) {
-	for _, tc := range []hostile{
+	for _, tc := range []sizeCase{
 		{name: "900 KB description", size: 900_000},
 		{name: "1 MB description", size: 1_000_000},
 		// The security review's reproduction: with originals carried, a
@@ -46,7 +46,7 @@ func TestHostileSizes(t *testing.T) {
 	}
 }
 
-type hostile struct {
+type sizeCase struct {
 	name        string
 	size        int  // of the description
 	headers     int  // size of a correlation-id and a traceparent header, if not 0
@@ -54,7 +54,7 @@ type hostile struct {
 	errTopicMax int  // max.message.bytes of the error topic, if not 0
 }
 
-func hostileSize(t *testing.T, tc hostile) {
+func hostileSize(t *testing.T, tc sizeCase) {
 	s := newStack(t)
 	cfg := stackConfig(t, s, func(c *config.Config) { c.Processing.IncludeOriginal = tc.original })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
