@@ -199,8 +199,13 @@
 // well-formed (dropped-headers names the others); replayed: true in replay
 // mode. Error events carry the source position and timestamp and, with
 // IncludeOriginal, the original key and value. Every output fits
-// MaxOutputBytes, and an output the broker refuses as too large is answered
-// by a minimal error event, so that no input can stop the pipeline. No output
+// MaxOutputBytes by construction: an error event's texts are bounded (the
+// detail by MaxDetailBytes; dropped headers are named up to four and the
+// rest counted, however many a record carries), so without its original it
+// stays under ErrorEventBudget, and the original is carried only when it
+// fits beside that. An output the broker refuses as too large (a reply
+// topic with a lower max.message.bytes) is answered by a minimal error
+// event, so that no input can stop the pipeline. No output
 // and no log line carries personal data (onboarding's phone, names, e-mail,
 // ID and passport numbers, address, birthday) or a secret: results copy only
 // ids, points and API references, and API error texts are stripped of the
