@@ -57,6 +57,9 @@ type API struct {
 	MaxAttempts  int
 	MaxElapsed   time.Duration
 	MaxConns     int // 0: the caller's default (BuildOptions.MaxConns)
+	// MaxResponseBytes bounds the body of one partner answer
+	// (loyalty.Options.MaxResponseBytes).
+	MaxResponseBytes int
 	CAFile       string
 	CertFile     string
 	KeyFile      string
@@ -75,8 +78,8 @@ const APIEnvPrefix = EnvPrefix + "API_"
 
 // Define defines the section's flags on b's flag set and binds each to
 // LOYALTY_BRIDGE_API_<name>. prefix goes before the connection settings'
-// flag names (base-url, timeout, max-attempts, max-elapsed, max-conns and
-// the TLS files): `run` uses "api-" beside its other settings, `api` none.
+// flag names (base-url, timeout, max-attempts, max-elapsed, max-conns,
+// max-response-bytes and the TLS files): `run` uses "api-" beside its other settings, `api` none.
 // The credentials' flags have no prefix in either.
 func (a *API) Define(b *flagenv.Binder, prefix string) {
 	a.prefix, a.binder = prefix, b
@@ -97,11 +100,13 @@ func (a *API) Define(b *flagenv.Binder, prefix string) {
 	fs.IntVar(&a.MaxAttempts, conn("max-attempts"), loyalty.DefaultMaxAttempts, "attempts of one API call at retryable failures, the first included")
 	fs.DurationVar(&a.MaxElapsed, conn("max-elapsed"), loyalty.DefaultMaxElapsed, "time limit of one API call with its retries")
 	fs.IntVar(&a.MaxConns, conn("max-conns"), 0, "connections to the partner API (0: --max-in-flight for run and replay, 4 for api)")
+	fs.IntVar(&a.MaxResponseBytes, conn("max-response-bytes"), loyalty.DefaultMaxResponseBytes,
+		fmt.Sprintf("largest partner answer body read, in bytes (at most %d); a longer one is a malformed answer. Each call in flight may hold this much", loyalty.MaxResponseBytesLimit))
 	fs.StringVar(&a.CAFile, conn("ca-file"), "", "PEM CA bundle to trust for the partner API besides the system roots")
 	fs.StringVar(&a.CertFile, conn("cert-file"), "", "client certificate (PEM) for mutual TLS with the partner API")
 	fs.StringVar(&a.KeyFile, conn("key-file"), "", "client certificate key (PEM)")
 	a.AllowInsecure = allowInsecure(b)
-	for _, name := range []string{"base-url", "timeout", "max-attempts", "max-elapsed", "max-conns", "ca-file", "cert-file", "key-file"} {
+	for _, name := range []string{"base-url", "timeout", "max-attempts", "max-elapsed", "max-conns", "max-response-bytes", "ca-file", "cert-file", "key-file"} {
 		bind(conn(name), name)
 	}
 	for _, name := range []string{"auth-url", "realm", "client-id", "username", "partner-key", "partner-key-id", "grant"} {
@@ -166,6 +171,9 @@ func (a *API) Validate() error {
 	}
 	if a.MaxConns < 0 {
 		bad("%s %d: must not be negative", a.flag("max-conns"), a.MaxConns)
+	}
+	if a.MaxResponseBytes < 1 || a.MaxResponseBytes > loyalty.MaxResponseBytesLimit {
+		bad("%s %d: want 1 to %d (the spec's answers are under 1 KB)", a.flag("max-response-bytes"), a.MaxResponseBytes, loyalty.MaxResponseBytesLimit)
 	}
 	if (a.CertFile == "") != (a.KeyFile == "") {
 		bad("%s and %s go together", a.flag("cert-file"), a.flag("key-file"))
@@ -310,7 +318,7 @@ func (a *API) Build(o BuildOptions) (_ *APIClient, err error) {
 		return nil, fmt.Errorf("partner API token grant: %w", err)
 	}
 	c.Tokens = tokensource.NewCache(grant, tokensource.CacheOptions{FetchTimeout: a.Timeout, Logger: log.Named("token"), OnGrant: o.OnGrant})
-	opts := loyalty.Options{BaseURL: a.BaseURL, HTTPClient: hc, Tokens: c.Tokens, Timeout: a.Timeout,
+	opts := loyalty.Options{BaseURL: a.BaseURL, HTTPClient: hc, Tokens: c.Tokens, Timeout: a.Timeout, MaxResponseBytes: a.MaxResponseBytes,
 		Retry:             loyalty.RetryPolicy{MaxAttempts: a.MaxAttempts, MaxElapsed: a.MaxElapsed},
 		AccrualDateFormat: o.Profile.AccrualFormat(), FractionalPoints: o.Profile.Fractions(), Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, Calls: o.Calls, OnCalls: o.OnCalls, Sleep: o.Wait,
 		WriteGate: o.WriteGate}

@@ -43,7 +43,20 @@ const (
 	DefaultMaxElapsed    = 30 * time.Second
 	DefaultMaxRetryAfter = 30 * time.Second
 	DefaultTimeout       = 10 * time.Second
+	// DefaultMaxResponseBytes bounds the body of one answer (Options.
+	// MaxResponseBytes). The spec's answers are under 1 KB; a gateway's
+	// error page may be far larger, and every attempt in flight holds its
+	// body: 256 attempts at 64 KiB are 16 MiB.
+	DefaultMaxResponseBytes = 64 << 10
+	// MaxResponseBytesLimit is the largest Options.MaxResponseBytes New
+	// accepts: 256 attempts in flight at 1 MiB are already half of a
+	// 512 MiB container.
+	MaxResponseBytesLimit = 1 << 20
 )
+
+// ErrResponseTooLarge is the cause of a *MalformedResponseError whose
+// answer's body was over Options.MaxResponseBytes.
+var ErrResponseTooLarge = errors.New("answer body over the size limit")
 
 // RedemptionSigner makes the redemption `sign` (a *signing.Signer does).
 type RedemptionSigner interface {
@@ -64,6 +77,12 @@ type Options struct {
 	// Timeout bounds one attempt, from sending to the end of the body
 	// (default 10 s).
 	Timeout time.Duration
+	// MaxResponseBytes bounds the body of one answer, whatever its status
+	// (default DefaultMaxResponseBytes, at most MaxResponseBytesLimit). A
+	// longer body is a *MalformedResponseError (ErrResponseTooLarge): no
+	// more of it is read than the limit and a byte, none when its
+	// Content-Length says it is over, and its connection is dropped.
+	MaxResponseBytes int
 	Retry   RetryPolicy
 	// Signer signs redemptions that arrive without a sign.
 	Signer RedemptionSigner
@@ -132,6 +151,7 @@ type Client struct {
 	hc      *http.Client
 	ownHC   bool
 	timeout time.Duration
+	maxBody int // Options.MaxResponseBytes
 	retry   RetryPolicy
 	signer  RedemptionSigner
 	datefmt DateFormat
@@ -163,6 +183,9 @@ func New(opts Options) (*Client, error) {
 	if r.MaxAttempts < 0 || r.Initial < 0 || r.Max < 0 || r.MaxElapsed < 0 || r.MaxRetryAfter < 0 || opts.Timeout < 0 || opts.MaxCalls < 0 {
 		errs = append(errs, errors.New("loyalty: retry settings and Timeout must not be negative"))
 	}
+	if opts.MaxResponseBytes < 0 || opts.MaxResponseBytes > MaxResponseBytesLimit {
+		errs = append(errs, fmt.Errorf("loyalty: MaxResponseBytes %d: want 1 to %d (0: %d)", opts.MaxResponseBytes, MaxResponseBytesLimit, DefaultMaxResponseBytes))
+	}
 	df, err := ParseDateFormat(string(opts.AccrualDateFormat))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("loyalty: AccrualDateFormat: %w", err))
@@ -172,7 +195,7 @@ func New(opts Options) (*Client, error) {
 		errs = append(errs, fmt.Errorf("loyalty: FractionalPoints: %w", err))
 	}
 	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), tokens: opts.Tokens, hc: opts.HTTPClient,
-		timeout: opts.Timeout, retry: r, signer: opts.Signer, datefmt: df, frac: partnerprofile.Profile{FractionalPoints: frac}.Fractions(), log: opts.Logger,
+		timeout: opts.Timeout, maxBody: opts.MaxResponseBytes, retry: r, signer: opts.Signer, datefmt: df, frac: partnerprofile.Profile{FractionalPoints: frac}.Fractions(), log: opts.Logger,
 		onRetry: opts.OnRetry, onCalls: opts.OnCalls, sleep: opts.Sleep, rand: opts.Rand, now: opts.Now, calls: opts.Calls,
 		gate: opts.WriteGate}
 	if c.calls == nil && opts.MaxCalls > 0 {
@@ -195,6 +218,9 @@ func New(opts Options) (*Client, error) {
 	}
 	if c.timeout == 0 {
 		c.timeout = DefaultTimeout
+	}
+	if c.maxBody == 0 {
+		c.maxBody = DefaultMaxResponseBytes
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -261,9 +287,6 @@ var (
 	epLookup         = endpoint{"lookup-transaction", http.MethodPost, "/api-point/partner/v1/lookup-transaction-id", false}
 )
 
-// maxResponse bounds how much of an answer is read.
-const maxResponse = 4 << 20
-
 // envelope is the success envelope with data of type T; Errors is kept raw
 // to spot an error envelope answered with a 2xx.
 type envelope[T any] struct {
@@ -294,6 +317,7 @@ type attemptResult struct {
 	retryAfter time.Duration
 	body       []byte
 	location   string // of a 3xx answer, which is never followed
+	overLimit  int    // the Options.MaxResponseBytes the body is over (not read to its end); 0 if it is not
 	err        error  // transport error or attempt timeout (body read included)
 	wrote      bool   // the whole request reached the connection
 }
@@ -393,6 +417,9 @@ func (c *Client) interpret(ctx context.Context, ep endpoint, ref string, info *C
 		return &TransientError{Op: ep.name, Ref: ref, Status: res.status, RetryAfter: res.retryAfter,
 			Attempts: info.Attempts, Ambiguous: ambiguous, Err: err}
 	}
+	if res.err == nil && res.overLimit > 0 {
+		return true, nil // malformed, whatever the status (decodeData)
+	}
 	if res.err != nil {
 		ambiguous := ep.write && res.wrote
 		if ctx.Err() != nil { // the caller gave up: stop, saying what we know
@@ -431,6 +458,13 @@ func (c *Client) interpret(ctx context.Context, ep endpoint, ref string, info *C
 // decodeData turns a finished attempt into the call's value or typed error.
 func decodeData[T any](ep endpoint, ref string, info *CallInfo, res attemptResult) (*T, CallInfo, error) {
 	s := res.status
+	if res.overLimit > 0 {
+		// Ambiguous as the status alone would be (interpret): a write
+		// answered 2xx, or 5xx but 503, may have been applied.
+		info.Ambiguous = ep.write && (s >= 200 && s < 300 || s >= 500 && s != http.StatusServiceUnavailable)
+		return nil, *info, &MalformedResponseError{Op: ep.name, Ref: ref, HTTPStatus: s, Ambiguous: info.Ambiguous,
+			Err: fmt.Errorf("%w of %d bytes", ErrResponseTooLarge, res.overLimit)}
+	}
 	if s >= 200 && s < 300 {
 		var env envelope[T]
 		err := json.Unmarshal(res.body, &env)
@@ -513,7 +547,7 @@ type WriteGate interface {
 }
 
 // attempt makes one HTTP request, bounded by the per-attempt timeout, and
-// reads the whole answer.
+// reads the whole answer unless it is over c.maxBody.
 func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payload []byte, tok tokensource.Token) (res attemptResult) {
 	gate := c.gate
 	if !ep.write {
@@ -571,17 +605,26 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payloa
 	if err != nil {
 		return attemptResult{err: transportErr(actx, ctx, err), wrote: wrote.Load()}
 	}
+	// Closing a body that was not read to its end drops the connection
+	// instead of draining it: an over-limit answer costs a new connection,
+	// never more reading.
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
-	res = attemptResult{status: resp.StatusCode, body: body, wrote: true, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
+	res = attemptResult{status: resp.StatusCode, wrote: true, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
 	if noredirect.IsRedirect(resp.StatusCode) {
 		res.location = resp.Header.Get("Location")
 	}
+	if resp.ContentLength > int64(c.maxBody) {
+		res.overLimit = c.maxBody
+		return res
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(c.maxBody)+1))
 	switch {
 	case err != nil:
 		res.err = transportErr(actx, ctx, err)
-	case len(body) > maxResponse:
-		res.body = nil // decodes as malformed, without scanning megabytes
+	case len(body) > c.maxBody:
+		res.overLimit = c.maxBody
+	default:
+		res.body = body
 	}
 	return res
 }

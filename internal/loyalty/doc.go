@@ -70,7 +70,14 @@
 //     or refused as Options.FractionalPoints says, anything out of range
 //     refused;
 //   - unlink-member answered data false: a *BusinessError whose Data is
-//     "false" (not applied, the partner's answer).
+//     "false" (not applied, the partner's answer);
+//   - whatever the status, a body over Options.MaxResponseBytes (default
+//     64 KiB; the spec's are under 1 KB): *MalformedResponseError
+//     (ErrResponseTooLarge), Ambiguous for a write answered 2xx or 5xx
+//     but 503. No more than the limit and a byte is read (nothing when
+//     Content-Length says it is over) and the connection is dropped, so
+//     a gateway's large error pages under load cost each attempt in
+//     flight at most the limit, not the page.
 //
 // # The partner profile
 //

@@ -169,8 +169,10 @@ func (e *TransientError) Error() string {
 func (e *TransientError) Unwrap() error { return e.Err }
 
 // MalformedResponseError: a 2xx answer we cannot read (not the spec's JSON
-// envelope), or a redirect, which is never followed. Ambiguous when it
-// answered a write with 2xx. An API failure. (A 4xx we cannot read is a
+// envelope), a redirect, which is never followed, or an answer of any
+// status whose body is over Options.MaxResponseBytes (ErrResponseTooLarge).
+// Ambiguous when it answered a write with 2xx, or, over the limit, with a
+// 5xx other than 503. An API failure. (A 4xx we cannot read is a
 // *RejectedError.)
 type MalformedResponseError struct {
 	Op, Ref    string
