@@ -31,4 +31,9 @@
 // requests name their own endpoint (EndpointToken, EndpointExchange) in
 // their context (internal/apiendpoint) for the transport's metrics; grants
 // are counted by the Cache's OnGrant, once per grant.
+//
+// An answer is read up to MaxResponseBytes; a longer one is a malformed
+// answer, read no further. An OAuth2 error code is kept only when it looks
+// like one (sanitizeCode): the identity provider's text travels into logs,
+// readiness and error events, and is bounded before it leaves here.
 package tokensource

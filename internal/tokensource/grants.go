@@ -40,8 +40,17 @@ const (
 	EndpointExchange = "exchange-token" // the exchange grant
 )
 
-// maxBody bounds how much of a token response is read.
-const maxBody = 1 << 20
+// MaxResponseBytes bounds how much of a token answer is read. A
+// Keycloak answer with two JWTs is a few KB; a larger body is a malformed
+// answer, read no further (its connection is dropped), so an identity
+// provider or gateway answering megabytes costs each grant this much at
+// most.
+const MaxResponseBytes = 64 << 10
+
+// maxCode bounds the OAuth2 error code kept from an answer (Error.Code).
+// The codes are short words (invalid_grant); the field is the server's
+// text and travels into logs and error events.
+const maxCode = 64
 
 // tokenResponse is the identity provider's answer (both token calls and
 // exchange-token share the fields).
@@ -85,10 +94,18 @@ func (p poster) post(ctx context.Context, grant, target, contentType string, bod
 	if err != nil {
 		return Token{}, &Error{Grant: grant, Err: cleanTransportErr(err)}
 	}
+	// Closing a body not read to its end drops the connection, unread.
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	tooLarge := &Error{Grant: grant, Status: resp.StatusCode, Err: fmt.Errorf("%w: body over %d bytes", errDecode, MaxResponseBytes)}
+	if resp.ContentLength > MaxResponseBytes {
+		return Token{}, tooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
 	if err != nil {
 		return Token{}, &Error{Grant: grant, Status: resp.StatusCode, Err: cleanTransportErr(err)}
+	}
+	if len(data) > MaxResponseBytes {
+		return Token{}, tooLarge
 	}
 	if noredirect.IsRedirect(resp.StatusCode) {
 		return Token{}, &Error{Grant: grant, Status: resp.StatusCode, Err: noredirect.Error(resp.StatusCode, resp.Header.Get("Location"))}
@@ -97,11 +114,11 @@ func (p poster) post(ctx context.Context, grant, target, contentType string, bod
 		e := &Error{Grant: grant, Status: resp.StatusCode}
 		var er errorResponse
 		if json.Unmarshal(data, &er) == nil {
-			e.Code, e.Description = er.Error, sanitizeDescription(er.ErrorDescription)
+			e.Code, e.Description = sanitizeCode(er.Error), sanitizeDescription(er.ErrorDescription)
 			if e.Code == "" && er.Errors != nil {
-				e.Code = er.Errors.Code
+				e.Code = sanitizeCode(er.Errors.Code)
 				if e.Code == "" {
-					e.Code = er.Errors.ErrorCode
+					e.Code = sanitizeCode(er.Errors.ErrorCode)
 				}
 			}
 		}
@@ -130,6 +147,27 @@ func (p poster) post(ctx context.Context, grant, target, contentType string, bod
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// sanitizeCode keeps an error code that looks like one: at most maxCode
+// letters, digits and _ . : -, not token-shaped. Anything else is the
+// server's free text, and is replaced by a marker.
+func sanitizeCode(s string) string {
+	if s == "" {
+		return ""
+	}
+	if len(s) > maxCode || strings.Contains(s, "eyJ") {
+		return unreadableCode
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_.:-", r)) {
+			return unreadableCode
+		}
+	}
+	return s
+}
+
+// unreadableCode replaces an error code that sanitizeCode refuses.
+const unreadableCode = "(unreadable error code)"
 
 // sanitizeDescription keeps the identity provider's description short and
 // free of anything token-shaped.
