@@ -60,9 +60,9 @@ type API struct {
 	// MaxResponseBytes bounds the body of one partner answer
 	// (loyalty.Options.MaxResponseBytes).
 	MaxResponseBytes int
-	CAFile       string
-	CertFile     string
-	KeyFile      string
+	CAFile           string
+	CertFile         string
+	KeyFile          string
 	// AllowInsecure is --allow-insecure, shared with the other sections.
 	AllowInsecure *bool
 

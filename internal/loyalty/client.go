@@ -83,7 +83,7 @@ type Options struct {
 	// more of it is read than the limit and a byte, none when its
 	// Content-Length says it is over, and its connection is dropped.
 	MaxResponseBytes int
-	Retry   RetryPolicy
+	Retry            RetryPolicy
 	// Signer signs redemptions that arrive without a sign.
 	Signer RedemptionSigner
 	// AccrualDateFormat is used for an AccrualRequest whose
