@@ -113,7 +113,7 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 		d.Log.Warn(w)
 	}
 	d.Metrics = telemetry.NewMetrics()
-	d.Health = telemetry.NewHealth()
+	d.Health = telemetry.NewHealth(telemetry.HealthOptions{Logger: d.Log.Named("health")})
 	ctx, cancel := context.WithTimeout(ctx, cfg.Ops.StartupTimeout)
 	defer cancel()
 
@@ -220,10 +220,11 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 	// A grant that succeeds does not prove the API takes its tokens: the
 	// hold knows when it refuses them.
 	d.Health.Check("credentials", func(context.Context) error { return d.Hold.Health() })
-	d.Health.Check("registry", func(ctx context.Context) error {
+	// Shared: every probe would otherwise be a registry request.
+	d.Health.Check("registry", telemetry.Shared(func(ctx context.Context) error {
 		_, err := d.Registry.Subjects(ctx)
 		return err
-	})
+	}, telemetry.ShareOptions{}))
 	if s.ln == nil && cfg.Ops.MetricsAddr != "" {
 		if s.ln, err = net.Listen("tcp", cfg.Ops.MetricsAddr); err != nil {
 			return nil, fmt.Errorf("--metrics-addr: %w", err)

@@ -11,6 +11,13 @@
 // record values; redaction is the net under that rule, not a licence to
 // break it.
 //
+// /readyz answers each check's name and state ("registry: failing"),
+// never its error: the errors carry peers' text, and the port is open to
+// whatever reaches the pod. A check's detail is logged when its state
+// changes, not per probe. A check that asks a peer is wrapped in Shared,
+// so that probes, however many and however often, cost the peer one
+// request per TTL. The server bounds header size and every timeout.
+//
 // API calls are labelled by the endpoint the caller names in the request's
 // context (internal/apiendpoint), never by parsing the URL; token grants are
 // counted by the token cache (Metrics.TokenGrant), not by the transport.

@@ -2,38 +2,73 @@ package telemetry
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
 )
+
+// HealthOptions configures NewHealth. The zero value is useful.
+type HealthOptions struct {
+	// Logger hears a check's failure, with its detail, when the check
+	// starts failing, and its recovery (default no-op). It hears nothing
+	// while a check keeps its state, so a probe every second does not
+	// flood the log.
+	Logger *zap.Logger
+}
 
 // Health holds named readiness checks. /healthz answers 200 while the
 // process serves HTTP at all; /readyz answers 200 only when every check
 // passes (joined the group, token obtained, registry reachable …).
+//
+// /readyz shows each check's name and state, never its error: a check's
+// error may carry a peer's text (an identity provider's error field, a
+// registry's message), and the port is reachable by whatever reaches the
+// pod. The detail goes to the log, once per change of state.
 type Health struct {
-	mu     sync.Mutex
-	checks map[string]func(context.Context) error
+	log *zap.Logger
+
+	mu      sync.Mutex
+	checks  map[string]func(context.Context) error
+	failing map[string]bool // the state each check was last seen in, for logging changes
 }
 
 // NewHealth returns a Health with no checks (ready).
-func NewHealth() *Health { return &Health{checks: map[string]func(context.Context) error{}} }
+func NewHealth(opts HealthOptions) *Health {
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Health{log: log, checks: map[string]func(context.Context) error{}, failing: map[string]bool{}}
+}
 
 // Check registers or replaces a readiness check. A check must be quick;
-// Ready gives all of them together one second.
+// Ready gives all of them together one second. A check that asks a peer
+// should be wrapped in Shared, so that probes do not become requests.
 func (h *Health) Check(name string, fn func(context.Context) error) {
 	h.mu.Lock()
 	h.checks[name] = fn
 	h.mu.Unlock()
 }
 
-// Ready runs every check and returns their failures by name.
-func (h *Health) Ready(ctx context.Context) map[string]string {
+// CheckState is one check's result, as /readyz shows it.
+type CheckState struct {
+	Name string
+	OK   bool
+}
+
+// maxDetail bounds the failure detail logged for a check: the error may
+// quote a peer.
+const maxDetail = 512
+
+// Ready runs every check and returns their states, sorted by name. A
+// check that changes state is logged (see HealthOptions.Logger).
+func (h *Health) Ready(ctx context.Context) []CheckState {
 	h.mu.Lock()
 	checks := make(map[string]func(context.Context) error, len(h.checks))
 	for k, v := range h.checks {
@@ -42,16 +77,48 @@ func (h *Health) Ready(ctx context.Context) map[string]string {
 	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	failed := map[string]string{}
+	states := make([]CheckState, 0, len(checks))
 	for name, fn := range checks {
-		if err := fn(ctx); err != nil {
-			failed[name] = err.Error()
-		}
+		err := fn(ctx)
+		states = append(states, CheckState{Name: name, OK: err == nil})
+		h.observe(name, err)
 	}
-	return failed
+	sort.Slice(states, func(i, j int) bool { return states[i].Name < states[j].Name })
+	return states
 }
 
-// Handler serves /metrics, /healthz and /readyz.
+// observe logs a check's change of state. A check is passing until it is
+// seen failing.
+func (h *Health) observe(name string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	was := h.failing[name]
+	switch {
+	case err != nil && !was:
+		h.failing[name] = true
+		h.log.Warn("readiness check failing", zap.String("check", name), zap.String("detail", detail(err)))
+	case err == nil && was:
+		delete(h.failing, name)
+		h.log.Info("readiness check passing", zap.String("check", name))
+	}
+}
+
+// detail is err's text, cut to maxDetail bytes on a character boundary.
+func detail(err error) string {
+	s := err.Error()
+	if len(s) <= maxDetail {
+		return s
+	}
+	cut := maxDetail
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// Handler serves /metrics, /healthz and /readyz. /readyz answers one line
+// per check, "name: ok" or "name: failing", sorted by name, with 200 when
+// all pass and 503 otherwise.
 func Handler(m *Metrics, h *Health) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
@@ -60,50 +127,20 @@ func Handler(m *Metrics, h *Health) http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		failed := h.Ready(r.Context())
-		names := make([]string, 0, len(failed))
-		for n := range failed {
-			names = append(names, n)
+		var b strings.Builder
+		ready := true
+		for _, s := range h.Ready(r.Context()) {
+			state := "ok"
+			if !s.OK {
+				state, ready = "failing", false
+			}
+			b.WriteString(s.Name + ": " + state + "\n")
 		}
-		sort.Strings(names)
-		w.Header().Set("Content-Type", "application/json")
-		if len(failed) > 0 {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ready {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"ready": len(failed) == 0, "failing": failed})
+		_, _ = w.Write([]byte(b.String()))
 	})
 	return mux
-}
-
-// Serve runs the telemetry endpoints on addr until ctx ends, then shuts the
-// server down gracefully. An empty addr serves nothing and waits for ctx.
-func Serve(ctx context.Context, addr string, handler http.Handler) error {
-	if addr == "" {
-		<-ctx.Done()
-		return nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	return ServeListener(ctx, ln, handler)
-}
-
-// ServeListener is Serve on an open listener (tests use port 0).
-func ServeListener(ctx context.Context, ln net.Listener, handler http.Handler) error {
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := srv.Shutdown(shutdownCtx)
-	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) {
-		return serveErr
-	}
-	return err
 }

@@ -93,7 +93,7 @@ func TestEndpoints(t *testing.T) {
 	m.SetOffsets("loyalty.purchase", 3, 90, 100)
 	m.TokenGrant(nil)
 
-	h := NewHealth()
+	h := NewHealth(HealthOptions{})
 	var joined atomic.Bool
 	h.Check("group", func(context.Context) error {
 		if !joined.Load() {
@@ -123,12 +123,12 @@ func TestEndpoints(t *testing.T) {
 	if code, _ := get("/healthz"); code != 200 {
 		t.Errorf("/healthz = %d", code)
 	}
-	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "not joined") {
+	if code, body := get("/readyz"); code != 503 || body != "group: failing\n" {
 		t.Errorf("/readyz = %d %s", code, body)
 	}
 	joined.Store(true)
-	if code, _ := get("/readyz"); code != 200 {
-		t.Errorf("/readyz after check passes = %d", code)
+	if code, body := get("/readyz"); code != 200 || body != "group: ok\n" {
+		t.Errorf("/readyz after check passes = %d %s", code, body)
 	}
 	_, body := get("/metrics")
 	for _, want := range []string{
