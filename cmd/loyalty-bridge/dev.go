@@ -70,7 +70,7 @@ func runDev(ctx context.Context, e env, args []string) error {
 	fs.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka listen address (port 0: any free port)")
 	fs.StringVar(&f.registryAddr, "registry-addr", "127.0.0.1:8081", "Schema Registry listen address")
 	fs.StringVar(&f.simAddr, "sim-addr", "127.0.0.1:8088", "partner API simulator listen address")
-	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9464", "/metrics, /healthz and /readyz (empty: off)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", telemetry.LoopbackAddr, "/metrics, /healthz and /readyz (empty: off; loopback by default, as every dev listener)")
 	fs.IntVar(&f.partitions, "partitions", 8, "partitions of each topic created")
 	fs.IntVar(&f.members, "members", 1000, "members seeded in the simulator (LB00000001 …)")
 	fs.IntVar(&f.demoN, "demo", 0, "produce this many sample events and show their progress")

@@ -270,7 +270,8 @@ type Ops struct {
 // Define defines the section's flags on b's flag set and binds them.
 func (o *Ops) Define(b *flagenv.Binder) {
 	fs := b.FlagSet()
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9464", "address of /metrics, /healthz and /readyz (empty: off)")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", telemetry.DefaultAddr,
+		"address of /metrics, /healthz and /readyz (empty: off). The default listens on every interface, for Prometheus and the kubelet outside the pod: whoever reaches the port reads the metrics; outside a container, use "+telemetry.LoopbackAddr)
 	fs.StringVar(&o.LogFormat, "log-format", "json", "json or console")
 	level := "info"
 	if o.defaultLogLevel != "" {

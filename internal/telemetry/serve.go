@@ -8,6 +8,18 @@ import (
 	"time"
 )
 
+// Addresses of the telemetry server. DefaultAddr listens on every
+// interface: Prometheus scrapes the pod, and the kubelet probes it, from
+// outside, so a container needs that. Whoever else reaches the port reads
+// every metric and the readiness of each check (no error detail, see
+// Health); a NetworkPolicy, or LoopbackAddr outside a container, keeps them
+// out. LoopbackAddr is what `dev` uses: a laptop's port is not for the
+// café's network.
+const (
+	DefaultAddr  = ":9464"
+	LoopbackAddr = "127.0.0.1:9464"
+)
+
 // Limits of the telemetry server. Its clients are Prometheus and the
 // kubelet, whose requests are a line and a few headers and whose scrapes
 // finish in seconds; anything slower or larger is not one of them, and
