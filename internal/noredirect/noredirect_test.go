@@ -90,3 +90,20 @@ func TestErrorWithoutLocation(t *testing.T) {
 		t.Errorf("got %s", got)
 	}
 }
+
+type idleCloser struct {
+	http.RoundTripper
+	closed atomic.Int32
+}
+
+func (c *idleCloser) CloseIdleConnections() { c.closed.Add(1) }
+
+// The copy's CloseIdleConnections still reaches the caller's transport
+// (loyalty.Client.Close relies on it).
+func TestClientClosesIdleConnections(t *testing.T) {
+	tr := &idleCloser{RoundTripper: http.DefaultTransport}
+	noredirect.Client(&http.Client{Transport: tr}).CloseIdleConnections()
+	if tr.closed.Load() != 1 {
+		t.Fatal("CloseIdleConnections did not reach the transport")
+	}
+}
