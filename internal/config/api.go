@@ -86,8 +86,8 @@ func (a *API) Define(b *flagenv.Binder, prefix string) {
 	fs := b.FlagSet()
 	conn := func(name string) string { return prefix + name }
 	bind := func(flagName, name string) { b.Env(flagName, flagenv.VarName(APIEnvPrefix, name)) }
-	fs.StringVar(&a.BaseURL, conn("base-url"), "http://127.0.0.1:8088", "partner API base URL ({base_url})")
-	fs.StringVar(&a.AuthURL, "auth-url", "", "identity provider URL ({auth_url}; default the base URL)")
+	fs.StringVar(&a.BaseURL, conn("base-url"), "http://127.0.0.1:8088", "partner API base URL ({base_url}), without credentials: they go in --client-id, --client-secret, --username and --password")
+	fs.StringVar(&a.AuthURL, "auth-url", "", "identity provider URL ({auth_url}; default the base URL), without credentials")
 	fs.StringVar(&a.Realm, "realm", tokensource.DefaultRealm, "identity provider realm")
 	fs.StringVar(&a.ClientID, "client-id", "", "partner client_id")
 	fs.StringVar(&a.ClientSecret, "client-secret", "", "partner client_secret")
@@ -118,29 +118,38 @@ func (a *API) Define(b *flagenv.Binder, prefix string) {
 
 func (a *API) flag(name string) string { return "--" + a.prefix + name }
 
+// apiCreds is where the partner's credentials go instead of its URLs.
+const apiCreds = "--client-id, --client-secret, --username and --password (or " + APIEnvPrefix + "CLIENT_SECRET_FILE and " +
+	APIEnvPrefix + "PASSWORD_FILE)"
+
 // Validate reports every problem of the section, each naming its flag and
 // variable, and fills AuthURL from BaseURL when it is not given.
 func (a *API) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	baseOK, authOK := false, false
 	if a.BaseURL == "" {
 		bad("%s: required", a.flag("base-url"))
-	} else if err := checkURL(a.BaseURL); err != nil {
-		bad("%s %q: %v", a.flag("base-url"), a.BaseURL, err)
+	} else if err := checkURL(a.flag("base-url"), a.BaseURL, apiCreds); err != nil {
+		errs = append(errs, err)
+	} else {
+		baseOK = true
 	}
 	if a.AuthURL == "" {
 		a.AuthURL = a.BaseURL
-	} else if err := checkURL(a.AuthURL); err != nil {
-		bad("--auth-url %q: %v", a.AuthURL, err)
+	} else if err := checkURL("--auth-url", a.AuthURL, apiCreds); err != nil {
+		errs = append(errs, err)
+	} else {
+		authOK = true
 	}
 	if a.AllowInsecure == nil || !*a.AllowInsecure {
-		if a.BaseURL != "" && plaintextURL(a.BaseURL) {
+		if baseOK && plaintextURL(a.BaseURL) {
 			bad("%s %s: http to a host other than this machine sends tokens, signs and members' personal data in the clear; use https, or pass --%s on a test network",
-				a.flag("base-url"), a.BaseURL, InsecureFlag)
+				a.flag("base-url"), RedactURL(a.BaseURL), InsecureFlag)
 		}
-		if a.AuthURL != a.BaseURL && plaintextURL(a.AuthURL) {
+		if authOK && a.AuthURL != a.BaseURL && plaintextURL(a.AuthURL) {
 			bad("--auth-url %s: http to a host other than this machine sends the client secret and password in the clear; use https, or pass --%s on a test network",
-				a.AuthURL, InsecureFlag)
+				RedactURL(a.AuthURL), InsecureFlag)
 		}
 	}
 	if a.ClientID == "" {

@@ -128,15 +128,3 @@ func plaintextURL(raw string) bool {
 	}
 	return strings.EqualFold(u.Scheme, "http") && !loopback(u.Hostname())
 }
-
-// checkURL checks that raw is an absolute http or https URL.
-func checkURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return err
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("want an http:// or https:// URL with a host")
-	}
-	return nil
-}

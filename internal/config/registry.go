@@ -29,7 +29,7 @@ type Registry struct {
 // Define defines the section's flags on b's flag set and binds them.
 func (r *Registry) Define(b *flagenv.Binder) {
 	fs := b.FlagSet()
-	fs.StringVar(&r.URL, "schema-registry-url", "http://127.0.0.1:8081", "Schema Registry URL (comma-separated for several)")
+	fs.StringVar(&r.URL, "schema-registry-url", "http://127.0.0.1:8081", "Schema Registry URL (comma-separated for several), without credentials: they go in --schema-registry-username and --schema-registry-password")
 	fs.StringVar(&r.Username, "schema-registry-username", "", "Schema Registry basic-auth user")
 	fs.StringVar(&r.Password, "schema-registry-password", "", "Schema Registry basic-auth password")
 	fs.StringVar(&r.CAFile, "schema-registry-ca-file", "", "PEM CA bundle for the registry's certificate (default: system roots)")
@@ -38,6 +38,9 @@ func (r *Registry) Define(b *flagenv.Binder) {
 	r.AllowInsecure = allowInsecure(b)
 	b.Secret("schema-registry-password", "")
 }
+
+// registryCreds is where the registry's credentials go instead of its URL.
+const registryCreds = "--schema-registry-username and --schema-registry-password (or " + EnvPrefix + "SCHEMA_REGISTRY_PASSWORD_FILE)"
 
 // URLs is --schema-registry-url split.
 func (r *Registry) URLs() []string {
@@ -59,11 +62,11 @@ func (r *Registry) Validate() error {
 		bad("--schema-registry-url: required")
 	}
 	for _, u := range urls {
-		if err := checkURL(u); err != nil {
-			bad("--schema-registry-url %q: %v", u, err)
+		if err := checkURL("--schema-registry-url", u, registryCreds); err != nil {
+			errs = append(errs, err)
 		} else if r.Username != "" && plaintextURL(u) && !(r.AllowInsecure != nil && *r.AllowInsecure) {
 			bad("--schema-registry-url %s: basic auth over http sends the password in the clear; use https, or pass --%s on a test network",
-				u, InsecureFlag)
+				RedactURL(u), InsecureFlag)
 		}
 	}
 	if (r.Username == "") != (r.Password == "") {

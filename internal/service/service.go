@@ -130,7 +130,7 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 		return nil, err
 	}
 	if d.Codec, err = codec.New(ctx, codec.Options{Registry: d.Registry, Topics: cfg.Topics.Build(), Register: cfg.RegisterSchemas}); err != nil {
-		return nil, fmt.Errorf("schema registry %s: %w", cfg.Registry.URL, err)
+		return nil, fmt.Errorf("schema registry %s: %w", config.RedactURL(cfg.Registry.URL), err)
 	}
 	if o.NoAPI {
 		return d, nil

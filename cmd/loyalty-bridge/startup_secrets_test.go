@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startupCLI runs the command line with only envs for an environment and
+// returns the exit code, stdout and stderr.
+func startupCLI(t *testing.T, envs map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	lookup := func(k string) (string, bool) { v, ok := envs[k]; return v, ok }
+	code := run(ctx, env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, lookup: lookup}, args)
+	return code, out.String(), errb.String()
+}
+
+// A password put into a URL setting (the issue's
+// http://svc:s3cret@registry.corp:8081) stops every command that takes the
+// setting before it connects, naming the setting, and reaches neither
+// stderr nor --print-config's stdout.
+func TestPasswordInURLNeverPrinted(t *testing.T) {
+	const canary = "s3cret-canary"
+	creds := map[string]string{"LOYALTY_BRIDGE_API_CLIENT_ID": "cid", "LOYALTY_BRIDGE_API_CLIENT_SECRET": "cs",
+		"LOYALTY_BRIDGE_API_USERNAME": "u", "LOYALTY_BRIDGE_API_PASSWORD": "p", "LOYALTY_BRIDGE_ALLOW_INSECURE": "true"}
+	with := func(k, v string) map[string]string {
+		m := map[string]string{k: v}
+		for k, v := range creds {
+			m[k] = v
+		}
+		return m
+	}
+	registry := with("LOYALTY_BRIDGE_SCHEMA_REGISTRY_URL", "http://svc:"+canary+"@registry.corp:8081")
+	// url.Parse refuses this one, and its error would quote it whole.
+	unparsed := with("LOYALTY_BRIDGE_SCHEMA_REGISTRY_URL", "http://svc:"+canary+"/x@registry.corp:8081")
+	partner := with("LOYALTY_BRIDGE_API_BASE_URL", "https://shop:"+canary+"@loyalty.partner.example")
+	idp := with("LOYALTY_BRIDGE_API_AUTH_URL", "https://shop:"+canary+"@id.partner.example")
+	for _, tc := range []struct {
+		envs map[string]string
+		args []string
+		flag string
+	}{
+		{registry, []string{"run"}, "--schema-registry-url"},
+		{registry, []string{"run", "--print-config"}, "--schema-registry-url"},
+		{unparsed, []string{"run", "--print-config"}, "--schema-registry-url"},
+		{creds, []string{"run", "--print-config", "--schema-registry-url", "http://svc:" + canary + "@registry.corp:8081"}, "--schema-registry-url"},
+		{registry, []string{"replay", "--topic", "loyalty.purchase", "--since", "1h"}, "--schema-registry-url"},
+		{registry, []string{"reconcile", "--since", "1h"}, "--schema-registry-url"},
+		{registry, []string{"schemas", "check"}, "--schema-registry-url"},
+		{unparsed, []string{"schemas", "check"}, "--schema-registry-url"},
+		{registry, []string{"produce", "--topic", "loyalty.purchase"}, "--schema-registry-url"},
+		{registry, []string{"tail", "--topic", "loyalty.purchase"}, "--schema-registry-url"},
+		{partner, []string{"run"}, "--api-base-url"},
+		{partner, []string{"run", "--print-config"}, "--api-base-url"},
+		{partner, []string{"api", "lookup", "--loyalty-id", "L-1", "--transaction-id", "T-1"}, "--base-url"},
+		{idp, []string{"run"}, "--auth-url"},
+		{idp, []string{"reconcile", "--since", "1h"}, "--auth-url"},
+		{idp, []string{"api", "lookup", "--loyalty-id", "L-1", "--transaction-id", "T-1"}, "--auth-url"},
+	} {
+		code, out, errs := startupCLI(t, tc.envs, tc.args...)
+		if code != 2 || !strings.Contains(errs, tc.flag) {
+			t.Errorf("%v: exit %d, want 2 naming %s; stderr:\n%s", tc.args, code, tc.flag, errs)
+		}
+		if strings.Contains(out+errs, "canary") {
+			t.Errorf("%v printed the password:\n%s%s", tc.args, out, errs)
+		}
+	}
+}
