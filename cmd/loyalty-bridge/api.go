@@ -74,6 +74,11 @@ func runAPI(ctx context.Context, e env, args []string) error {
 	if err := errors.Join(cfg.Validate(), partner.Validate()); err != nil {
 		return &exitError{code: 2, err: err}
 	}
+	// stdout is the answer; warnings (a secret given as a flag, a secret
+	// file others may read) go beside the errors.
+	for _, w := range b.Warnings() {
+		fmt.Fprintln(e.stderr, "warning:", w)
+	}
 	log := zap.NewNop()
 	if *verbose {
 		l, err := telemetry.NewLogger(telemetry.LogOptions{Format: "console", Level: "debug", Output: e.stderr})

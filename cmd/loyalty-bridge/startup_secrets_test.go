@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // startupCLI runs the command line with only envs for an environment and
@@ -69,5 +71,50 @@ func TestPasswordInURLNeverPrinted(t *testing.T) {
 		if strings.Contains(out+errs, "canary") {
 			t.Errorf("%v printed the password:\n%s%s", tc.args, out, errs)
 		}
+	}
+}
+
+// A secret given as a flag works, but every user of the machine can read
+// it in the process list: each command warns once per such flag, naming
+// it and the variables to use instead, never the value. run logs it
+// before it connects; api prints it beside its answer.
+func TestSecretFlagsWarned(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	srv := stubPartnerAPI(t, map[string]map[string]any{})
+	defer srv.Close()
+	code, out, errs := startupCLI(t, map[string]string{"LOYALTY_BRIDGE_API_BASE_URL": srv.URL, "LOYALTY_BRIDGE_API_CLIENT_ID": "cid",
+		"LOYALTY_BRIDGE_API_USERNAME": "user"},
+		"api", "token", "--client-secret", stubAPISecret, "--password", stubAPIPassword)
+	if code != 0 {
+		t.Fatalf("api token: exit %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{"--client-secret is given on the command line", "LOYALTY_BRIDGE_API_CLIENT_SECRET_FILE",
+		"--password is given on the command line", "LOYALTY_BRIDGE_API_PASSWORD_FILE"} {
+		if strings.Count(errs, want) != 1 {
+			t.Errorf("api: want %q once in stderr:\n%s", want, errs)
+		}
+	}
+	if strings.Contains(out+errs, stubAPISecret) || strings.Contains(out+errs, stubAPIPassword) {
+		t.Fatalf("api printed a secret:\n%s%s", out, errs)
+	}
+
+	const canary = "s3cret-canary"
+	// Nothing listens on the brokers' port: run warns, then fails to
+	// connect.
+	code, out, errs = startupCLI(t, map[string]string{"LOYALTY_BRIDGE_API_CLIENT_ID": "cid", "LOYALTY_BRIDGE_API_USERNAME": "u",
+		"LOYALTY_BRIDGE_API_PASSWORD_FILE": "/nonexistent"},
+		"run", "--brokers", "127.0.0.1:1", "--startup-timeout", "1s", "--kafka-sasl-mechanism", "SCRAM-SHA-256",
+		"--kafka-sasl-username", "u", "--kafka-sasl-password", canary, "--client-secret", canary, "--password", canary,
+		"--schema-registry-username", "r", "--schema-registry-password", canary)
+	if code == 0 {
+		t.Fatalf("run: exit 0\n%s%s", out, errs)
+	}
+	for _, name := range []string{"kafka-sasl-password", "client-secret", "password", "schema-registry-password"} {
+		if want := "--" + name + " is given on the command line"; strings.Count(errs, want) != 1 {
+			t.Errorf("run: want %q once in stderr:\n%s", want, errs)
+		}
+	}
+	if strings.Contains(out+errs, "canary") {
+		t.Fatalf("run printed a secret:\n%s%s", out, errs)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -87,6 +88,7 @@ func (b *Binder) Parse(args []string, lookup func(string) (string, bool)) error 
 	}
 	given := map[string]bool{}
 	b.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	b.warnCommandLine(given)
 	return b.applyEnv(given, lookup)
 }
 
@@ -104,6 +106,7 @@ func (b *Binder) ParseWithFile(args []string, lookup func(string) (string, bool)
 	}
 	given := map[string]bool{}
 	b.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	b.warnCommandLine(given)
 	if err := b.applyEnv(given, lookup); err != nil {
 		return err
 	}
@@ -115,8 +118,32 @@ func (b *Binder) ParseWithFile(args []string, lookup func(string) (string, bool)
 	return b.applyFile(f.Value.String(), given)
 }
 
+// warnCommandLine warns of each secret given on the command line: any
+// user of the machine can read a process's arguments (ps,
+// /proc/<pid>/cmdline), while its environment is readable by its own user
+// only, and a *_FILE by whom its mode says.
+func (b *Binder) warnCommandLine(given map[string]bool) {
+	names := make([]string, 0, len(given))
+	for name := range given {
+		if b.secret[name] {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		b.Warn(fmt.Sprintf("--%s is given on the command line, which every user of this machine can read (ps, /proc/<pid>/cmdline); "+
+			"set %s_FILE (a file of mode 0400) or %s instead", name, b.env[name], b.env[name]))
+	}
+}
+
+// applyFile reads the configuration file as a secret file (secretfile.Read):
+// it may hold secrets, so it is bounded in size, must be a regular file
+// (a FIFO or a device named by mistake is refused, not read), and its mode
+// is warned about as a secret file's is when it sets a secret. A file of
+// other settings only may be readable by all, as a Kubernetes ConfigMap
+// is mounted (0644).
 func (b *Binder) applyFile(path string, given map[string]bool) error {
-	data, err := os.ReadFile(path)
+	data, modeWarning, err := secretfile.Read(path)
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
 	}
@@ -129,6 +156,17 @@ func (b *Binder) applyFile(path string, given map[string]bool) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	if modeWarning != "" {
+		var secrets []string
+		for _, key := range keys {
+			if b.secret[key] && values[key] != nil && values[key] != "" {
+				secrets = append(secrets, "--"+key)
+			}
+		}
+		if len(secrets) > 0 {
+			b.Warn("config file sets " + strings.Join(secrets, ", ") + ": " + modeWarning)
+		}
+	}
 	var errs []error
 	for _, key := range keys {
 		if b.fs.Lookup(key) == nil {
@@ -200,7 +238,7 @@ func (b *Binder) applyEnv(given map[string]bool, lookup func(string) (string, bo
 					continue
 				}
 				if warning != "" {
-					b.warnings = append(b.warnings, variable+"_FILE: "+warning)
+					b.Warn(variable + "_FILE: " + warning)
 				}
 				value, ok = strings.TrimSpace(string(data)), true
 				if b.files == nil {
@@ -252,9 +290,21 @@ func ReadSecretFile(path string) (string, error) {
 	return strings.TrimSpace(string(data)), nil
 }
 
-// Warnings are the problems found while parsing that do not stop it: a
-// secret file that others may read. Callers log them.
+// Warnings are the problems found while parsing that do not stop it, each
+// once: a secret given on the command line, a secret file (or a
+// configuration file that sets a secret) that others may read, and what
+// sections add with Warn when they validate. Callers log them after
+// validating.
 func (b *Binder) Warnings() []string { return b.warnings }
+
+// Warn adds a warning for the caller to log (see Warnings), unless it is
+// already there: a section that validates twice warns once. A warning
+// names settings, never their values.
+func (b *Binder) Warn(msg string) {
+	if !slices.Contains(b.warnings, msg) {
+		b.warnings = append(b.warnings, msg)
+	}
+}
 
 // Vars returns the bound variables by flag name, and whether each is a
 // secret (which also reads <variable>_FILE). Deployment files are checked
