@@ -118,3 +118,23 @@ func TestSecretFlagsWarned(t *testing.T) {
 		t.Fatalf("run printed a secret:\n%s%s", out, errs)
 	}
 }
+
+// Brokers off loopback without TLS: run logs, before it connects, that
+// member data crosses the network unencrypted, naming the brokers;
+// --allow-insecure silences it.
+func TestPlaintextKafkaWarnedAtStartup(t *testing.T) {
+	envs := map[string]string{"LOYALTY_BRIDGE_API_CLIENT_ID": "cid", "LOYALTY_BRIDGE_API_CLIENT_SECRET": "cs",
+		"LOYALTY_BRIDGE_API_USERNAME": "u", "LOYALTY_BRIDGE_API_PASSWORD": "p"}
+	// 192.0.2.1 (TEST-NET-1) answers nobody: run warns, then gives up
+	// after --startup-timeout.
+	args := []string{"run", "--brokers", "192.0.2.1:9092", "--startup-timeout", "1s"}
+	const want = "--brokers 192.0.2.1:9092: Kafka without TLS: member data"
+	code, out, errs := startupCLI(t, envs, args...)
+	if code == 0 || strings.Count(errs, want) != 1 {
+		t.Fatalf("exit %d, want the warning %q once:\n%s%s", code, want, out, errs)
+	}
+	code, out, errs = startupCLI(t, envs, append(args, "--allow-insecure")...)
+	if code == 0 || strings.Contains(errs, "Kafka without TLS") {
+		t.Fatalf("with --allow-insecure: exit %d\n%s%s", code, out, errs)
+	}
+}

@@ -103,7 +103,8 @@ func allowInsecure(b *flagenv.Binder) *bool {
 	}
 	p := new(bool)
 	fs.Var(&insecureFlag{p: p}, InsecureFlag,
-		"allow credentials over plaintext to hosts other than loopback: http partner or registry URLs with credentials, SASL PLAIN without TLS (for test networks only)")
+		"allow plaintext to hosts other than loopback: an http partner API or identity provider, registry basic auth over http, SASL PLAIN without TLS "+
+			"(for test networks only); also silences the warning that Kafka without TLS carries member data unencrypted")
 	b.Env(InsecureFlag, EnvPrefix+"ALLOW_INSECURE")
 	return p
 }

@@ -98,10 +98,12 @@ type Kafka struct {
 
 	saslFlag    *choice[SASLMechanism]
 	compression *choice[Compression]
+	binder      *flagenv.Binder // where Validate's warnings go
 }
 
 // Define defines the section's flags on b's flag set and binds them.
 func (k *Kafka) Define(b *flagenv.Binder) {
+	k.binder = b
 	fs := b.FlagSet()
 	fs.StringVar(&k.Brokers, "brokers", "127.0.0.1:9092", "Kafka seed brokers, comma-separated")
 	fs.StringVar(&k.ClientID, "kafka-client-id", "loyalty-bridge", "Kafka client.id (broker logs and quotas)")
@@ -137,6 +139,9 @@ func (k *Kafka) tlsOn() bool {
 }
 
 // Validate reports every problem of the section, each naming its flag.
+// Plaintext to brokers off loopback, which it does not refuse unless the
+// password would cross in the clear, is a warning on the Binder of Define
+// (see plaintextWarning).
 func (k *Kafka) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -162,8 +167,28 @@ func (k *Kafka) Validate() error {
 			bad("--kafka-sasl-mechanism PLAIN without --kafka-tls sends the password in the clear to %s; turn TLS on, or pass --%s on a test network",
 				strings.Join(off, ", "), InsecureFlag)
 		}
+	} else if w := k.plaintextWarning(); w != "" && k.binder != nil {
+		k.binder.Warn(w)
 	}
 	return errors.Join(errs...)
+}
+
+// plaintextWarning is the warning that records cross the network
+// unencrypted, or "": without TLS, every record the bridge reads and
+// writes (member onboardings carry personal data) goes to a broker off
+// loopback in the clear. It is a warning, not a refusal as PLAIN is:
+// plaintext Kafka inside a cluster network is common, and SCRAM (or no
+// SASL) sends no password in the clear. --allow-insecure silences it.
+func (k *Kafka) plaintextWarning() string {
+	if k.tlsOn() || k.insecure() {
+		return ""
+	}
+	off := k.offLoopback()
+	if len(off) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("--brokers %s: Kafka without TLS: member data (onboardings carry personal data) and results cross the network unencrypted; "+
+		"turn --kafka-tls on, or pass --%s where the network is trusted", strings.Join(off, ", "), InsecureFlag)
 }
 
 func (k *Kafka) insecure() bool { return k.AllowInsecure != nil && *k.AllowInsecure }

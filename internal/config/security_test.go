@@ -119,3 +119,55 @@ func TestChoicesParsedOnce(t *testing.T) {
 		t.Errorf("--print-config would show %q", got)
 	}
 }
+
+// Kafka without TLS to a broker off loopback carries member data in the
+// clear: a start-up warning naming those brokers, not a refusal (SCRAM or
+// no SASL sends no password in the clear, and plaintext in-cluster Kafka
+// is common). TLS, loopback or --allow-insecure: no warning.
+func TestPlaintextKafkaWarned(t *testing.T) {
+	scram := []string{"--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-username", "u", "--kafka-sasl-password", "p"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // "" no warning
+	}{
+		{"no SASL off loopback", []string{"--brokers", "kafka-1:9092,127.0.0.1:9092,kafka-2:9092"}, "--brokers kafka-1:9092, kafka-2:9092: Kafka without TLS"},
+		{"SCRAM off loopback", append([]string{"--brokers", "10.0.0.7:9092"}, scram...), "--brokers 10.0.0.7:9092: Kafka without TLS"},
+		{"loopback", []string{"--brokers", "127.0.0.1:9092,localhost:9093,[::1]:9094"}, ""},
+		{"the default", nil, ""},
+		{"TLS", append([]string{"--brokers", "kafka-1:9093", "--kafka-tls"}, scram...), ""},
+		{"TLS by its CA file", []string{"--brokers", "kafka-1:9093", "--kafka-tls-ca-file", "ca.pem"}, ""},
+		{"allowed", []string{"--brokers", "kafka-1:9092", "--allow-insecure"}, ""},
+		{"PLAIN allowed", []string{"--brokers", "kafka-1:9092", "--allow-insecure", "--kafka-sasl-mechanism", "PLAIN",
+			"--kafka-sasl-username", "u", "--kafka-sasl-password", "p"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("run", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			c, b := Define(fs)
+			if err := b.Parse(tc.args, func(k string) (string, bool) { v, ok := creds[k]; return v, ok }); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Validate(); err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			_ = c.Validate() // a second Validate warns no more
+			var got []string
+			for _, w := range b.Warnings() {
+				if strings.Contains(w, "Kafka without TLS") {
+					got = append(got, w)
+				}
+			}
+			if tc.want == "" {
+				if len(got) != 0 {
+					t.Fatalf("warnings %q", got)
+				}
+				return
+			}
+			if len(got) != 1 || !strings.Contains(got[0], tc.want) || !strings.Contains(got[0], "personal data") ||
+				!strings.Contains(got[0], "--allow-insecure") || !strings.Contains(got[0], "--kafka-tls") {
+				t.Fatalf("warnings %q, want one with %q", got, tc.want)
+			}
+		})
+	}
+}
