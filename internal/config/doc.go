@@ -17,6 +17,11 @@
 // take all (Config); loyalty-sim takes Partner, to answer as it says. The API section reads the same LOYALTY_BRIDGE_API_* variable
 // for a setting in every command. Every section that can carry a secret
 // in the clear refuses to off loopback unless --allow-insecure is given.
+// No URL setting may hold credentials (they have settings of their own,
+// which are masked and may come from *_FILE); errors and --print-config
+// show URLs through RedactURL. What is unsafe but common, such as Kafka
+// without TLS off loopback, is a warning a section adds to the Binder's
+// Warnings, which every command logs after Validate.
 //
 // Deployment files are checked in tests against Vars, so a manifest cannot
 // set a variable that nothing reads; a test also fails when a defined
