@@ -148,6 +148,12 @@ func (k *Kafka) Validate() error {
 	if len(k.BrokerList()) == 0 {
 		bad("--brokers: at least one broker is required")
 	}
+	for i, b := range k.BrokerList() {
+		// Never quoted: an entry with '@' may be user:password@host.
+		if strings.ContainsAny(b, "@/") {
+			bad("--brokers: entry %d is not host:port (it holds '@' or '/'); Kafka credentials go in --kafka-sasl-username and --kafka-sasl-password (or their *_FILE)", i+1)
+		}
+	}
 	if (k.TLSCertFile == "") != (k.TLSKeyFile == "") {
 		bad("--kafka-tls-cert-file and --kafka-tls-key-file go together")
 	}
@@ -195,12 +201,16 @@ func (k *Kafka) insecure() bool { return k.AllowInsecure != nil && *k.AllowInsec
 
 func (k *Kafka) offLoopback() []string {
 	var off []string
-	for _, b := range k.BrokerList() {
+	for i, b := range k.BrokerList() {
 		host, _, err := net.SplitHostPort(b)
 		if err != nil {
 			host = b
 		}
-		if !loopback(host) {
+		switch {
+		case strings.Contains(b, "@"):
+			// Refused by Validate; named without what may be a password.
+			off = append(off, fmt.Sprintf("(entry %d)", i+1))
+		case !loopback(host):
 			off = append(off, b)
 		}
 	}

@@ -59,6 +59,9 @@ func TestCredentialsInURLsRefused(t *testing.T) {
 			want: []string{"--api-base-url"}, parse: true},
 		{name: "a bad host", args: []string{"--api-base-url", "https://loyalty.partner.example", "--auth-url", "https://shop:" + canary + "@[id"},
 			want: []string{"--auth-url"}, parse: true},
+		// Not a URL setting, but a place an operator may put them.
+		{name: "a broker with credentials", args: []string{"--brokers", "kafka-0:9092,svc:" + canary + "@kafka-1:9092"},
+			want: []string{"--brokers", "entry 2", "--kafka-sasl-username"}, parse: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := map[string]string{}
