@@ -1,0 +1,208 @@
+package partnertext
+
+import (
+	"encoding/base64"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+)
+
+// Caps, in bytes, of what a Scrubber returns.
+const (
+	// MaxText caps a free text (a message, a URL). The spec's messages are
+	// a few words ("Bad Request", "the account has been linked"); a longer
+	// text is an echo of something (a request body, a stack trace), and
+	// every error event must stay far below the output record limit.
+	MaxText = 256
+	// MaxCode caps a code (errors.code, errorCode, name, a status). The
+	// spec's longest is MemberIsNotLinkedException (26 bytes); a code is
+	// matched by equality, so a longer one is not a code we know anyway.
+	MaxCode = 64
+	// MaxID caps an identifier or timestamp of an answer (bitReference,
+	// requestId, memberCode, createdAt): the bridge's own limit on the ids
+	// it accepts, events.MaxIDLen.
+	MaxID = events.MaxIDLen
+)
+
+// ellipsis ends a text that was cut; it counts toward the cap.
+const ellipsis = "…"
+
+// Scrubber makes partner texts safe to publish. The zero value scrubs
+// secrets, control characters and lengths, keeps no query parameter of a
+// URL, and knows no personal data. Its methods never panic, whatever the
+// input, and are safe for concurrent use if Personal is.
+type Scrubber struct {
+	// Personal, when set, replaces the personal data of the event the
+	// text answers (a partner may echo a phone or a name). It runs before
+	// the cap, so that a value cut in half cannot escape it.
+	Personal func(string) string
+	// KeepParams are the query parameters of a URL that are kept
+	// (partnerprofile.Profile.ResultURLParams); their values are scrubbed
+	// like any text. Default none.
+	KeepParams []string
+}
+
+// Text is s as a free text: control characters removed, personal data and
+// secrets replaced by events.Redacted, at most MaxText bytes.
+func (c Scrubber) Text(s string) string { return c.scrub(s, MaxText) }
+
+// Code is s as a code: like Text, capped at MaxCode.
+func (c Scrubber) Code(s string) string { return c.scrub(s, MaxCode) }
+
+// ID is s as an identifier of the partner's: like Text, capped at MaxID,
+// without the personal-data pass (a member code may well be the member's
+// phone number, and it is what downstream looks the member up by).
+func (c Scrubber) ID(s string) string {
+	c.Personal = nil
+	return c.scrub(s, MaxID)
+}
+
+// Detail is s, a text the bridge wrote about a failure (which may quote the
+// partner's codes and the causes' texts), with control characters, personal
+// data and secrets removed. It is not capped: it is the bridge's own
+// account, and the error event bounds its size as a whole.
+func (c Scrubber) Detail(s string) string { return c.scrub(s, -1) }
+
+// URL is s as a URL the partner gives (data.resultUrl): without userinfo,
+// fragment and any query parameter but KeepParams, then scrubbed as Text. A
+// text that does not parse as an absolute URL keeps only what precedes its
+// first '?' or '#'.
+func (c Scrubber) URL(s string) string {
+	s = clean(s)
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		if i := strings.IndexAny(s, "?#"); i >= 0 {
+			s = s[:i]
+		}
+		return c.scrub(s, MaxText)
+	}
+	u.User = nil
+	u.Fragment, u.RawFragment = "", ""
+	u.ForceQuery = false
+	u.RawQuery = keepParams(u.RawQuery, c.KeepParams)
+	return c.scrub(u.String(), MaxText)
+}
+
+// keepParams is the parameters of query named in keep, in their order.
+func keepParams(query string, keep []string) string {
+	if len(keep) == 0 || query == "" {
+		return ""
+	}
+	var kept []string
+	for p := range strings.SplitSeq(query, "&") {
+		k, _, _ := strings.Cut(p, "=")
+		if name, err := url.QueryUnescape(k); err == nil && slices.Contains(keep, name) {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, "&")
+}
+
+func (c Scrubber) scrub(s string, limit int) string {
+	s = clean(s)
+	if c.Personal != nil {
+		s = c.Personal(s)
+	}
+	s = Secrets(s)
+	if limit >= 0 {
+		s = capBytes(s, limit)
+	}
+	return s
+}
+
+// clean drops invalid UTF-8 and control and format characters (Cc, Cf:
+// NUL, ESC, zero-width and bidi marks). Line and tab characters become a
+// space, so that "Bearer\ntoken" still reads as a bearer credential and a
+// text cannot forge a second log line.
+func clean(s string) string {
+	ok := true
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range strings.ToValidUTF8(s, "") {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r' || r == '\v' || r == '\f' || unicode.In(r, unicode.Zl, unicode.Zp):
+			b.WriteByte(' ')
+		case r == utf8.RuneError || unicode.In(r, unicode.Cc, unicode.Cf):
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// capBytes cuts s to at most n bytes at a rune boundary, ending with
+// ellipsis when cut.
+func capBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	if n < len(ellipsis) {
+		return ""
+	}
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}
+
+// The shapes of secrets in free text. Read-only after initialisation.
+var (
+	// jwtLike: a base64url JSON object ("eyJ" is `{"`), alone or as the
+	// first part of a JWS or JWE; also base64 with '+' and '/'.
+	jwtLike = regexp.MustCompile(`eyJ[A-Za-z0-9_+/=-]{6,}(?:\.[A-Za-z0-9_+/=-]*)*`)
+	// bearer: an Authorization credential of the bearer scheme.
+	bearer = regexp.MustCompile(`(?i)\bbearer(\s+|%20|\+)[A-Za-z0-9._~+/=-]+`)
+	// basic: a Basic credential; only redacted when it decodes to
+	// user:password, so that "Basic information missing" survives.
+	basic = regexp.MustCompile(`(?i)\bbasic(?:\s+|%20|\+)([A-Za-z0-9+/]+={0,2})`)
+	// keyValue: a secret as key=value, key: value, "key":"value" (also
+	// JSON inside a JSON string, \"key\":\"value\") or a query parameter.
+	// The key is kept, the value replaced.
+	keyValue = regexp.MustCompile(`(?i)(\b(?:access_token|refresh_token|id_token|token|client_secret|secret|password|passwd|pwd|sign|signature|api_?key|authorization|private_key)` +
+		`(?:\\?["'])?\s*(?:[:=]|%3A|%3D)\s*)` +
+		`(?:"(?:[^"\\]|\\.)*"?|'[^']*'?|\\"(?:[^"\\]|\\[^"])*(?:\\")?|(?:bearer|basic)\s+[^\s"'&,;}<>\\]+|[^\s"'&,;}<>\\]+)`)
+	// userinfo: credentials in a URL, scheme://user:pass@host.
+	userinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]+@`)
+)
+
+// Secrets is s with every token-shaped substring (JWT, bearer and basic
+// credentials), secret key=value pair value and URL userinfo replaced by
+// events.Redacted. It does not clean or cap s.
+func Secrets(s string) string {
+	s = keyValue.ReplaceAllString(s, "${1}"+events.Redacted)
+	s = jwtLike.ReplaceAllString(s, events.Redacted)
+	s = bearer.ReplaceAllString(s, "Bearer "+events.Redacted)
+	s = basic.ReplaceAllStringFunc(s, func(m string) string {
+		cred := basic.FindStringSubmatch(m)[1]
+		if !decodesToPair(cred) {
+			return m
+		}
+		return "Basic " + events.Redacted
+	})
+	return userinfo.ReplaceAllString(s, "${1}"+events.Redacted+"@")
+}
+
+// decodesToPair reports whether cred is base64 of "user:password".
+func decodesToPair(cred string) bool {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding} {
+		if b, err := enc.DecodeString(cred); err == nil && strings.Contains(string(b), ":") {
+			return true
+		}
+	}
+	return false
+}
