@@ -11,8 +11,8 @@ import (
 
 // Partner is the partner profile: what the partner answers where the spec
 // is silent (error codes, transaction types and statuses, date formats,
-// fractional points). Its defaults are the simulator's
-// (partnerprofile.Default). `run`, `replay`, `dev`, `api` and `reconcile`
+// fractional points, the resultUrl parameters an error event keeps). Its
+// defaults are the simulator's (partnerprofile.Default). `run`, `replay`, `dev`, `api` and `reconcile`
 // compose it, and so does loyalty-sim, which answers as it says: one YAML
 // file of these keys configures both.
 type Partner struct {
@@ -55,6 +55,8 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 		partnerprofile.ParseDateFormat, "redemption transactionDate (a string, also signed): iso8601 or epoch-millis")
 	p.fractions = defineChoice(fs, &pr.FractionalPoints, "partner-fractional-points", pr.FractionalPoints,
 		partnerprofile.ParseFractions, "a fractional transactionPoint or usedPoint in an answer: refuse (a malformed answer) or round-half-up")
+	fs.Var(listFlag{&pr.ResultURLParams}, "partner-result-url-params",
+		"query parameters of an error answer's resultUrl kept in error events, comma-separated (default none: the query string is dropped; onboarding error events carry no resultUrl)")
 	for _, name := range PartnerFlags {
 		b.Env(name, flagenv.VarName(envPrefix, name))
 	}
@@ -64,7 +66,7 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 // profile file (loyalty-sim --profile, or the bridge's --config).
 var PartnerFlags = []string{"partner-not-found-codes", "partner-member-not-found-codes", "partner-duplicate-codes", "partner-accrual-type", "partner-redemption-type",
 	"partner-applied-statuses", "partner-failed-statuses", "partner-accrual-date-format", "partner-redemption-date-format",
-	"partner-fractional-points"}
+	"partner-fractional-points", "partner-result-url-params"}
 
 // DefineLegacy defines --transaction-date-format, the accrual date
 // format's flag before the profile, bound to

@@ -25,6 +25,7 @@ partner-failed-statuses: FAILED
 partner-accrual-date-format: iso8601
 partner-redemption-date-format: epoch-millis
 partner-fractional-points: round-half-up
+partner-result-url-params: [errorCode]
 `
 	if err := os.WriteFile(file, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
@@ -38,7 +39,7 @@ partner-fractional-points: round-half-up
 		DuplicateCodes: []string{"TXN_DUPLICATE"},
 		AccrualType:    "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED", "POSTED"}, FailedStatuses: []string{"FAILED"},
 		AccrualDateFormat: partnerprofile.DateISO8601, RedemptionDateFormat: partnerprofile.DateEpochMillis,
-		FractionalPoints: partnerprofile.FractionsRoundHalfUp}
+		FractionalPoints: partnerprofile.FractionsRoundHalfUp, ResultURLParams: []string{"errorCode"}}
 	for _, tc := range []struct {
 		name string
 		args []string

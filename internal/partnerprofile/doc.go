@@ -4,7 +4,8 @@
 // "duplicate transaction", the transactionType values of accruals and
 // redemptions, which transaction statuses mean applied (and which mean
 // failed), the wire formats of the accrual and redemption
-// transactionDate, and what a fractional point value means.
+// transactionDate, what a fractional point value means, and which query
+// parameters of an error's resultUrl may be published.
 //
 // A Profile is plain data with its defaults, which are the simulator's
 // choices: the simulator (internal/sim) answers as its Profile says, the

@@ -132,6 +132,12 @@ type Profile struct {
 	AccrualDateFormat, RedemptionDateFormat DateFormat
 	// FractionalPoints is what a fractional point value in an answer means.
 	FractionalPoints Fractions
+	// ResultURLParams are the query parameters of data.resultUrl that an
+	// error event keeps (the spec's errorCode, say). Default none: the
+	// partner's URL is untrusted text, and a query string is where an
+	// echoed access_token or a member's data would sit. Onboarding error
+	// events carry no resultUrl at all (internal/bridge).
+	ResultURLParams []string
 }
 
 // Default is the simulator's profile.
@@ -158,6 +164,7 @@ func (p Profile) WithDefaults() Profile {
 	p.DuplicateCodes = list(p.DuplicateCodes, DefaultDuplicateCode)
 	p.AppliedStatuses = list(p.AppliedStatuses, DefaultAppliedStatus)
 	p.FailedStatuses = slices.Clone(p.FailedStatuses)
+	p.ResultURLParams = slices.Clone(p.ResultURLParams)
 	str(&p.AccrualType, DefaultAccrualType)
 	str(&p.RedemptionType, DefaultRedemptionType)
 	if p.AccrualDateFormat == "" {
@@ -181,7 +188,7 @@ func (p Profile) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for name, l := range map[string][]string{"not-found codes": p.NotFoundCodes, "member-not-found codes": p.MemberNotFoundCodes,
 		"duplicate codes":  p.DuplicateCodes,
-		"applied statuses": p.AppliedStatuses, "failed statuses": p.FailedStatuses} {
+		"applied statuses": p.AppliedStatuses, "failed statuses": p.FailedStatuses, "result URL parameters": p.ResultURLParams} {
 		if slices.ContainsFunc(l, func(s string) bool { return strings.TrimSpace(s) == "" }) {
 			bad("%s: an empty entry", name)
 		}

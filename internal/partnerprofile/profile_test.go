@@ -59,6 +59,7 @@ func TestValidate(t *testing.T) {
 			MemberNotFoundCodes: []string{"Y", ""},
 			RedemptionType:      "T", FailedStatuses: []string{"SUCCESS", " "}, AccrualDateFormat: "julian", FractionalPoints: "floor"},
 			`code "X" is both|code "Y" is both a member-not-found and a duplicate code|member-not-found codes: an empty entry|same transactionType "T"|status "SUCCESS" is both|failed statuses: an empty entry|accrual date format "julian"|fractional points "floor"`},
+		{"empty result URL parameter", partnerprofile.Profile{ResultURLParams: []string{"errorCode", ""}}, "result URL parameters: an empty entry"},
 		{"one type for both through the default", partnerprofile.Profile{RedemptionType: "ACCRUAL"}, `same transactionType "ACCRUAL"`},
 	} {
 		err := tc.p.Validate()
