@@ -13,6 +13,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -84,6 +85,18 @@ type stack struct {
 	// failLookups answers lookup-transaction-id with 503 in front of the
 	// simulator (whose faults are one set for every listed endpoint).
 	failLookups atomic.Bool
+	// answer, when set, answers the requests to one endpoint in front of
+	// the simulator, which only says what the spec shows: a partner's own
+	// texts (an echoed token, a member's phone in its spelling).
+	answer atomic.Pointer[canned]
+}
+
+// canned is an answer of the partner's: status and JSON body, for the
+// requests whose path ends in path.
+type canned struct {
+	path   string
+	status int
+	body   string
 }
 
 type syncBuffer struct {
@@ -150,6 +163,12 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.failLookups.Load() && strings.HasSuffix(r.URL.Path, "/lookup-transaction-id") {
 			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		if a := s.answer.Load(); a != nil && strings.HasSuffix(r.URL.Path, a.path) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(a.status)
+			_, _ = io.WriteString(w, a.body)
 			return
 		}
 		s.sim.ServeHTTP(w, r)
