@@ -1,11 +1,9 @@
 package bridge
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -16,8 +14,9 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnertext"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/personalmatch"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
 )
 
 // The codec adapter: a record becomes an event, an outcome becomes the
@@ -50,6 +49,7 @@ func (b *Bridge) success(j *job, r *events.LoyaltyResult) ([]*kgo.Record, error)
 	r.LatencyMs = b.now().Sub(j.start).Milliseconds()
 	r.ProcessedAt = b.now().UTC()
 	r.Source = events.Source{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset}
+	scrubResult(r, partnerTexts(j.ev, b.o.Profile.ResultURLParams))
 	out := b.topics.ResultTopic(j.rec.Topic)
 	v, err := b.o.Codec.EncodeResult(out, r)
 	if err != nil {
@@ -81,9 +81,14 @@ func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error
 // carried only when it fits beside that. A record that could not be answered
 // would stop the pipeline on it, for every replica that took its partition.
 func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause error, minimal bool) ([]*kgo.Record, error) {
+	pt := partnerTexts(j.ev, b.o.Profile.ResultURLParams)
+	// The cause's text quotes the partner's codes and answers, and may run
+	// to megabytes: scrubbed once, clipped before and after. What the second
+	// clip keeps lay well inside what the scrub saw, so no token or phone
+	// number cut in half by the first reaches the event. The notes added
+	// below are the bridge's own words.
 	var detail strings.Builder
-	// Clipped before the scrub too: a cause may quote megabytes.
-	detail.WriteString(clip(telemetry.ScrubString(clip(cause.Error(), 2*maxCauseBytes)), maxCauseBytes))
+	detail.WriteString(clip(pt.Detail(clip(cause.Error(), 2*maxCauseBytes)), maxCauseBytes))
 	e := &events.LoyaltyError{Category: cat, Retryable: retryable(cat, cause), Attempts: int32(j.st.attempts),
 		ProcessedAt: b.now().UTC(),
 		Source:      events.ErrorSource{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset, Timestamp: j.rec.Timestamp}}
@@ -110,17 +115,21 @@ func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause er
 	}
 	var be *loyalty.BusinessError
 	if errors.As(cause, &be) {
-		scrub := piiScrubber(j.ev)
 		e.APIStatusCode = ptr(int32(be.StatusCode))
-		e.APIMessage = optional(scrub(be.StatusMessage))
-		e.APIErrorCode = optional(be.Code)
-		e.APIErrorMessage = optional(scrub(be.Message))
-		if be.ErrorCode != "" {
-			e.APIErrorName = optional(be.ErrorCode)
-		} else {
-			e.APIErrorName = optional(be.Name)
+		e.APIErrorCode = optional(pt.Code(be.Code))
+		name := be.ErrorCode
+		if name == "" {
+			name = be.Name
 		}
-		e.ResultURL = optional(scrub(be.ResultURL))
+		e.APIErrorName = optional(pt.Code(name))
+		// An onboarding's answer keeps only the partner's codes: its
+		// free text is where the partner echoes the person it refused,
+		// in spellings no matcher can promise to know.
+		if !onboarding(j.ev) {
+			e.APIMessage = optional(pt.Text(be.StatusMessage))
+			e.APIErrorMessage = optional(pt.Text(be.Message))
+			e.ResultURL = optional(pt.URL(be.ResultURL))
+		}
 	}
 	var carried []kgo.RecordHeader
 	var drops drops
@@ -225,28 +234,40 @@ func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int,
 	return &kgo.Record{Topic: topic, Key: []byte(key), Value: value, Headers: h}
 }
 
-// piiScrubber removes the event's personal data (events.PersonalFields)
-// from API texts copied into error events (a partner may echo a phone or an
-// ID number back), putting events.Redacted in its place. Values shorter
-// than 3 bytes are left alone: replacing them would mangle the text and
-// they identify no one. Longer values go first, so that a last name inside
-// the full name cannot leave the rest of the full name behind.
-func piiScrubber(ev events.Event) func(string) string {
-	o, ok := ev.(*events.MemberOnboardRequested)
-	if !ok {
-		return func(s string) string { return s }
-	}
-	var values []string
-	for _, v := range o.PersonalData() {
-		if len(v) >= 3 {
-			values = append(values, v)
+// partnerTexts is how the partner's texts answering ev are made safe to
+// publish: secrets, control characters and lengths for every event, and
+// for an onboarding the member's personal data in any spelling
+// (personalmatch). keep are the resultUrl query parameters to keep
+// (partnerprofile.Profile.ResultURLParams). Built once per output event.
+func partnerTexts(ev events.Event, keep []string) partnertext.Scrubber {
+	c := partnertext.Scrubber{KeepParams: keep}
+	if o, ok := ev.(*events.MemberOnboardRequested); ok {
+		if m := personalmatch.New(o); m != nil {
+			c.Personal = m.Scrub
 		}
 	}
-	slices.SortFunc(values, func(a, b string) int { return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b)) })
-	return func(s string) string {
-		for _, v := range values {
-			s = strings.ReplaceAll(s, v, events.Redacted)
+	return c
+}
+
+func onboarding(ev events.Event) bool {
+	_, ok := ev.(*events.MemberOnboardRequested)
+	return ok
+}
+
+// scrubResult makes the partner's words in r safe to publish: its
+// identifiers and timestamps (bitReference, requestId, memberCode, the
+// loyaltyId an onboarding returns, createdAt, apiTimestamp) lose secrets
+// and control characters and are capped; its statuses and codes are
+// scrubbed as codes. Values the spec's answers carry pass unchanged.
+func scrubResult(r *events.LoyaltyResult, pt partnertext.Scrubber) {
+	for _, f := range []**string{&r.LoyaltyID, &r.BitReference, &r.RequestID, &r.MemberCode, &r.CreatedAt, &r.APITimestamp} {
+		if *f != nil {
+			*f = optional(pt.ID(**f))
 		}
-		return s
+	}
+	for _, f := range []**string{&r.TierClass, &r.MemberStatus, &r.EKYCStatus, &r.APIErrorCode} {
+		if *f != nil {
+			*f = optional(pt.Code(**f))
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnertext"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
 )
 
@@ -45,16 +46,18 @@ func snake(s string) string {
 }
 
 // Every field of the one list, holding a canary: the error-event scrubber
-// removes it from an API text that echoes it, and the logger removes it
-// from a field named after it (or after an alias, in any spelling). Both
-// put the one marker in its place.
+// removes it from an API text that echoes it, in any case, and the logger
+// removes it from a field named after it (or after an alias, in any
+// spelling). Both put the one marker in its place.
 func TestEveryPersonalFieldIsScrubbed(t *testing.T) {
 	for _, f := range events.PersonalFields() {
 		t.Run(f.Name, func(t *testing.T) {
 			canary := "canary-" + f.Name + "-7"
-			scrub := piiScrubber(onboardingWith(t, f.Name, canary))
-			if got, want := scrub("rejected: "+canary+" is invalid"), "rejected: "+events.Redacted+" is invalid"; got != want {
-				t.Errorf("error-event scrubber: %q, want %q", got, want)
+			scrub := partnerTexts(onboardingWith(t, f.Name, canary), nil).Text
+			for _, spelling := range []string{canary, strings.ToUpper(canary)} {
+				if got, want := scrub("rejected: "+spelling+" is invalid"), "rejected: "+events.Redacted+" is invalid"; got != want {
+					t.Errorf("error-event scrubber: %q, want %q", got, want)
+				}
 			}
 
 			var buf bytes.Buffer
@@ -87,10 +90,48 @@ func TestScrubberOrder(t *testing.T) {
 	e := onboardingWith(t, "fullName", "Nguyen Van An")
 	last, first := "Nguyen", "An"
 	e.LastName, e.FirstName = &last, &first
-	if got := piiScrubber(e)("no member Nguyen Van An (Nguyen), An"); got != "no member [redacted] ([redacted]), An" {
+	if got := partnerTexts(e, nil).Text("no member Nguyen Van An (Nguyen), An"); got != "no member [redacted] ([redacted]), An" {
 		t.Errorf("got %q", got)
 	}
-	if got := piiScrubber(&events.PurchaseCompleted{LoyaltyID: "Nguyen"})("Nguyen"); got != "Nguyen" {
+	if got := partnerTexts(&events.PurchaseCompleted{LoyaltyID: "Nguyen"}, nil).Text("Nguyen"); got != "Nguyen" {
 		t.Errorf("a purchase scrubbed %q", got)
 	}
 }
+
+// An onboarding's member in the spellings a partner uses, in every text
+// the bridge publishes: partner texts, codes and the detail. Other events
+// lose tokens only.
+func TestPartnerTextsPerEvent(t *testing.T) {
+	e := onboardingWith(t, "phone", "+84912345678")
+	name := "Nguyễn Văn An"
+	e.FullName = name
+	const r = events.Redacted
+	jwt := "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.c2ln"
+	for _, tc := range []struct {
+		name string
+		ev   events.Event
+		fn   func(c partnertext.Scrubber) func(string) string
+		in   string
+		want string
+	}{
+		{"phone national", e, textOf, "phone 0912345678 in use", "phone " + r + " in use"},
+		{"phone spaced", e, textOf, "phone +84 912 345 678 in use", "phone " + r + " in use"},
+		{"birthday as dateOfBirth", e, textOf, "dateOfBirth 01-01-1991", "dateOfBirth " + r},
+		{"name in capitals without diacritics", e, textOf, "NGUYEN VAN AN exists", r + " exists"},
+		{"id number in a code", e, codeOf, "ID_001122334455_TAKEN", "ID_" + r + "_TAKEN"},
+		{"detail", e, detailOf, "loyalty: onboard: business error (HTTP 400) 0001 DUP_0912-345-678 Bearer " + jwt,
+			"loyalty: onboard: business error (HTTP 400) 0001 DUP_" + r + " Bearer " + r},
+		{"purchase: phone left, token gone", &events.PurchaseCompleted{LoyaltyID: "L1"}, textOf,
+			"0912345678 Bearer " + jwt, "0912345678 Bearer " + r},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.fn(partnerTexts(tc.ev, nil))(tc.in); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func textOf(c partnertext.Scrubber) func(string) string   { return c.Text }
+func codeOf(c partnertext.Scrubber) func(string) string   { return c.Code }
+func detailOf(c partnertext.Scrubber) func(string) string { return c.Detail }
