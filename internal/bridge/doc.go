@@ -208,8 +208,15 @@
 // event, so that no input can stop the pipeline. No output
 // and no log line carries personal data (onboarding's phone, names, e-mail,
 // ID and passport numbers, address, birthday) or a secret: results copy only
-// ids, points and API references, and API error texts are stripped of the
-// event's personal values before they are copied.
+// ids, points and API references. Every text of the partner's is untrusted
+// (internal/partnertext): messages, codes, resultUrl and the ids and
+// statuses of answers lose token shapes, secret key=values and control
+// characters and are capped, and a resultUrl keeps only the query
+// parameters the profile names (Profile.ResultURLParams, default none). An
+// onboarding's error event keeps only the partner's codes, and its codes
+// and detail lose the member's data in any spelling (internal/personalmatch:
+// the phone's digits, the birthday's formats, names in any case, with or
+// without diacritics).
 //
 // # Structure
 //

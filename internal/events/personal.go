@@ -12,7 +12,8 @@ type PersonalField struct {
 
 // PersonalFields is the one list of personal-data fields. Everything that
 // hides personal data works from it: Redact, the bridge's scrubbing of API
-// texts copied into error events, and the logger's redaction in
+// texts copied into output events (internal/personalmatch, which adds the
+// ID document's issueDate and expireDate), and the logger's redaction in
 // internal/telemetry (which also matches the aliases, in any case and with
 // or without '_', '-' or '.').
 //
