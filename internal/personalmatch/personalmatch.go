@@ -152,10 +152,9 @@ func (m *Matcher) digitSpans(s string, spans []span) []span {
 	if len(m.digits) == 0 {
 		return spans
 	}
-	// digs holds s's digits, '|' between runs; at[i] is the byte offset of
-	// digs[i] in s, and run[i] the extent of its run.
+	// digs holds s's digits, '|' between runs; runs[runOf[i]] is the
+	// extent in s of the run of digs[i].
 	var digs []byte
-	var at []int
 	var runs []span
 	var runOf []int
 	gap := -1 // separators since the last digit; -1 outside a run
@@ -164,7 +163,7 @@ func (m *Matcher) digitSpans(s string, spans []span) []span {
 		case r >= '0' && r <= '9':
 			if gap < 0 || gap > maxGap {
 				if len(digs) > 0 {
-					digs, at, runOf = append(digs, '|'), append(at, -1), append(runOf, -1)
+					digs, runOf = append(digs, '|'), append(runOf, -1)
 				}
 				// A leading "+" or "(+" belongs to the number.
 				start := i
@@ -173,7 +172,7 @@ func (m *Matcher) digitSpans(s string, spans []span) []span {
 				}
 				runs = append(runs, span{start, i})
 			}
-			digs, at, runOf = append(digs, byte(r)), append(at, i), append(runOf, len(runs)-1)
+			digs, runOf = append(digs, byte(r)), append(runOf, len(runs)-1)
 			runs[len(runs)-1].end = i + 1
 			gap = 0
 		case gap >= 0 && separator(r):
