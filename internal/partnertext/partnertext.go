@@ -120,14 +120,7 @@ func (c Scrubber) scrub(s string, limit int) string {
 // space, so that "Bearer\ntoken" still reads as a bearer credential and a
 // text cannot forge a second log line.
 func clean(s string) string {
-	ok := true
-	for _, r := range s {
-		if r == utf8.RuneError || unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) {
-			ok = false
-			break
-		}
-	}
-	if ok {
+	if !strings.ContainsFunc(s, unclean) {
 		return s
 	}
 	var b strings.Builder
@@ -142,6 +135,13 @@ func clean(s string) string {
 		}
 	}
 	return b.String()
+}
+
+func unclean(r rune) bool {
+	if r < utf8.RuneSelf {
+		return r < 0x20 || r == 0x7f
+	}
+	return r == utf8.RuneError || unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 // capBytes cuts s to at most n bytes at a rune boundary, ending with
@@ -161,40 +161,119 @@ func capBytes(s string, n int) string {
 }
 
 // The shapes of secrets in free text. Read-only after initialisation.
+// Each is tried only where a cheap search finds its keyword: Go's
+// regexps have no literal prefix to skip ahead with when they ignore case,
+// and a message of a few kilobytes would otherwise cost milliseconds.
 var (
 	// jwtLike: a base64url JSON object ("eyJ" is `{"`), alone or as the
 	// first part of a JWS or JWE; also base64 with '+' and '/'.
 	jwtLike = regexp.MustCompile(`eyJ[A-Za-z0-9_+/=-]{6,}(?:\.[A-Za-z0-9_+/=-]*)*`)
 	// bearer: an Authorization credential of the bearer scheme.
-	bearer = regexp.MustCompile(`(?i)\bbearer(\s+|%20|\+)[A-Za-z0-9._~+/=-]+`)
+	bearer = regexp.MustCompile(`(?i)\bbearer(?:\s+|%20|\+)[A-Za-z0-9._~+/=-]+`)
 	// basic: a Basic credential; only redacted when it decodes to
 	// user:password, so that "Basic information missing" survives.
 	basic = regexp.MustCompile(`(?i)\bbasic(?:\s+|%20|\+)([A-Za-z0-9+/]+={0,2})`)
-	// keyValue: a secret as key=value, key: value, "key":"value" (also
-	// JSON inside a JSON string, \"key\":\"value\") or a query parameter.
-	// The key is kept, the value replaced.
-	keyValue = regexp.MustCompile(`(?i)(\b(?:access_token|refresh_token|id_token|token|client_secret|secret|password|passwd|pwd|sign|signature|api_?key|authorization|private_key)` +
+	// keyValueAt: a secret as key=value, key: value, "key":"value" (also
+	// JSON inside a JSON string, \"key\":\"value\") or a query parameter,
+	// at the start of the text; group 1 is the key and separator, which
+	// are kept. Tried where a secretKeys entry starts a word.
+	keyValueAt = regexp.MustCompile(`^(?i)((?:access_token|refresh_token|id_token|token|client_secret|secret|password|passwd|pwd|signature|sign|api_?key|authorization|private_key)` +
 		`(?:\\?["'])?\s*(?:[:=]|%3A|%3D)\s*)` +
 		`(?:"(?:[^"\\]|\\.)*"?|'[^']*'?|\\"(?:[^"\\]|\\[^"])*(?:\\")?|(?:bearer|basic)\s+[^\s"'&,;}<>\\]+|[^\s"'&,;}<>\\]+)`)
 	// userinfo: credentials in a URL, scheme://user:pass@host.
 	userinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]+@`)
 )
 
+// secretKeys are the lower-case stems that may start a keyValueAt match.
+// A stem after a word character does not count ("design"), hence
+// client_secret beside secret.
+var secretKeys = []string{"access_token", "refresh_token", "id_token", "token", "client_secret", "secret", "passw", "pwd", "sign", "api", "authorization", "private_key"}
+
 // Secrets is s with every token-shaped substring (JWT, bearer and basic
 // credentials), secret key=value pair value and URL userinfo replaced by
 // events.Redacted. It does not clean or cap s.
 func Secrets(s string) string {
-	s = keyValue.ReplaceAllString(s, "${1}"+events.Redacted)
-	s = jwtLike.ReplaceAllString(s, events.Redacted)
-	s = bearer.ReplaceAllString(s, "Bearer "+events.Redacted)
-	s = basic.ReplaceAllStringFunc(s, func(m string) string {
-		cred := basic.FindStringSubmatch(m)[1]
-		if !decodesToPair(cred) {
-			return m
+	s = keyValues(s)
+	if strings.Contains(s, "eyJ") {
+		s = jwtLike.ReplaceAllString(s, events.Redacted)
+	}
+	low := lowerASCII(s)
+	if strings.Contains(low, "bearer") {
+		s = bearer.ReplaceAllString(s, "Bearer "+events.Redacted)
+		low = lowerASCII(s)
+	}
+	if strings.Contains(low, "basic") {
+		s = basic.ReplaceAllStringFunc(s, func(m string) string {
+			cred := basic.FindStringSubmatch(m)[1]
+			if !decodesToPair(cred) {
+				return m
+			}
+			return "Basic " + events.Redacted
+		})
+	}
+	if strings.Contains(s, "://") && strings.Contains(s, "@") {
+		s = userinfo.ReplaceAllString(s, "${1}"+events.Redacted+"@")
+	}
+	return s
+}
+
+// keyValues replaces the values of keyValueAt matches, trying the regexp
+// only where a secretKeys stem starts a word.
+func keyValues(s string) string {
+	low := lowerASCII(s)
+	var starts []int
+	for _, k := range secretKeys {
+		for from := 0; ; {
+			i := strings.Index(low[from:], k)
+			if i < 0 {
+				break
+			}
+			i += from
+			if i == 0 || !wordByte(low[i-1]) {
+				starts = append(starts, i)
+			}
+			from = i + len(k)
 		}
-		return "Basic " + events.Redacted
-	})
-	return userinfo.ReplaceAllString(s, "${1}"+events.Redacted+"@")
+	}
+	if len(starts) == 0 {
+		return s
+	}
+	slices.Sort(starts)
+	var b strings.Builder
+	at := 0
+	for _, i := range starts {
+		if i < at {
+			continue // inside the previous match
+		}
+		m := keyValueAt.FindStringSubmatchIndex(s[i:])
+		if m == nil {
+			continue
+		}
+		b.WriteString(s[at : i+m[3]])
+		b.WriteString(events.Redacted)
+		at = i + m[1]
+	}
+	if at == 0 {
+		return s
+	}
+	b.WriteString(s[at:])
+	return b.String()
+}
+
+func wordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c >= 'A' && c <= 'Z'
+}
+
+// lowerASCII lower-cases the ASCII letters of s only, so that byte
+// offsets stay those of s.
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // decodesToPair reports whether cred is base64 of "user:password".
