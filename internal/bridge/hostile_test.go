@@ -1,10 +1,14 @@
 package bridge_test
 
 import (
+	"encoding/json"
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
@@ -85,4 +89,42 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// The largest error event without its original: every text of the
+// partner's answer at the length the answer's size cap allows, the longest
+// transactionId, both copied headers at their limits beside a header flood,
+// and replay's header. It stays under bridge.ErrorEventBudget with room for
+// the longest topic names (249 bytes, in the source and in a header): what
+// lets an error event carry an original only when it fits beside the
+// budget, with no second attempt.
+func TestErrorEventBudget(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	b := s.bridge(func(o *bridge.Options) { o.Replay = true })
+	long := func(c string) string { return strings.Repeat(c, 10<<10) } // six of them under the 64 KiB answer cap
+	body, err := json.Marshal(map[string]any{"statusCode": 400, "message": long("m"),
+		"errors": map[string]string{"code": long("C"), "message": long("e"), "errorCode": long("N")},
+		"data":   map[string]string{"resultUrl": "https://partner.example/" + long("u") + "?q=" + long("q")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.answer.Store(&canned{"/point-accrual", http.StatusBadRequest, string(body)})
+	headers := []kgo.RecordHeader{
+		{Key: "correlation-id", Value: []byte(strings.Repeat("c", bridge.MaxCorrelationIDBytes))},
+		{Key: "traceparent", Value: []byte(validTrace)},
+	}
+	for range 10_000 {
+		headers = append(headers, kgo.RecordHeader{Key: "traceparent", Value: []byte(strings.Repeat("t", 100))})
+	}
+	r := s.handle(b, s.record(topics.Purchase, purchase(strings.Repeat("i", events.MaxIDLen), 1, 100), headers...), true)
+	if r.err == nil || r.err.APIMessage == nil || r.err.APIErrorMessage == nil || r.err.ResultURL == nil {
+		t.Fatalf("%s: %+v", r.outcome(), r.err)
+	}
+	// The detail at its own bound, whatever this cause's text.
+	const longestTopics = 2 * 249
+	worst := size(r.rec) - len(r.err.Detail) + bridge.MaxDetailBytes + longestTopics
+	if worst > bridge.ErrorEventBudget {
+		t.Errorf("error event of %d bytes with the longest detail and topic names, over the budget of %d", worst, bridge.ErrorEventBudget)
+	}
+	t.Logf("the largest error event without its original: %d bytes here, %d with the longest detail and topic names", size(r.rec), worst)
 }
