@@ -23,6 +23,15 @@ func hostileCases(tb testing.TB, s *stack, prefix string) []hostile.Case {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// The onboarding whose personal data is longest: every text field far
+	// over its limit, so that the error event's detail is scrubbed by a
+	// matcher built from the largest values a record can hold.
+	big := func(s string) string { return strings.Repeat(s, 40_000/len(s)) }
+	o := onboarding(prefix+"onboarding-huge", "E-huge")
+	o.FullName, o.Address, o.PlaceOfBirth, o.PlaceOfIssue = big("Nguyễn Thị Đào "), big("12 Đường Lê Lợi, "), big("Huế "), big("Đà Nẵng ")
+	o.Phone = big("0912345678")
+	cases = append(cases, hostile.Case{Name: "onboarding, personal fields of 40 KB", ID: o.TransactionID, Want: hostile.Validation,
+		Record: s.record(topics.MemberOnboarding, o)})
 	for _, c := range cases {
 		c.Record.Partition, c.Record.Offset = 1, 42
 	}
