@@ -3,8 +3,11 @@ package secretfile
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestRead(t *testing.T) {
@@ -76,6 +79,64 @@ func TestReadWarnsOfAnotherGroup(t *testing.T) {
 	}
 	_, warning, err := Read(p)
 	if err != nil || !strings.Contains(warning, "readable by its group") {
+		t.Fatalf("warning %q, err %v", warning, err)
+	}
+}
+
+// A FIFO at the path is refused at once: opening it for reading would
+// block until a writer came, hanging start-up.
+func TestReadRefusesFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := Read(p)
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("err %v, want not a regular file", err)
+		}
+	case <-time.After(10 * time.Second):
+		// Unblock the reader so that the test ends.
+		if w, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("Read of a FIFO blocked")
+	}
+}
+
+// A file of a supplementary group of the process is the process's own
+// group: not warned about. Setting the process's groups needs root.
+func TestReadSupplementaryGroupIsOwn(t *testing.T) {
+	groups, err := os.Getgroups()
+	if err != nil {
+		t.Skip(err)
+	}
+	gid := os.Getegid() + 4242
+	if err := syscall.Setgroups(append(slices.Clone(groups), gid)); err != nil {
+		t.Skipf("cannot set the process's groups here: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Setgroups(groups); err != nil {
+			t.Errorf("restoring the groups: %v", err)
+		}
+	})
+	p := filepath.Join(t.TempDir(), "s")
+	if err := os.WriteFile(p, []byte("s"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o440); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, -1, gid); err != nil {
+		t.Skipf("cannot change the file's group here: %v", err)
+	}
+	_, warning, err := Read(p)
+	if err != nil || warning != "" {
 		t.Fatalf("warning %q, err %v", warning, err)
 	}
 }
