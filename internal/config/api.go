@@ -13,7 +13,6 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/secretfile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
@@ -296,7 +295,21 @@ func (a *API) Build(o BuildOptions) (_ *APIClient, err error) {
 	}
 	c := &APIClient{HTTP: hc}
 	if a.PartnerKey != "" {
-		pem, warning, err := secretfile.Read(a.PartnerKey)
+		// The signer re-reads the key file when it changes (a rotated
+		// Secret), keeping the last good key if the new one is unusable.
+		keyLog := log.Named("signing")
+		onReload := func(warning string, err error) {
+			switch {
+			case err != nil:
+				keyLog.Error("--partner-key: the key file changed but cannot be used; signing with the previous key", zap.Error(err))
+			default:
+				keyLog.Info("--partner-key: the key file changed; signing with the new key")
+				if warning != "" {
+					keyLog.Warn("--partner-key: " + warning)
+				}
+			}
+		}
+		signer, warning, err := signing.LoadFile(a.PartnerKey, signing.Options{Issuer: a.ClientID, KID: a.PartnerKeyID, OnReload: onReload})
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("--partner-key: %w", err)
@@ -304,15 +317,7 @@ func (a *API) Build(o BuildOptions) (_ *APIClient, err error) {
 		if warning != "" {
 			log.Warn("--partner-key: " + warning)
 		}
-		key, err := signing.ParsePrivateKeyPEM(pem)
-		if err != nil {
-			c.Close()
-			return nil, fmt.Errorf("--partner-key %s: %w", a.PartnerKey, err)
-		}
-		if c.Signer, err = signing.New(key, signing.Options{Issuer: a.ClientID, KID: a.PartnerKeyID}); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("--partner-key %s: %w", a.PartnerKey, err)
-		}
+		c.Signer = signer
 	}
 	var grant tokensource.Source
 	if a.Grant == GrantExchange {

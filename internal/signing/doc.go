@@ -3,8 +3,12 @@
 //
 // A Signer holds one private key (RSA for RS256, ECDSA P-256 for ES256) read
 // from PEM (PKCS#1, PKCS#8 or SEC1), an optional key id put in the `kid`
-// header, and the partner's client_id used as `iss`. It is immutable after
-// New and safe for concurrent use.
+// header, and the partner's client_id used as `iss`. It is safe for
+// concurrent use. A Signer of New keeps its key; one of LoadFile follows
+// its key file (read through internal/secretfile): before each token it
+// stats the file, and uses the new key once the file changes, so that a
+// rotated Kubernetes Secret takes effect without a restart. A new key that
+// cannot be used leaves the last good one in place.
 //
 // Claims (the spec names none; these are fixed with the simulator,
 // internal/sim, which reads the constants of this package):

@@ -10,10 +10,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/secretfile"
 )
 
 // MaxPartnerTokenTTL is the longest lifetime the partner API accepts for a
@@ -59,18 +61,48 @@ type Options struct {
 	// Now is the clock (default time.Now); tests and simulators with a
 	// fake clock set it.
 	Now func() time.Time
+	// OnReload, for a Signer of LoadFile, is told when the key file
+	// changed: err nil when the new key is in use (warning, if any, is
+	// about the file's mode), otherwise why the last good key stays. It
+	// runs on the signing call's goroutine; neither argument carries key
+	// material.
+	OnReload func(warning string, err error)
 }
 
 // Signer mints the partner's JWTs. Safe for concurrent use.
 type Signer struct {
+	key      atomic.Pointer[signingKey]
+	kid      string
+	issuer   string
+	signTTL  time.Duration
+	tokenTTL time.Duration
+	now      func() time.Time
+	file     *secretfile.File // nil unless LoadFile made the Signer
+	onReload func(warning string, err error)
+}
+
+// signingKey is a key with its algorithm, swapped whole when the key file
+// changes.
+type signingKey struct {
 	key       crypto.Signer
 	method    jwt.SigningMethod
-	kid       string
-	issuer    string
-	signTTL   time.Duration
-	tokenTTL  time.Duration
-	now       func() time.Time
 	algorithm string
+}
+
+func newSigningKey(key crypto.Signer) (*signingKey, error) {
+	switch k := key.(type) {
+	case *rsa.PrivateKey:
+		if k.N.BitLen() < 2048 {
+			return nil, ErrUnsupportedKey
+		}
+		return &signingKey{key: key, method: jwt.SigningMethodRS256, algorithm: "RS256"}, nil
+	case *ecdsa.PrivateKey:
+		if k.Curve != elliptic.P256() {
+			return nil, ErrUnsupportedKey
+		}
+		return &signingKey{key: key, method: jwt.SigningMethodES256, algorithm: "ES256"}, nil
+	}
+	return nil, ErrUnsupportedKey
 }
 
 // ErrUnsupportedKey is returned for keys that are neither RSA (≥ 2048 bits)
@@ -115,38 +147,66 @@ func ParsePrivateKeyPEM(data []byte) (crypto.Signer, error) {
 	}
 }
 
-// LoadFile reads a PEM private key from path and returns a Signer for it.
-func LoadFile(path string, opts Options) (*Signer, error) {
-	data, err := os.ReadFile(path)
+// LoadFile reads a PEM private key from the secret file at path (bounded,
+// regular files only: internal/secretfile) and returns a Signer for it,
+// with a warning when the file's mode lets others read it. The Signer
+// follows the file: before each sign or partner token it stats the file
+// and, when it changed (a rotated Kubernetes Secret), reads and uses the
+// new key. A key that cannot be read or is not supported leaves the last
+// good one in use; opts.OnReload is told either way.
+func LoadFile(path string, opts Options) (_ *Signer, warning string, err error) {
+	f, warning, err := secretfile.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("signing: read key file: %w", err)
+		return nil, "", fmt.Errorf("signing: read key file: %w", err)
 	}
+	data, _, _, _ := f.Current()
 	key, err := ParsePrivateKeyPEM(data)
 	if err != nil {
-		return nil, err
+		return nil, "", fmt.Errorf("signing: key file %s: %w", path, err)
 	}
-	return New(key, opts)
+	s, err := New(key, opts)
+	if err != nil {
+		return nil, "", fmt.Errorf("signing: key file %s: %w", path, err)
+	}
+	s.file, s.onReload = f, opts.OnReload
+	return s, warning, nil
 }
 
+// reload swaps in the key file's new key, if it changed.
+func (s *Signer) reload() {
+	if s.file == nil {
+		return
+	}
+	data, changed, warning, err := s.file.Current()
+	if !changed && err == nil {
+		return
+	}
+	if err == nil {
+		var key crypto.Signer
+		if key, err = ParsePrivateKeyPEM(data); err == nil {
+			var k *signingKey
+			if k, err = newSigningKey(key); err == nil {
+				s.key.Store(k)
+			}
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("signing: key file %s changed; the previous key stays in use: %w", s.file.Path(), err)
+	}
+	if s.onReload != nil {
+		s.onReload(warning, err)
+	}
+}
 // New returns a Signer for key: RS256 for an RSA key, ES256 for a P-256
 // ECDSA key.
 func New(key crypto.Signer, opts Options) (*Signer, error) {
-	s := &Signer{key: key, kid: opts.KID, issuer: opts.Issuer, signTTL: opts.SignTTL,
+	s := &Signer{kid: opts.KID, issuer: opts.Issuer, signTTL: opts.SignTTL,
 		tokenTTL: opts.PartnerTokenTTL, now: opts.Now}
 	var errs []error
-	switch k := key.(type) {
-	case *rsa.PrivateKey:
-		if k.N.BitLen() < 2048 {
-			errs = append(errs, ErrUnsupportedKey)
-		}
-		s.method, s.algorithm = jwt.SigningMethodRS256, "RS256"
-	case *ecdsa.PrivateKey:
-		if k.Curve != elliptic.P256() {
-			errs = append(errs, ErrUnsupportedKey)
-		}
-		s.method, s.algorithm = jwt.SigningMethodES256, "ES256"
-	default:
-		errs = append(errs, ErrUnsupportedKey)
+	if k, err := newSigningKey(key); err != nil {
+		errs = append(errs, err)
+	} else {
+		s.key.Store(k)
 	}
 	if s.issuer == "" {
 		errs = append(errs, errors.New("signing: Issuer (the partner client_id) is required"))
@@ -172,15 +232,15 @@ func New(key crypto.Signer, opts Options) (*Signer, error) {
 	return s, nil
 }
 
-// PublicKey is the public half of the key, for registering with the service
-// (or the simulator).
-func (s *Signer) PublicKey() crypto.PublicKey { return s.key.Public() }
+// PublicKey is the public half of the key in use, for registering with the
+// service (or the simulator).
+func (s *Signer) PublicKey() crypto.PublicKey { return s.key.Load().key.Public() }
 
 // KID is the key id put in the `kid` header ("" when none).
 func (s *Signer) KID() string { return s.kid }
 
-// Algorithm is "RS256" or "ES256".
-func (s *Signer) Algorithm() string { return s.algorithm }
+// Algorithm is "RS256" or "ES256", that of the key in use.
+func (s *Signer) Algorithm() string { return s.key.Load().algorithm }
 
 // Issuer is the `iss` claim (the partner client_id).
 func (s *Signer) Issuer() string { return s.issuer }
@@ -258,11 +318,13 @@ func (s *Signer) PartnerToken() (string, error) {
 }
 
 func (s *Signer) sign(c jwt.Claims, what, txID string) (string, error) {
-	t := jwt.NewWithClaims(s.method, c)
+	s.reload()
+	k := s.key.Load()
+	t := jwt.NewWithClaims(k.method, c)
 	if s.kid != "" {
 		t.Header["kid"] = s.kid
 	}
-	out, err := t.SignedString(s.key)
+	out, err := t.SignedString(k.key)
 	if err != nil {
 		if txID != "" {
 			return "", fmt.Errorf("signing: %s for transaction %s: %w", what, txID, err)

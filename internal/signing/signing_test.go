@@ -256,21 +256,66 @@ func TestJTIUniquePerCall(t *testing.T) {
 	}
 }
 
-func TestLoadFile(t *testing.T) {
+// LoadFile reads the key through internal/secretfile, and follows the
+// file: a rotated key is used from the next token on, and a broken one
+// leaves the last good key in use.
+func TestLoadFileFollowsTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "key.pem")
-	sec1, _ := x509.MarshalECPrivateKey(testEC(t))
-	if err := os.WriteFile(path, pemOf(t, "EC PRIVATE KEY", sec1), 0o600); err != nil {
-		t.Fatal(err)
+	write := func(data []byte) {
+		t.Helper()
+		old, statErr := os.Stat(path)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if statErr == nil { // the mtime moves even on a coarse clock
+			if err := os.Chtimes(path, time.Time{}, old.ModTime().Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	s, err := signing.LoadFile(path, signing.Options{Issuer: "p", KID: "k1"})
-	if err != nil {
-		t.Fatal(err)
+	keyPEM := func(k *ecdsa.PrivateKey) []byte {
+		der, _ := x509.MarshalECPrivateKey(k)
+		return pemOf(t, "EC PRIVATE KEY", der)
+	}
+	first, second := testEC(t), testEC(t)
+	write(keyPEM(first))
+	var reloads []error
+	s, warning, err := signing.LoadFile(path, signing.Options{Issuer: "p", KID: "k1", Now: func() time.Time { return fixed },
+		OnReload: func(_ string, err error) { reloads = append(reloads, err) }})
+	if err != nil || warning != "" {
+		t.Fatalf("LoadFile: %v (warning %q)", err, warning)
 	}
 	if s.KID() != "k1" || s.Issuer() != "p" {
 		t.Fatalf("kid %q issuer %q", s.KID(), s.Issuer())
 	}
-	if _, err := signing.LoadFile(filepath.Join(t.TempDir(), "missing"), signing.Options{Issuer: "p"}); err == nil {
-		t.Fatal("missing file accepted")
+	signedBy := func(pub crypto.PublicKey) {
+		t.Helper()
+		tok, err := s.PartnerToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		verify(t, tok, pub, &signing.PartnerTokenClaims{})
+	}
+	signedBy(first.Public())
+	if len(reloads) != 0 {
+		t.Fatalf("reloads %v of an unchanged file", reloads)
+	}
+	write(keyPEM(second))
+	signedBy(second.Public())
+	if len(reloads) != 1 || reloads[0] != nil || !s.PublicKey().(*ecdsa.PublicKey).Equal(second.Public()) {
+		t.Fatalf("after a rotation: reloads %v", reloads)
+	}
+	write([]byte("not a key"))
+	signedBy(second.Public())
+	signedBy(second.Public())
+	if len(reloads) != 2 || reloads[1] == nil || strings.Contains(reloads[1].Error(), "not a key") {
+		t.Fatalf("after a broken key: reloads %v", reloads)
+	}
+
+	for name, p := range map[string]string{"missing": filepath.Join(t.TempDir(), "missing"), "a directory": t.TempDir()} {
+		if _, _, err := signing.LoadFile(p, signing.Options{Issuer: "p"}); err == nil {
+			t.Fatalf("%s accepted", name)
+		}
 	}
 }
 
