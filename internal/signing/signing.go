@@ -197,6 +197,7 @@ func (s *Signer) reload() {
 		s.onReload(warning, err)
 	}
 }
+
 // New returns a Signer for key: RS256 for an RSA key, ES256 for a P-256
 // ECDSA key.
 func New(key crypto.Signer, opts Options) (*Signer, error) {
