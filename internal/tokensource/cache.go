@@ -17,10 +17,20 @@ const (
 	DefaultRefreshBefore   = 30 * time.Second
 	DefaultFetchTimeout    = 30 * time.Second
 	DefaultGrantBackoff    = time.Second
-	// DefaultMaxGrantBackoff bounds how long after credentials are restored
-	// the bridge notices: records held through a credentials outage resume
-	// within it. One failed grant per 4 s per replica is no storm.
+	// DefaultMaxGrantBackoff bounds the wait after a transient grant
+	// failure (no answer, a timeout, 408, 429, 5xx): the identity provider
+	// is back within seconds of its recovery. Such failures are no login
+	// attempts, so they cannot lock the account.
 	DefaultMaxGrantBackoff = 4 * time.Second
+	// DefaultRefusedBackoff and DefaultMaxRefusedBackoff are the waits
+	// after a refused grant (bad credentials: not IsTransient): 30 s,
+	// doubling to 5 minutes, about 15 failed logins in the first hour and
+	// 12 an hour after it, per replica, where a 4 s cap made 900, enough
+	// to trip a brute-force lockout. A credential fixed by rewriting its
+	// file ends the wait at once (CacheOptions.CredentialsChanged); one
+	// fixed at the identity provider alone is noticed within the cap.
+	DefaultRefusedBackoff    = 30 * time.Second
+	DefaultMaxRefusedBackoff = 5 * time.Minute
 )
 
 // CacheOptions configures NewCache. The zero value gives the defaults.
@@ -37,14 +47,28 @@ type CacheOptions struct {
 	// others (default 30 s).
 	FetchTimeout time.Duration
 	// After a failed grant, callers get that failure back without a new
-	// grant call until GrantBackoff × 2^(failures−1), capped at
-	// MaxGrantBackoff, has passed (defaults 1 s and 4 s). A refused
-	// password retried by every record and every readiness probe could
-	// lock the partner account.
-	GrantBackoff    time.Duration
-	MaxGrantBackoff time.Duration
-	Now             func() time.Time // default time.Now
-	Logger          *zap.Logger      // default no-op
+	// grant call until a back-off has passed. After a transient failure
+	// (IsTransient) it is GrantBackoff × 2^(failures−1), capped at
+	// MaxGrantBackoff (defaults 1 s and 4 s). After a refusal (any other
+	// failure: the credentials are wrong, or cannot be read) it is
+	// RefusedBackoff × 2^(refusals−1), capped at MaxRefusedBackoff
+	// (defaults 30 s and 5 minutes; RefusedBackoff is at most
+	// MaxRefusedBackoff). A refused password retried by every record and
+	// every readiness probe, or every few seconds, could lock the partner
+	// account.
+	GrantBackoff      time.Duration
+	MaxGrantBackoff   time.Duration
+	RefusedBackoff    time.Duration
+	MaxRefusedBackoff time.Duration
+	// CredentialsChanged, when set, reports whether the credentials may
+	// have changed since its previous call (a secretfile.Watch of the
+	// secret files does). It is asked before every grant call and, while
+	// backing off, at every call that would have made one: when it says
+	// yes, the back-off ends and the new credentials are tried at once. It
+	// must be cheap (a stat) and safe for concurrent use.
+	CredentialsChanged func() bool
+	Now                func() time.Time // default time.Now
+	Logger             *zap.Logger      // default no-op
 	// OnGrant, when set, is called after every grant call with its error
 	// (nil on success), e.g. to count refreshes in a metric.
 	OnGrant func(err error)
@@ -64,6 +88,7 @@ type Cache struct {
 	granted    bool      // a grant succeeded at least once
 	lastErr    error     // of the last grant, nil after a success
 	failures   int       // consecutive failed grants
+	refusals   int       // consecutive refused grants among them
 	nextGrant  time.Time // no grant call before this while failing
 }
 
@@ -84,6 +109,13 @@ func NewCache(src Source, opts CacheOptions) *Cache {
 	if opts.MaxGrantBackoff <= 0 {
 		opts.MaxGrantBackoff = DefaultMaxGrantBackoff
 	}
+	if opts.RefusedBackoff <= 0 {
+		opts.RefusedBackoff = DefaultRefusedBackoff
+	}
+	if opts.MaxRefusedBackoff <= 0 {
+		opts.MaxRefusedBackoff = DefaultMaxRefusedBackoff
+	}
+	opts.RefusedBackoff = min(opts.RefusedBackoff, opts.MaxRefusedBackoff)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -138,13 +170,26 @@ func (c *Cache) fetch(ctx context.Context) (Token, error) {
 			c.mu.Unlock()
 			return t, nil
 		}
-		if c.failures > 0 && now.Before(c.nextGrant) {
+		backingOff := c.failures > 0 && now.Before(c.nextGrant)
+		c.mu.Unlock()
+		// Flights are one at a time, so the question is asked by one
+		// goroutine at a time, outside the lock (it is a system call).
+		changed := c.opts.CredentialsChanged != nil && c.opts.CredentialsChanged()
+		c.mu.Lock()
+		if backingOff && !changed {
 			err := &BackoffError{Err: c.lastErr, Failures: c.failures, Next: c.nextGrant.Sub(now)}
 			c.mu.Unlock()
 			return Token{}, err
 		}
+		cutShort := changed && c.failures > 0
+		if cutShort {
+			c.failures, c.refusals = 0, 0
+		}
 		c.refreshing = true
 		c.mu.Unlock()
+		if cutShort {
+			c.log.Info("credentials changed; trying them without waiting out the back-off")
+		}
 
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.FetchTimeout)
 		defer cancel()
@@ -152,17 +197,32 @@ func (c *Cache) fetch(ctx context.Context) (Token, error) {
 		if c.opts.OnGrant != nil {
 			c.opts.OnGrant(err)
 		}
+		refused := err != nil && !IsTransient(err)
 		c.mu.Lock()
 		c.refreshing = false
-		if err == nil {
-			c.tok, c.granted, c.lastErr, c.failures = t, true, nil, 0
-		} else {
+		var wait time.Duration
+		refusals := 0
+		switch {
+		case err == nil:
+			c.tok, c.granted, c.lastErr, c.failures, c.refusals = t, true, nil, 0, 0
+		case refused:
 			c.failures++
+			c.refusals++
+			wait = min(c.opts.RefusedBackoff<<min(c.refusals-1, 20), c.opts.MaxRefusedBackoff)
+		default:
+			c.failures++
+			wait = min(c.opts.GrantBackoff<<min(c.failures-1, 20), c.opts.MaxGrantBackoff)
+		}
+		if err != nil {
 			c.lastErr = err
-			wait := min(c.opts.GrantBackoff<<min(c.failures-1, 20), c.opts.MaxGrantBackoff)
 			c.nextGrant = c.opts.Now().Add(wait)
+			refusals = c.refusals
 		}
 		c.mu.Unlock()
+		if refused {
+			c.log.Warn("token grant refused; no new login until the back-off passes or the credentials change",
+				zap.Error(err), zap.Int("refusals", refusals), zap.Duration("backoff", wait))
+		}
 		if err != nil {
 			return Token{}, err
 		}

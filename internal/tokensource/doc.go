@@ -19,7 +19,12 @@
 //     flight). Callers' contexts are respected: a caller that gives up does
 //     not cancel the grant the others wait for. Invalidate(stale) drops the
 //     cached token only if it is still the one a 401 rejected, so a burst of
-//     401s for one token causes one new grant, not one per caller.
+//     401s for one token causes one new grant, not one per caller. A failed
+//     grant is not retried before a back-off: seconds after a transient
+//     failure, minutes after a refusal (wrong credentials), so that the
+//     bridge cannot lock the partner account; a change of the credentials
+//     (CacheOptions.CredentialsChanged, a stat of the secret files) ends
+//     that back-off at once.
 //
 // One Cache is meant to be shared by every worker of a process; all types
 // here are safe for concurrent use.

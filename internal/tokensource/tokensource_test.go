@@ -510,3 +510,122 @@ func TestPasswordSecretsReadPerGrant(t *testing.T) {
 		t.Fatalf("%d logins", srv.logins.Load())
 	}
 }
+
+// refusingSource refuses every grant as an identity provider refuses a
+// wrong password, until accept is set.
+type refusingSource struct {
+	calls  atomic.Int64
+	accept atomic.Bool
+	now    func() time.Time
+}
+
+func (s *refusingSource) Token(context.Context) (tokensource.Token, error) {
+	s.calls.Add(1)
+	if !s.accept.Load() {
+		return tokensource.Token{}, &tokensource.Error{Grant: "password", Status: 401, Code: "invalid_grant"}
+	}
+	now := s.now()
+	return tokensource.Token{AccessToken: "t", IssuedAt: now, Expiry: now.Add(time.Hour)}, nil
+}
+func (s *refusingSource) Invalidate(tokensource.Token) {}
+
+// A refused password is tried again after minutes, not seconds: callers
+// asking every second for an hour cause about fifteen logins, not 900,
+// which a partner's brute-force lockout would count.
+func TestCacheBacksOffRefusedGrantsToMinutes(t *testing.T) {
+	clk := newClock()
+	src := &refusingSource{now: clk.Now}
+	c := tokensource.NewCache(src, tokensource.CacheOptions{Now: clk.Now})
+	ctx := context.Background()
+	for range 3600 {
+		if _, err := c.Token(ctx); err == nil {
+			t.Fatal("a refused grant gave a token")
+		}
+		clk.Advance(time.Second)
+	}
+	if n := src.calls.Load(); n > 15 {
+		t.Fatalf("%d refused logins in an hour, want at most 15", n)
+	}
+	var be *tokensource.BackoffError
+	if _, err := c.Token(ctx); !errors.As(err, &be) || be.Next > 5*time.Minute || tokensource.IsTransient(err) {
+		t.Fatalf("during the back-off: %v", err)
+	}
+}
+
+// A change of the credentials ends the back-off of a refusal at once:
+// the next call tries them. Without a change, nothing is tried.
+func TestCacheTriesChangedCredentialsAtOnce(t *testing.T) {
+	clk := newClock()
+	src := &refusingSource{now: clk.Now}
+	var changed, asked atomic.Int64
+	c := tokensource.NewCache(src, tokensource.CacheOptions{Now: clk.Now,
+		CredentialsChanged: func() bool { asked.Add(1); return changed.Swap(0) == 1 }})
+	ctx := context.Background()
+	for range 3 { // one grant, then the back-off
+		if _, err := c.Token(ctx); err == nil {
+			t.Fatal("a refused grant gave a token")
+		}
+		clk.Advance(time.Second)
+	}
+	if src.calls.Load() != 1 || asked.Load() != 3 {
+		t.Fatalf("%d grants, %d questions", src.calls.Load(), asked.Load())
+	}
+	// The operator rewrites the password file with the right password.
+	src.accept.Store(true)
+	changed.Store(1)
+	if _, err := c.Token(ctx); err != nil {
+		t.Fatalf("with changed credentials: %v", err)
+	}
+	if src.calls.Load() != 2 || c.Health() != nil {
+		t.Fatalf("%d grants; Health %v", src.calls.Load(), c.Health())
+	}
+}
+
+// The refused back-off is bounded by MaxRefusedBackoff, which also bounds
+// its first step; a transient failure keeps the short back-off.
+func TestCacheRefusedBackoffCap(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opts      tokensource.CacheOptions
+		transient bool
+		want      string // seconds of the grants in the first 30 s
+	}{
+		{"refused, cap 2 s", tokensource.CacheOptions{MaxRefusedBackoff: 2 * time.Second}, false, "[0 2 4 6 8 10 12 14 16 18 20 22 24 26 28]"},
+		{"refused, defaults", tokensource.CacheOptions{}, false, "[0]"},
+		{"transient, defaults", tokensource.CacheOptions{}, true, "[0 1 3 7 11 15 19 23 27]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			tc.opts.Now = clk.Now
+			src := tokensource.Source(&refusingSource{now: clk.Now})
+			if tc.transient {
+				cs := &countingSource{now: clk.Now, ttl: time.Minute}
+				cs.fail.Store(true)
+				src = cs
+			}
+			c := tokensource.NewCache(src, tc.opts)
+			var at []int
+			for sec := range 30 {
+				before := grants(src)
+				_, _ = c.Token(context.Background())
+				if grants(src) > before {
+					at = append(at, sec)
+				}
+				clk.Advance(time.Second)
+			}
+			if fmt.Sprint(at) != tc.want {
+				t.Fatalf("grants at %v s, want %s", at, tc.want)
+			}
+		})
+	}
+}
+
+func grants(s tokensource.Source) int64 {
+	switch s := s.(type) {
+	case *refusingSource:
+		return s.calls.Load()
+	case *countingSource:
+		return s.calls.Load()
+	}
+	return -1
+}
