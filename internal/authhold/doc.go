@@ -10,9 +10,12 @@
 // Admit, as the circuit breaker makes attempts wait while the API is down.
 //
 // While held, one waiting attempt at a time probes: it asks the token
-// source for a token (the tokensource.Cache backs off failed grants, so a
-// refused password is not retried by every record and cannot lock the
-// account) and, when one is obtained, makes its attempt. An attempt that is
+// source for a token and, when one is obtained, makes its attempt. A probe
+// is cheap: the tokensource.Cache backs off refused grants for minutes, so
+// most probes only hear the back-off, and a refused password is not
+// retried by every record or every few seconds and cannot lock the
+// account; but a probe also has the cache stat the secret files, so a
+// rewritten password file is tried at the next probe, within MaxBackoff. An attempt that is
 // not refused ends the hold (one log line) and releases every waiter; a
 // refused one doubles the time to the next probe, up to MaxBackoff. Held
 // attempts do not spend their record's retry budget.

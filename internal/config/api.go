@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,6 +14,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/secretfile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
@@ -52,10 +54,13 @@ type API struct {
 	PartnerKey   string // path of a PEM private key
 	PartnerKeyID string
 	Grant        Grant
-	Timeout      time.Duration
-	MaxAttempts  int
-	MaxElapsed   time.Duration
-	MaxConns     int // 0: the caller's default (BuildOptions.MaxConns)
+	// RefusedBackoffMax caps the wait before a login is tried again after
+	// the partner refused the credentials (tokensource.CacheOptions).
+	RefusedBackoffMax time.Duration
+	Timeout           time.Duration
+	MaxAttempts       int
+	MaxElapsed        time.Duration
+	MaxConns          int // 0: the caller's default (BuildOptions.MaxConns)
 	// MaxResponseBytes bounds the body of one partner answer
 	// (loyalty.Options.MaxResponseBytes).
 	MaxResponseBytes int
@@ -95,6 +100,10 @@ func (a *API) Define(b *flagenv.Binder, prefix string) {
 	fs.StringVar(&a.PartnerKey, "partner-key", "", "PEM private key file (RS256/ES256) that signs redemptions and partner tokens")
 	fs.StringVar(&a.PartnerKeyID, "partner-key-id", "", "kid header of partner JWTs")
 	a.grant = defineChoice(fs, &a.Grant, "grant", GrantPassword, ParseGrant, "how tokens are obtained: password or exchange")
+	fs.DurationVar(&a.RefusedBackoffMax, "auth-refused-backoff-max", tokensource.DefaultMaxRefusedBackoff,
+		"longest wait before logging in again after the partner refused the credentials (the wait starts at "+
+			tokensource.DefaultRefusedBackoff.String()+" and doubles; a rewritten *_FILE secret or --partner-key file is tried at once). "+
+			"Retrying a refused password often can trip the partner's brute-force lockout")
 	fs.DurationVar(&a.Timeout, conn("timeout"), loyalty.DefaultTimeout, "time limit of one API attempt")
 	fs.IntVar(&a.MaxAttempts, conn("max-attempts"), loyalty.DefaultMaxAttempts, "attempts of one API call at retryable failures, the first included")
 	fs.DurationVar(&a.MaxElapsed, conn("max-elapsed"), loyalty.DefaultMaxElapsed, "time limit of one API call with its retries")
@@ -108,7 +117,7 @@ func (a *API) Define(b *flagenv.Binder, prefix string) {
 	for _, name := range []string{"base-url", "timeout", "max-attempts", "max-elapsed", "max-conns", "max-response-bytes", "ca-file", "cert-file", "key-file"} {
 		bind(conn(name), name)
 	}
-	for _, name := range []string{"auth-url", "realm", "client-id", "username", "partner-key", "partner-key-id", "grant"} {
+	for _, name := range []string{"auth-url", "realm", "client-id", "username", "partner-key", "partner-key-id", "grant", "auth-refused-backoff-max"} {
 		bind(name, name)
 	}
 	b.Secret("client-secret", flagenv.VarName(APIEnvPrefix, "client-secret"))
@@ -183,6 +192,9 @@ func (a *API) Validate() error {
 	if a.MaxResponseBytes < 1 || a.MaxResponseBytes > loyalty.MaxResponseBytesLimit {
 		bad("%s %d: want 1 to %d (the spec's answers are under 1 KB)", a.flag("max-response-bytes"), a.MaxResponseBytes, loyalty.MaxResponseBytesLimit)
 	}
+	if a.RefusedBackoffMax < 0 {
+		bad("--auth-refused-backoff-max %s: must not be negative", a.RefusedBackoffMax)
+	}
 	if (a.CertFile == "") != (a.KeyFile == "") {
 		bad("%s and %s go together", a.flag("cert-file"), a.flag("key-file"))
 	}
@@ -220,6 +232,18 @@ func (a *API) secrets() func() (string, string, error) {
 		password, err := read(passwordFile, a.Password, "password")
 		return secret, password, err
 	}
+}
+
+// secretFiles are the files the credentials of the grant are read from:
+// a change of one of them is worth a login at once, whatever the back-off.
+func (a *API) secretFiles() []string {
+	if a.Grant == GrantExchange {
+		return []string{a.PartnerKey}
+	}
+	if a.binder == nil {
+		return nil
+	}
+	return []string{a.binder.SecretFile("client-secret"), a.binder.SecretFile("password")}
 }
 
 // BuildOptions are what a command adds to the section when it builds the
@@ -331,7 +355,12 @@ func (a *API) Build(o BuildOptions) (_ *APIClient, err error) {
 		c.Close()
 		return nil, fmt.Errorf("partner API token grant: %w", err)
 	}
-	c.Tokens = tokensource.NewCache(grant, tokensource.CacheOptions{FetchTimeout: a.Timeout, Logger: log.Named("token"), OnGrant: o.OnGrant})
+	copts := tokensource.CacheOptions{FetchTimeout: a.Timeout, Logger: log.Named("token"), OnGrant: o.OnGrant,
+		MaxRefusedBackoff: a.RefusedBackoffMax}
+	if files := a.secretFiles(); slices.ContainsFunc(files, func(f string) bool { return f != "" }) {
+		copts.CredentialsChanged = secretfile.NewWatch(files...).Changed
+	}
+	c.Tokens = tokensource.NewCache(grant, copts)
 	opts := loyalty.Options{BaseURL: a.BaseURL, HTTPClient: hc, Tokens: c.Tokens, Timeout: a.Timeout, MaxResponseBytes: a.MaxResponseBytes,
 		Retry:             loyalty.RetryPolicy{MaxAttempts: a.MaxAttempts, MaxElapsed: a.MaxElapsed},
 		AccrualDateFormat: o.Profile.AccrualFormat(), FractionalPoints: o.Profile.Fractions(), Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, Calls: o.Calls, OnCalls: o.OnCalls, Sleep: o.Wait,

@@ -24,6 +24,9 @@ func TestRefusedCredentialsHoldRecords(t *testing.T) {
 	s := newStack(t)
 	cfg := stackConfig(t, s, func(c *config.Config) {
 		c.Processing.BreakerOpen = time.Second // the hold's longest wait between probes
+		// The password is fixed at the partner, not in a file: the
+		// token cache notices at its next login after a refusal.
+		c.API.RefusedBackoffMax = time.Second
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

@@ -98,7 +98,7 @@ func TestFailedGrantsCountedOnce(t *testing.T) {
 		if _, err := cache.Token(context.Background()); err == nil {
 			t.Fatalf("grant %d: a wrong password was accepted", i)
 		}
-		clk.Advance(tokensource.DefaultMaxGrantBackoff) // past the cache's back-off: the next call is a grant
+		clk.Advance(tokensource.DefaultMaxRefusedBackoff) // past the back-off of a refused login: the next call is a grant
 	}
 	if got := e.sim.TotalCalls(sim.EndpointToken); got != n {
 		t.Fatalf("%d grant requests, want %d", got, n)
