@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 )
@@ -98,7 +100,7 @@ type Kafka struct {
 
 	saslFlag    *choice[SASLMechanism]
 	compression *choice[Compression]
-	binder      *flagenv.Binder // where Validate's warnings go
+	binder      *flagenv.Binder // where Validate's warnings go; which secrets came from *_FILE
 }
 
 // Define defines the section's flags on b's flag set and binds them.
@@ -217,10 +219,17 @@ func (k *Kafka) offLoopback() []string {
 	return off
 }
 
-// Build returns the options every Kafka client of a command uses: seeds,
-// client id, TLS, SASL and the produce compression. Files are read here,
-// so a missing CA or key is an error naming its flag.
-func (k *Kafka) Build() (_ []kgo.Opt, err error) {
+// Build is BuildLogged without a logger.
+func (k *Kafka) Build() ([]kgo.Opt, error) { return k.BuildLogged(nil) }
+
+// BuildLogged returns the options every Kafka client of a command uses:
+// seeds, client id, TLS, SASL and the produce compression. Files are read
+// here, so a missing CA or key is an error naming its flag. A SASL
+// password from LOYALTY_BRIDGE_KAFKA_SASL_PASSWORD_FILE is read again, if
+// the file changed, at every connection's authentication: a rotated
+// Secret is used from the next connection on without a restart. log (nil:
+// none) hears of such a change, or of a file that cannot be read again.
+func (k *Kafka) BuildLogged(log *zap.Logger) (_ []kgo.Opt, err error) {
 	defer settingError(&err)
 	opts := []kgo.Opt{kgo.SeedBrokers(k.BrokerList()...), kgo.ClientID(k.ClientID),
 		kgo.ProducerBatchCompression(k.Compression.codec())}
@@ -232,22 +241,43 @@ func (k *Kafka) Build() (_ []kgo.Opt, err error) {
 		cfg.ServerName = k.TLSServerName
 		opts = append(opts, kgo.DialTLSConfig(cfg))
 	}
-	if m := k.mechanism(); m != nil {
+	m, err := k.mechanism(log)
+	if err != nil {
+		return nil, fmt.Errorf("--kafka-sasl-password: %w", err)
+	}
+	if m != nil {
 		opts = append(opts, kgo.SASL(m))
 	}
 	return opts, nil
 }
 
-func (k *Kafka) mechanism() sasl.Mechanism {
+// mechanism is the SASL mechanism, nil for none. Its credentials are asked
+// for at each connection's authentication.
+func (k *Kafka) mechanism(log *zap.Logger) (sasl.Mechanism, error) {
+	if k.SASLMechanism == SASLNone {
+		return nil, nil
+	}
+	rs, err := secretFile(k.binder, "kafka-sasl-password", log)
+	if err != nil {
+		return nil, err
+	}
+	password := func() string {
+		if rs == nil {
+			return k.SASLPassword
+		}
+		return rs.value()
+	}
+	user := k.SASLUsername
+	scramAuth := func(context.Context) (scram.Auth, error) { return scram.Auth{User: user, Pass: password()}, nil }
 	switch k.SASLMechanism {
 	case SASLPlain:
-		return plain.Auth{User: k.SASLUsername, Pass: k.SASLPassword}.AsMechanism()
+		return plain.Plain(func(context.Context) (plain.Auth, error) { return plain.Auth{User: user, Pass: password()}, nil }), nil
 	case SASLScramSHA256:
-		return scram.Auth{User: k.SASLUsername, Pass: k.SASLPassword}.AsSha256Mechanism()
+		return scram.Sha256(scramAuth), nil
 	case SASLScramSHA512:
-		return scram.Auth{User: k.SASLUsername, Pass: k.SASLPassword}.AsSha512Mechanism()
+		return scram.Sha512(scramAuth), nil
 	}
-	return nil
+	return nil, nil
 }
 
 // tlsConfig builds a TLS 1.2+ client configuration from PEM files named by

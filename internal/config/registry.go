@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
+	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/noredirect"
@@ -24,10 +25,13 @@ type Registry struct {
 	KeyFile  string
 	// AllowInsecure is --allow-insecure, shared with the other sections.
 	AllowInsecure *bool
+
+	binder *flagenv.Binder // which secrets came from *_FILE
 }
 
 // Define defines the section's flags on b's flag set and binds them.
 func (r *Registry) Define(b *flagenv.Binder) {
+	r.binder = b
 	fs := b.FlagSet()
 	fs.StringVar(&r.URL, "schema-registry-url", "http://127.0.0.1:8081", "Schema Registry URL (comma-separated for several), without credentials: they go in --schema-registry-username and --schema-registry-password")
 	fs.StringVar(&r.Username, "schema-registry-username", "", "Schema Registry basic-auth user")
@@ -78,9 +82,16 @@ func (r *Registry) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Build returns a registry client. It does not follow redirects, so basic
-// auth is never sent to another host.
-func (r *Registry) Build() (_ *sr.Client, err error) {
+// Build is BuildLogged without a logger.
+func (r *Registry) Build() (*sr.Client, error) { return r.BuildLogged(nil) }
+
+// BuildLogged returns a registry client. It does not follow redirects, so
+// basic auth is never sent to another host. A password from
+// LOYALTY_BRIDGE_SCHEMA_REGISTRY_PASSWORD_FILE is taken from the file at
+// every request (a stat; read again only when the file changed), so a
+// rotated Secret is used without a restart. log (nil: none) hears of such a
+// change, or of a file that cannot be read again.
+func (r *Registry) BuildLogged(log *zap.Logger) (_ *sr.Client, err error) {
 	defer settingError(&err)
 	cfg, err := tlsConfig("schema-registry", r.CAFile, r.CertFile, r.KeyFile)
 	if err != nil {
@@ -91,7 +102,19 @@ func (r *Registry) Build() (_ *sr.Client, err error) {
 	hc := noredirect.Client(&http.Client{Transport: tr, Timeout: 30 * time.Second})
 	opts := []sr.ClientOpt{sr.URLs(r.URLs()...), sr.HTTPClient(hc)}
 	if r.Username != "" {
-		opts = append(opts, sr.BasicAuth(r.Username, r.Password))
+		rs, err := secretFile(r.binder, "schema-registry-password", log)
+		if err != nil {
+			return nil, fmt.Errorf("--schema-registry-password: %w", err)
+		}
+		if rs == nil {
+			opts = append(opts, sr.BasicAuth(r.Username, r.Password))
+		} else {
+			user := r.Username
+			opts = append(opts, sr.PreReq(func(req *http.Request) error {
+				req.SetBasicAuth(user, rs.value())
+				return nil
+			}))
+		}
 	}
 	cl, err := sr.NewClient(opts...)
 	if err != nil {

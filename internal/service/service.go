@@ -117,7 +117,7 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 	ctx, cancel := context.WithTimeout(ctx, cfg.Ops.StartupTimeout)
 	defer cancel()
 
-	if d.KafkaOpts, err = cfg.Kafka.Build(); err != nil {
+	if d.KafkaOpts, err = cfg.Kafka.BuildLogged(d.Log.Named("kafka")); err != nil {
 		return nil, err
 	}
 	d.KafkaOpts = append(d.KafkaOpts, kgo.WithLogger(kafkaLogger{d.Log.Named("kafka")}))
@@ -126,7 +126,7 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 		return nil, err
 	}
 
-	if d.Registry, err = cfg.Registry.Build(); err != nil {
+	if d.Registry, err = cfg.Registry.BuildLogged(d.Log.Named("registry")); err != nil {
 		return nil, err
 	}
 	if d.Codec, err = codec.New(ctx, codec.Options{Registry: d.Registry, Topics: cfg.Topics.Build(), Register: cfg.RegisterSchemas}); err != nil {
