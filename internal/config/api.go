@@ -97,7 +97,7 @@ func (a *API) Define(b *flagenv.Binder, prefix string) {
 	fs.StringVar(&a.ClientSecret, "client-secret", "", "partner client_secret")
 	fs.StringVar(&a.Username, "username", "", "partner user of the password grant")
 	fs.StringVar(&a.Password, "password", "", "password of --username")
-	fs.StringVar(&a.PartnerKey, "partner-key", "", "PEM private key file (RS256/ES256) that signs redemptions and partner tokens")
+	fs.StringVar(&a.PartnerKey, "partner-key", "", "PEM private key file (RS256/ES256) that signs redemptions and partner tokens; read again when it changes")
 	fs.StringVar(&a.PartnerKeyID, "partner-key-id", "", "kid header of partner JWTs")
 	a.grant = defineChoice(fs, &a.Grant, "grant", GrantPassword, ParseGrant, "how tokens are obtained: password or exchange")
 	fs.DurationVar(&a.RefusedBackoffMax, "auth-refused-backoff-max", tokensource.DefaultMaxRefusedBackoff,

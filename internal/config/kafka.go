@@ -117,7 +117,7 @@ func (k *Kafka) Define(b *flagenv.Binder) {
 	k.saslFlag = defineChoice(fs, &k.SASLMechanism, "kafka-sasl-mechanism", SASLNone, ParseSASLMechanism,
 		"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: none)")
 	fs.StringVar(&k.SASLUsername, "kafka-sasl-username", "", "SASL user")
-	fs.StringVar(&k.SASLPassword, "kafka-sasl-password", "", "SASL password")
+	fs.StringVar(&k.SASLPassword, "kafka-sasl-password", "", "SASL password (from a *_FILE: read again, if the file changed, at each connection)")
 	k.compression = defineChoice(fs, &k.Compression, "compression", DefaultCompression, ParseCompression,
 		"codec of produced batches: none, gzip, snappy, lz4 or zstd. Default none: reply events are small, and every consumer reads "+
 			"uncompressed batches without a codec package (kafkajs needs one for snappy, lz4 and zstd)")

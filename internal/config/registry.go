@@ -35,7 +35,7 @@ func (r *Registry) Define(b *flagenv.Binder) {
 	fs := b.FlagSet()
 	fs.StringVar(&r.URL, "schema-registry-url", "http://127.0.0.1:8081", "Schema Registry URL (comma-separated for several), without credentials: they go in --schema-registry-username and --schema-registry-password")
 	fs.StringVar(&r.Username, "schema-registry-username", "", "Schema Registry basic-auth user")
-	fs.StringVar(&r.Password, "schema-registry-password", "", "Schema Registry basic-auth password")
+	fs.StringVar(&r.Password, "schema-registry-password", "", "Schema Registry basic-auth password (from a *_FILE: read again, if the file changed, at each request)")
 	fs.StringVar(&r.CAFile, "schema-registry-ca-file", "", "PEM CA bundle for the registry's certificate (default: system roots)")
 	fs.StringVar(&r.CertFile, "schema-registry-cert-file", "", "client certificate (PEM) for mutual TLS with the registry")
 	fs.StringVar(&r.KeyFile, "schema-registry-key-file", "", "client certificate key (PEM)")
