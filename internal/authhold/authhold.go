@@ -15,7 +15,11 @@ import (
 // Defaults of Options.
 const (
 	DefaultBackoff    = 500 * time.Millisecond
-	DefaultMaxBackoff = 4 * time.Second // resume within seconds of a restore
+	// DefaultMaxBackoff: a rewritten secret file, or an identity provider
+	// back from a transient failure, is noticed within seconds. Probes are
+	// cheap: after a refusal the token cache makes no login for minutes
+	// unless the secret files change (tokensource.CacheOptions).
+	DefaultMaxBackoff = 4 * time.Second
 )
 
 // Tokens is what a probe asks for a token (a *tokensource.Cache).
