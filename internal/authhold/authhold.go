@@ -14,7 +14,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultBackoff    = 500 * time.Millisecond
+	DefaultBackoff = 500 * time.Millisecond
 	// DefaultMaxBackoff: a rewritten secret file, or an identity provider
 	// back from a transient failure, is noticed within seconds. Probes are
 	// cheap: after a refusal the token cache makes no login for minutes
