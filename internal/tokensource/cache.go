@@ -23,13 +23,17 @@ const (
 	// attempts, so they cannot lock the account.
 	DefaultMaxGrantBackoff = 4 * time.Second
 	// DefaultRefusedBackoff and DefaultMaxRefusedBackoff are the waits
-	// after a refused grant (bad credentials: not IsTransient): 30 s,
-	// doubling to 5 minutes, about 15 failed logins in the first hour and
-	// 12 an hour after it, per replica, where a 4 s cap made 900, enough
-	// to trip a brute-force lockout. A credential fixed by rewriting its
-	// file ends the wait at once (CacheOptions.CredentialsChanged); one
-	// fixed at the identity provider alone is noticed within the cap.
-	DefaultRefusedBackoff    = 30 * time.Second
+	// after a refused grant (bad credentials: not IsTransient): 1 s,
+	// doubling to 5 minutes, 20 failed logins in the first hour and 12 an
+	// hour after it, per replica, where a 4 s cap made 900, enough to trip
+	// a brute-force lockout. It starts at a second, not at minutes: a
+	// refusal that lasts seconds (a partner rotating its identity
+	// provider's keys, a token revoked with its session) still ends within
+	// seconds, and the long waits come only with a refusal that lasts. A
+	// credential fixed by rewriting its file ends the wait at once
+	// (CacheOptions.CredentialsChanged); one fixed at the identity provider
+	// alone is noticed within the wait in force, at most the cap.
+	DefaultRefusedBackoff    = time.Second
 	DefaultMaxRefusedBackoff = 5 * time.Minute
 )
 
@@ -52,7 +56,7 @@ type CacheOptions struct {
 	// MaxGrantBackoff (defaults 1 s and 4 s). After a refusal (any other
 	// failure: the credentials are wrong, or cannot be read) it is
 	// RefusedBackoff × 2^(refusals−1), capped at MaxRefusedBackoff
-	// (defaults 30 s and 5 minutes; RefusedBackoff is at most
+	// (defaults 1 s and 5 minutes; RefusedBackoff is at most
 	// MaxRefusedBackoff). A refused password retried by every record and
 	// every readiness probe, or every few seconds, could lock the partner
 	// account.

@@ -529,9 +529,10 @@ func (s *refusingSource) Token(context.Context) (tokensource.Token, error) {
 }
 func (s *refusingSource) Invalidate(tokensource.Token) {}
 
-// A refused password is tried again after minutes, not seconds: callers
-// asking every second for an hour cause about fifteen logins, not 900,
-// which a partner's brute-force lockout would count.
+// A refused password is tried again after seconds doubling to minutes:
+// callers asking every second for an hour cause 20 logins (at 0, 1, 3, 7,
+// … 255 and 511 s, then every 5 minutes), not 900, which a partner's
+// brute-force lockout would count.
 func TestCacheBacksOffRefusedGrantsToMinutes(t *testing.T) {
 	clk := newClock()
 	src := &refusingSource{now: clk.Now}
@@ -543,8 +544,8 @@ func TestCacheBacksOffRefusedGrantsToMinutes(t *testing.T) {
 		}
 		clk.Advance(time.Second)
 	}
-	if n := src.calls.Load(); n > 15 {
-		t.Fatalf("%d refused logins in an hour, want at most 15", n)
+	if n := src.calls.Load(); n > 20 {
+		t.Fatalf("%d refused logins in an hour, want at most 20", n)
 	}
 	var be *tokensource.BackoffError
 	if _, err := c.Token(ctx); !errors.As(err, &be) || be.Next > 5*time.Minute || tokensource.IsTransient(err) {
@@ -561,11 +562,11 @@ func TestCacheTriesChangedCredentialsAtOnce(t *testing.T) {
 	c := tokensource.NewCache(src, tokensource.CacheOptions{Now: clk.Now,
 		CredentialsChanged: func() bool { asked.Add(1); return changed.Swap(0) == 1 }})
 	ctx := context.Background()
-	for range 3 { // one grant, then the back-off
+	for range 3 { // one grant, then the back-off's first second
 		if _, err := c.Token(ctx); err == nil {
 			t.Fatal("a refused grant gave a token")
 		}
-		clk.Advance(time.Second)
+		clk.Advance(300 * time.Millisecond)
 	}
 	if src.calls.Load() != 1 || asked.Load() != 3 {
 		t.Fatalf("%d grants, %d questions", src.calls.Load(), asked.Load())
@@ -590,8 +591,8 @@ func TestCacheRefusedBackoffCap(t *testing.T) {
 		transient bool
 		want      string // seconds of the grants in the first 30 s
 	}{
-		{"refused, cap 2 s", tokensource.CacheOptions{MaxRefusedBackoff: 2 * time.Second}, false, "[0 2 4 6 8 10 12 14 16 18 20 22 24 26 28]"},
-		{"refused, defaults", tokensource.CacheOptions{}, false, "[0]"},
+		{"refused, cap 2 s", tokensource.CacheOptions{MaxRefusedBackoff: 2 * time.Second}, false, "[0 1 3 5 7 9 11 13 15 17 19 21 23 25 27 29]"},
+		{"refused, defaults", tokensource.CacheOptions{}, false, "[0 1 3 7 15]"},
 		{"transient, defaults", tokensource.CacheOptions{}, true, "[0 1 3 7 11 15 19 23 27]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
