@@ -5,11 +5,17 @@
 // separated (scripts/kafka start prints it, or point it at a cluster of your
 // own). Brokers returns it, or skips a test that needs a real cluster when it
 // is unset; Seeds lets a harness choose between kfake and the real cluster
-// without skipping. Name makes topic and group names that do not collide:
-// unlike a kfake cluster made per test, a real cluster outlives the test, is
-// shared by every test in the run and by earlier runs.
+// without skipping.
 //
-// The package owns only that choice and those names. It starts no broker
-// (scripts/kafka does), creates no topic and builds no client: each suite
-// does that with the options it tests.
+// A real cluster differs from a kfake cluster made per test in two ways that
+// a suite must allow for, and the package covers both. It outlives the test
+// and is shared by every test in the run and by earlier runs, so names must
+// not collide: Name makes them. And a topic it has created reaches each
+// broker's metadata a moment later, so a client that asks at once waits out
+// its metadata back-off: SeedTopics, the real-cluster kfake.SeedTopics,
+// returns only when every broker lists the topics, and deletes them when
+// the test ends.
+//
+// The package starts no broker (scripts/kafka does) and builds no client
+// for the code under test: each suite does that with the options it tests.
 package realkafka

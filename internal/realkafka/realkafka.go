@@ -1,11 +1,18 @@
 package realkafka
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // EnvBrokers is the environment variable that names a real cluster's
@@ -59,4 +66,99 @@ func Name(tb testing.TB, what string) string {
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	return name + "-" + hex.EncodeToString(suffix[:])
+}
+
+// SeedTopics creates topics with partitions each on the cluster at seeds,
+// replicated as the cluster's default.replication.factor says, and returns
+// once every broker's metadata lists every partition with a leader. It is
+// kfake.SeedTopics for a real cluster: there, a created topic reaches each
+// broker's metadata a moment after CreateTopics returns, and a client that
+// asks too early waits out its metadata back-off (kgo's MetadataMinAge, 5 s)
+// before it sees the topic. The topics are deleted when tb ends. Failures
+// fail tb.
+func SeedTopics(tb testing.TB, seeds []string, partitions int32, topics ...string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), SeedTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		tb.Fatalf("realkafka: client: %v", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	created, err := adm.CreateTopics(ctx, partitions, -1, nil, topics...)
+	if err == nil {
+		err = created.Error()
+	}
+	if err != nil {
+		tb.Fatalf("realkafka: create topics %v: %v", topics, err)
+	}
+	tb.Cleanup(func() { deleteTopics(tb, seeds, topics) })
+	if err := waitListed(ctx, cl, partitions, topics); err != nil {
+		tb.Fatalf("realkafka: topics %v created but not listed by every broker: %v", topics, err)
+	}
+}
+
+// SeedTimeout bounds SeedTopics, and the deletion of its topics.
+const SeedTimeout = 30 * time.Second
+
+// waitListed polls each broker's metadata until it lists every topic with
+// every partition led.
+func waitListed(ctx context.Context, cl *kgo.Client, partitions int32, topics []string) error {
+	brokers, err := kadm.NewClient(cl).ListBrokers(ctx)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	for _, b := range brokers {
+		for {
+			resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
+			if err == nil && listed(resp, partitions) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("broker %d: %w (last: %v)", b.NodeID, ctx.Err(), err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func listed(resp *kmsg.MetadataResponse, partitions int32) bool {
+	for _, t := range resp.Topics {
+		if t.ErrorCode != 0 || int32(len(t.Partitions)) != partitions {
+			return false
+		}
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 || p.Leader < 0 {
+				return false
+			}
+		}
+	}
+	return len(resp.Topics) > 0
+}
+
+func deleteTopics(tb testing.TB, seeds []string, topics []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), SeedTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		tb.Logf("realkafka: delete topics %v: %v", topics, err)
+		return
+	}
+	defer cl.Close()
+	resps, err := kadm.NewClient(cl).DeleteTopics(ctx, topics...)
+	if err == nil {
+		err = resps.Error()
+	}
+	if err != nil {
+		tb.Logf("realkafka: delete topics %v: %v", topics, err)
+	}
 }

@@ -64,10 +64,10 @@ func TestName(t *testing.T) {
 }
 
 // TestRealBroker shows that the cluster in LOYALTY_BRIDGE_TEST_BROKERS is a
-// Kafka the bridge can use: it creates topics with kadm, produces and
-// consumes in a group and commits the group's offset, and runs the
-// exactly-once round the pipeline runs (consume, produce, commit offsets in
-// one transaction), with an aborted transaction that a read_committed
+// Kafka the bridge can use: it creates topics with kadm (SeedTopics),
+// produces and consumes in a group and commits the group's offset, and runs
+// the exactly-once round the pipeline runs (consume, produce, commit offsets
+// in one transaction), with an aborted transaction that a read_committed
 // reader must not see.
 func TestRealBroker(t *testing.T) {
 	seeds := realkafka.Brokers(t)
@@ -88,23 +88,7 @@ func TestRealBroker(t *testing.T) {
 
 	in, out := realkafka.Name(t, "in"), realkafka.Name(t, "out")
 	group := realkafka.Name(t, "group")
-	// Replication factor -1: the broker's default.replication.factor, every
-	// node of a scripts/kafka cluster.
-	created, err := adm.CreateTopics(ctx, 3, -1, nil, in, out)
-	if err == nil {
-		err = created.Error()
-	}
-	if err != nil {
-		t.Fatalf("create topics: %v", err)
-	}
-	defer func() {
-		// A fresh context: the test's may have run out.
-		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer dcancel()
-		if _, err := adm.DeleteTopics(dctx, in, out); err != nil {
-			t.Logf("delete topics: %v", err)
-		}
-	}()
+	realkafka.SeedTopics(t, seeds, 3, in, out)
 
 	t.Run("produce, consume in a group, commit", func(t *testing.T) {
 		prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(in))
@@ -118,7 +102,7 @@ func TestRealBroker(t *testing.T) {
 		}
 
 		cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(in),
-			kgo.ConsumerGroup(group), kgo.DisableAutoCommit())
+			kgo.ConsumerGroup(group), kgo.DisableAutoCommit(), fetchMaxWait)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +141,7 @@ func TestRealBroker(t *testing.T) {
 		sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(seeds...),
 			kgo.TransactionalID(realkafka.Name(t, "session")), kgo.TransactionTimeout(30*time.Second),
 			kgo.ConsumeTopics(in), kgo.ConsumerGroup(group), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.DefaultProduceTopic(out))
+			kgo.DefaultProduceTopic(out), fetchMaxWait)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +185,7 @@ func TestRealBroker(t *testing.T) {
 		// Both transactions wrote under the same key, so to one partition:
 		// read_committed reads "committed" there and nothing before it.
 		reader, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(out),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()), fetchMaxWait)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,6 +199,11 @@ func TestRealBroker(t *testing.T) {
 		}
 	})
 }
+
+// fetchMaxWait is the pipeline's: with kgo's default (5 s), a fetch already
+// waiting on idle partitions holds back one just assigned, and a test that
+// should take a second takes six.
+var fetchMaxWait = kgo.FetchMaxWait(250 * time.Millisecond)
 
 // pollOne polls cl until it returns a record and returns the first.
 func pollOne(ctx context.Context, t *testing.T, cl *kgo.Client) *kgo.Record {
