@@ -70,12 +70,13 @@ func Name(tb testing.TB, what string) string {
 
 // SeedTopics creates topics with partitions each on the cluster at seeds,
 // replicated as the cluster's default.replication.factor says, and returns
-// once every broker's metadata lists every partition with a leader. It is
-// kfake.SeedTopics for a real cluster: there, a created topic reaches each
-// broker's metadata a moment after CreateTopics returns, and a client that
-// asks too early waits out its metadata back-off (kgo's MetadataMinAge, 5 s)
-// before it sees the topic. The topics are deleted when tb ends. Failures
-// fail tb.
+// once every broker's metadata lists every partition with a leader and every
+// leader serves its partition. It is kfake.SeedTopics for a real cluster:
+// there, a created topic reaches each broker's metadata a moment after
+// CreateTopics returns, and its leaders take up their partitions a moment
+// after that. A client that comes too early is told NOT_LEADER_FOR_PARTITION
+// and retries only after its metadata back-off (kgo's MetadataMinAge, 5 s).
+// The topics are deleted when tb ends. Failures fail tb.
 func SeedTopics(tb testing.TB, seeds []string, partitions int32, topics ...string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), SeedTimeout)
@@ -96,6 +97,9 @@ func SeedTopics(tb testing.TB, seeds []string, partitions int32, topics ...strin
 	tb.Cleanup(func() { deleteTopics(tb, seeds, topics) })
 	if err := waitListed(ctx, cl, partitions, topics); err != nil {
 		tb.Fatalf("realkafka: topics %v created but not listed by every broker: %v", topics, err)
+	}
+	if err := waitServed(ctx, adm, partitions, topics); err != nil {
+		tb.Fatalf("realkafka: topics %v created but not served by their leaders: %v", topics, err)
 	}
 }
 
@@ -129,6 +133,28 @@ func waitListed(ctx context.Context, cl *kgo.Client, partitions int32, topics []
 		}
 	}
 	return nil
+}
+
+// waitServed polls ListOffsets, which each partition's leader answers, until
+// every partition of topics answers without error.
+func waitServed(ctx context.Context, adm *kadm.Client, partitions int32, topics []string) error {
+	want := int(partitions) * len(topics)
+	for {
+		ends, err := adm.ListEndOffsets(ctx, topics...)
+		if err == nil {
+			err = ends.Error()
+		}
+		n := 0
+		ends.Each(func(kadm.ListedOffset) { n++ })
+		if err == nil && n == want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %d of %d partitions, %v)", ctx.Err(), n, want, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func listed(resp *kmsg.MetadataResponse, partitions int32) bool {
