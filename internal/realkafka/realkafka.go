@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -106,33 +107,43 @@ func SeedTopics(tb testing.TB, seeds []string, partitions int32, topics ...strin
 // SeedTimeout bounds SeedTopics, and the deletion of its topics.
 const SeedTimeout = 30 * time.Second
 
-// waitListed polls each broker's metadata until it lists every topic with
-// every partition led.
+// waitListed polls the metadata of each broker the cluster lists until
+// every one lists every topic with every partition led. The brokers are
+// listed afresh on each pass: one killed a moment ago is listed until the
+// controller fences it, and must then drop out of the wait.
 func waitListed(ctx context.Context, cl *kgo.Client, partitions int32, topics []string) error {
-	brokers, err := kadm.NewClient(cl).ListBrokers(ctx)
-	if err != nil {
-		return err
-	}
 	req := kmsg.NewPtrMetadataRequest()
 	for _, t := range topics {
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, rt)
 	}
-	for _, b := range brokers {
-		for {
-			resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
-			if err == nil && listed(resp, partitions) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("broker %d: %w (last: %v)", b.NodeID, ctx.Err(), err)
-			case <-time.After(20 * time.Millisecond):
+	adm := kadm.NewClient(cl)
+	var last error
+	for {
+		brokers, err := adm.ListBrokers(ctx)
+		if err == nil {
+			for _, b := range brokers {
+				resp, rerr := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
+				if rerr == nil && !listed(resp, partitions) {
+					rerr = errors.New("topics not listed yet")
+				}
+				if rerr != nil {
+					err = fmt.Errorf("broker %d: %w", b.NodeID, rerr)
+					break
+				}
 			}
 		}
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 // waitServed polls ListOffsets, which each partition's leader answers, until
