@@ -66,6 +66,9 @@ type config struct {
 	faultEndpoints  string
 	profileFile     string
 	partner         bridgeconfig.Partner
+	// warnings name settings worth a second look (a secret given as a
+	// flag, a readable --profile file), never their values.
+	warnings []string
 }
 
 func parse(e env, args []string) (*config, error) {
@@ -149,6 +152,7 @@ func parse(e env, args []string) (*config, error) {
 	if c.shutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
+	c.warnings = b.Warnings()
 	return c, errors.Join(errs...)
 }
 
@@ -233,6 +237,9 @@ func run(ctx context.Context, e env, args []string) int {
 		return exitUsage
 	}
 	defer func() { _ = log.Sync() }()
+	for _, w := range c.warnings {
+		log.Warn(w)
+	}
 	c.opts.Logger = log
 	s, err := sim.New(c.opts)
 	if err != nil {

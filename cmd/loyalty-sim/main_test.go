@@ -430,3 +430,18 @@ partner-applied-statuses: COMPLETED
 		t.Errorf("banner:\n%s", out)
 	}
 }
+
+// A secret given as a flag is readable by every user of the machine in
+// /proc/<pid>/cmdline: the simulator says so, naming the flag and never
+// the value, as the bridge does.
+func TestSecretFlagWarned(t *testing.T) {
+	const canary = "sim-secret-canary"
+	c, err := parse(env{lookup: func(string) (string, bool) { return "", false }}, []string{"--client-secret", canary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(c.warnings, "\n")
+	if !strings.Contains(all, "--client-secret") || strings.Contains(all, canary) {
+		t.Fatalf("warnings %q", c.warnings)
+	}
+}
