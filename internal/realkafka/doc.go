@@ -14,7 +14,8 @@
 // broker's metadata a moment later, so a client that asks at once waits out
 // its metadata back-off: SeedTopics, the real-cluster kfake.SeedTopics,
 // returns only when every broker lists the topics, and deletes them when
-// the test ends.
+// the test ends (the waiting itself is topicseed's, which devstack shares).
+// DeleteAtEnd does the same for topics and groups a harness made itself.
 //
 // The package starts no broker (scripts/kafka does) and builds no client
 // for the code under test: each suite does that with the options it tests.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -13,7 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/topicseed"
 )
 
 // EnvBrokers is the environment variable that names a real cluster's
@@ -72,12 +71,8 @@ func Name(tb testing.TB, what string) string {
 // SeedTopics creates topics with partitions each on the cluster at seeds,
 // replicated as the cluster's default.replication.factor says, and returns
 // once every broker's metadata lists every partition with a leader and every
-// leader serves its partition. It is kfake.SeedTopics for a real cluster:
-// there, a created topic reaches each broker's metadata a moment after
-// CreateTopics returns, and its leaders take up their partitions a moment
-// after that. A client that comes too early is told NOT_LEADER_FOR_PARTITION
-// and retries only after its metadata back-off (kgo's MetadataMinAge, 5 s).
-// The topics are deleted when tb ends. Failures fail tb.
+// leader serves its partition (topicseed.Create: it is kfake.SeedTopics for
+// a real cluster). The topics are deleted when tb ends. Failures fail tb.
 func SeedTopics(tb testing.TB, seeds []string, partitions int32, topics ...string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), SeedTimeout)
@@ -87,115 +82,48 @@ func SeedTopics(tb testing.TB, seeds []string, partitions int32, topics ...strin
 		tb.Fatalf("realkafka: client: %v", err)
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	created, err := adm.CreateTopics(ctx, partitions, -1, nil, topics...)
-	if err == nil {
-		err = created.Error()
-	}
+	created, err := topicseed.Create(ctx, cl, partitions, -1, false, topics...)
+	DeleteAtEnd(tb, seeds, created)
 	if err != nil {
-		tb.Fatalf("realkafka: create topics %v: %v", topics, err)
-	}
-	tb.Cleanup(func() { deleteTopics(tb, seeds, topics) })
-	if err := waitListed(ctx, cl, partitions, topics); err != nil {
-		tb.Fatalf("realkafka: topics %v created but not listed by every broker: %v", topics, err)
-	}
-	if err := waitServed(ctx, adm, partitions, topics); err != nil {
-		tb.Fatalf("realkafka: topics %v created but not served by their leaders: %v", topics, err)
+		tb.Fatalf("realkafka: %v", err)
 	}
 }
 
 // SeedTimeout bounds SeedTopics, and the deletion of its topics.
 const SeedTimeout = 30 * time.Second
 
-// waitListed polls the metadata of each broker the cluster lists until
-// every one lists every topic with every partition led. The brokers are
-// listed afresh on each pass: one killed a moment ago is listed until the
-// controller fences it, and must then drop out of the wait.
-func waitListed(ctx context.Context, cl *kgo.Client, partitions int32, topics []string) error {
-	req := kmsg.NewPtrMetadataRequest()
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
-	}
-	adm := kadm.NewClient(cl)
-	var last error
-	for {
-		brokers, err := adm.ListBrokers(ctx)
-		if err == nil {
-			for _, b := range brokers {
-				resp, rerr := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
-				if rerr == nil && !listed(resp, partitions) {
-					rerr = errors.New("topics not listed yet")
-				}
-				if rerr != nil {
-					err = fmt.Errorf("broker %d: %w", b.NodeID, rerr)
-					break
-				}
-			}
-		}
-		if err == nil {
-			return nil
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// waitServed polls ListOffsets, which each partition's leader answers, until
-// every partition of topics answers without error.
-func waitServed(ctx context.Context, adm *kadm.Client, partitions int32, topics []string) error {
-	want := int(partitions) * len(topics)
-	for {
-		ends, err := adm.ListEndOffsets(ctx, topics...)
-		if err == nil {
-			err = ends.Error()
-		}
-		n := 0
-		ends.Each(func(kadm.ListedOffset) { n++ })
-		if err == nil && n == want {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %d of %d partitions, %v)", ctx.Err(), n, want, err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-func listed(resp *kmsg.MetadataResponse, partitions int32) bool {
-	for _, t := range resp.Topics {
-		if t.ErrorCode != 0 || int32(len(t.Partitions)) != partitions {
-			return false
-		}
-		for _, p := range t.Partitions {
-			if p.ErrorCode != 0 || p.Leader < 0 {
-				return false
-			}
-		}
-	}
-	return len(resp.Topics) > 0
-}
-
-func deleteTopics(tb testing.TB, seeds []string, topics []string) {
-	ctx, cancel := context.WithTimeout(context.Background(), SeedTimeout)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		tb.Logf("realkafka: delete topics %v: %v", topics, err)
+// DeleteAtEnd deletes topics and then groups from the cluster at seeds when
+// tb ends: for topics and groups a harness made itself (SeedTopics deletes
+// its own). Cleanups run last in first out, so call it before starting what
+// uses them: members still in a group keep it from being deleted. Failures
+// are logged, not fatal: the names are unique, and nothing reads them again.
+func DeleteAtEnd(tb testing.TB, seeds []string, topics []string, groups ...string) {
+	tb.Helper()
+	if len(topics) == 0 && len(groups) == 0 {
 		return
 	}
-	defer cl.Close()
-	resps, err := kadm.NewClient(cl).DeleteTopics(ctx, topics...)
-	if err == nil {
-		err = resps.Error()
-	}
-	if err != nil {
-		tb.Logf("realkafka: delete topics %v: %v", topics, err)
-	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), SeedTimeout)
+		defer cancel()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+		if err != nil {
+			tb.Logf("realkafka: delete %v %v: %v", topics, groups, err)
+			return
+		}
+		defer cl.Close()
+		if len(topics) > 0 {
+			if err := topicseed.Delete(ctx, cl, topics...); err != nil {
+				tb.Logf("realkafka: %v", err)
+			}
+		}
+		if len(groups) > 0 {
+			resps, err := kadm.NewClient(cl).DeleteGroups(ctx, groups...)
+			if err == nil {
+				err = resps.Error()
+			}
+			if err != nil {
+				tb.Logf("realkafka: delete groups %v: %v", groups, err)
+			}
+		}
+	})
 }
