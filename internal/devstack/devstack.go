@@ -20,11 +20,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/topicseed"
 )
 
 // Options configures Start. Zero values give the documented defaults.
@@ -33,8 +35,15 @@ type Options struct {
 	// Empty means everything lives in memory and dies with the process.
 	DataDir string
 	// KafkaAddr is the broker's listen address. Default 127.0.0.1:9092;
-	// port 0 picks a free port (tests).
+	// port 0 picks a free port (tests). Unused with Brokers.
 	KafkaAddr string
+	// Brokers, when not empty, is the bootstrap list of an external Kafka
+	// cluster to use instead of starting kfake: Topics are created there
+	// (an existing one is kept as it is), replicated min(3, brokers) times,
+	// and Start returns once every broker lists them and their leaders
+	// serve them. DataDir then keeps no Kafka data, and Close deletes
+	// nothing: the topics are the cluster's.
+	Brokers []string
 	// RegistryAddr is the Schema Registry's listen address. Default
 	// 127.0.0.1:8081.
 	RegistryAddr string
@@ -57,7 +66,7 @@ type Stack struct {
 	SimURL         string
 	Sim            *sim.Server
 	Registry       *srfake.Registry
-	Cluster        *kfake.Cluster
+	Cluster        *kfake.Cluster // nil with Options.Brokers
 	PartnerKey     *ecdsa.PrivateKey
 	PartnerKeyID   string
 	PartnerKeyPath string // PEM of the partner private key ("" without DataDir)
@@ -111,30 +120,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 
 	// Kafka.
-	host, port, err := splitHostPort(opts.KafkaAddr)
-	if err != nil {
-		return nil, fmt.Errorf("kafka address: %w", err)
-	}
-	kopts := []kfake.Opt{
-		kfake.NumBrokers(1),
-		kfake.Ports(port),
-		kfake.DefaultNumPartitions(int(opts.Partitions)),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-			return net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
-		}),
-	}
-	if opts.DataDir != "" {
-		kopts = append(kopts, kfake.DataDir(filepath.Join(opts.DataDir, "kafka")))
-	}
-	s.Cluster, err = kfake.NewCluster(kopts...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka on %s: %w", opts.KafkaAddr, err)
-	}
-	s.Brokers = s.Cluster.ListenAddrs()
-	for _, t := range opts.Topics {
-		if err := s.Cluster.CreateTopic(t, opts.Partitions, nil); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return nil, fmt.Errorf("create topic %s: %w", t, err)
+	if len(opts.Brokers) > 0 {
+		if err := s.useExternal(ctx, opts); err != nil {
+			return nil, err
 		}
+	} else if err := s.startKfake(opts); err != nil {
+		return nil, err
 	}
 
 	// Schema Registry.
@@ -168,6 +159,59 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("simulator on %s: %w", opts.SimAddr, err)
 	}
 	return s, nil
+}
+
+func (s *Stack) startKfake(opts Options) error {
+	host, port, err := splitHostPort(opts.KafkaAddr)
+	if err != nil {
+		return fmt.Errorf("kafka address: %w", err)
+	}
+	kopts := []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.Ports(port),
+		kfake.DefaultNumPartitions(int(opts.Partitions)),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+			return net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
+		}),
+	}
+	if opts.DataDir != "" {
+		kopts = append(kopts, kfake.DataDir(filepath.Join(opts.DataDir, "kafka")))
+	}
+	s.Cluster, err = kfake.NewCluster(kopts...)
+	if err != nil {
+		return fmt.Errorf("kafka on %s: %w", opts.KafkaAddr, err)
+	}
+	s.Brokers = s.Cluster.ListenAddrs()
+	for _, t := range opts.Topics {
+		if err := s.Cluster.CreateTopic(t, opts.Partitions, nil); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
+// useExternal creates the stack's topics on the cluster at opts.Brokers.
+// kfake answers for a topic the moment it is created; a real cluster does
+// so a moment later on each broker, so this waits (topicseed) rather than
+// let the first client wait out its metadata back-off.
+func (s *Stack) useExternal(ctx context.Context, opts Options) error {
+	s.Brokers = append([]string(nil), opts.Brokers...)
+	if len(opts.Topics) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
+	if err != nil {
+		return fmt.Errorf("kafka %v: %w", s.Brokers, err)
+	}
+	defer cl.Close()
+	rf, err := topicseed.ReplicationFactor(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("kafka %v: %w", s.Brokers, err)
+	}
+	if _, err := topicseed.Create(ctx, cl, opts.Partitions, rf, true, opts.Topics...); err != nil {
+		return fmt.Errorf("kafka %v: %w", s.Brokers, err)
+	}
+	return nil
 }
 
 func splitHostPort(addr string) (string, int, error) {

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
 
@@ -125,4 +127,53 @@ func TestStartErrors(t *testing.T) {
 		t.Fatal("busy registry port accepted")
 	}
 	t.Log(err)
+}
+
+// With Brokers the stack starts no kfake and creates its topics on the
+// external cluster, replicated min(3, brokers) times and served by the time
+// Start returns; a second Start on the same topics keeps them.
+func TestExternalBrokers(t *testing.T) {
+	seeds := realkafka.Brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	topics := []string{realkafka.Name(t, "in"), realkafka.Name(t, "in.result")}
+	realkafka.DeleteAtEnd(t, seeds, topics)
+	opts := Options{Brokers: seeds, RegistryAddr: "127.0.0.1:0", SimAddr: "127.0.0.1:0", Partitions: 2, Topics: topics}
+	for range 2 {
+		s, err := Start(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if s.Cluster != nil {
+			t.Fatal("a kfake cluster started beside the external one")
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	details, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
+	if err == nil {
+		err = details.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokers, err := kadm.NewClient(cl).ListBrokers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, td := range details.Sorted() {
+		if len(td.Partitions) != 2 || len(td.Partitions[0].Replicas) != min(3, len(brokers)) {
+			t.Errorf("%s: %d partitions, %d replicas; want 2 and %d", td.Topic, len(td.Partitions), len(td.Partitions[0].Replicas), min(3, len(brokers)))
+		}
+	}
+	// Served at once: a produce does not wait out a metadata back-off.
+	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+	defer pcancel()
+	if err := cl.ProduceSync(pctx, &kgo.Record{Topic: topics[0], Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -12,6 +12,13 @@
 // the stack generates is kept, so signatures made before a restart still
 // verify.
 //
+// With Options.Brokers the stack uses an external Kafka cluster instead of
+// kfake (the service's suites run on a real broker that way): it creates
+// its topics there and waits until every broker serves them, since a real
+// cluster, unlike kfake, takes a moment to. The registry and the simulator
+// are still in-process. The topics outlive the stack; deleting them is the
+// caller's business, as is choosing names no other user of the cluster has.
+//
 // devstack does not run the bridge; the dev command wires the bridge onto a
 // Stack.
 package devstack
