@@ -19,9 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
@@ -144,13 +142,7 @@ func TestSecretAndPIIAudit(t *testing.T) {
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	st, err := devstack.Start(ctx, devstack.Options{DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0",
-		SimAddr: "127.0.0.1:0", Partitions: 2, Topics: codec.DefaultTopics().All(),
-		Sim: sim.Options{Members: 10, ClientSecret: canarySecret, Password: canaryPassword}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := newStackWith(t, 2, sim.Options{Members: 10, ClientSecret: canarySecret, Password: canaryPassword})
 	tap, apiURL := newTokenTap(t, st.SimURL)
 	cfg := stackConfig(t, st, func(c *config.Config) {
 		c.API.BaseURL = apiURL
@@ -201,7 +193,7 @@ func TestSecretAndPIIAudit(t *testing.T) {
 			Gender: gender, Birthday: birthday, Email: &e, IsKYC: true, IDNumber: &idn, PassportNumber: &pp, PlaceOfIssue: "Da Nang",
 			PlaceOfBirth: "Hue", IssueDate: "2016-01-01", ExpireDate: "2036-01-01", Nationality: "VNM", Address: address, ExternalID: externalID}
 	}
-	mt, pt, rt := codec.DefaultMemberOnboardingTopic, codec.DefaultPurchaseTopic, codec.DefaultRefundRedemptionTopic
+	mt, pt, rt := st.Topics.MemberOnboarding, st.Topics.Purchase, st.Topics.RefundRedemption
 	send(mt, onboard("a-1", "female", "ext-1"))
 	send(mt, onboard("a-2", "robot", "ext-2"))  // VALIDATION
 	send(mt, onboard("a-3", "female", "ext-1")) // the partner refuses a second enrolment
@@ -218,7 +210,7 @@ func TestSecretAndPIIAudit(t *testing.T) {
 	st.Sim.RevokeTokens()
 	send(pt, &events.PurchaseCompleted{TransactionID: "a-6", LoyaltyID: sim.MemberID(2), TransactionDate: time.Now(), Amount: 1000, Currency: "VND"})
 
-	topics := codec.DefaultTopics()
+	topics := st.Topics
 	var replies []string
 	for _, in := range topics.Inputs() {
 		replies = append(replies, topics.ResultTopic(in), topics.ErrorTopic(in))

@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
@@ -45,21 +44,21 @@ func TestRefusedCredentialsHoldRecords(t *testing.T) {
 		for i := from; i < from+n; i++ {
 			ev := &events.PurchaseCompleted{TransactionID: fmt.Sprintf("auth-%d", i), LoyaltyID: sim.MemberID(1 + i%10),
 				TransactionDate: time.Now(), Amount: 10_000, Currency: "VND"}
-			v, err := svc.Codec.Encode(codec.DefaultPurchaseTopic, ev)
+			v, err := svc.Codec.Encode(s.Topics.Purchase, ev)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: codec.DefaultPurchaseTopic, Key: []byte(ev.LoyaltyID), Value: v}).FirstErr(); err != nil {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: s.Topics.Purchase, Key: []byte(ev.LoyaltyID), Value: v}).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, ev.TransactionID)
 		}
 	}
 	applied := func() float64 {
-		return value(svc.Metrics.RecordsCompleted.WithLabelValues(codec.DefaultPurchaseTopic, string(events.OutcomeApplied)))
+		return value(svc.Metrics.RecordsCompleted.WithLabelValues(s.Topics.Purchase, string(events.OutcomeApplied)))
 	}
 	errorEvents := func() float64 {
-		return value(svc.Metrics.RecordsCompleted.WithLabelValues(codec.DefaultPurchaseTopic, "error"))
+		return value(svc.Metrics.RecordsCompleted.WithLabelValues(s.Topics.Purchase, "error"))
 	}
 	produce(0, 10)
 	waitFor(t, "the first records", 30*time.Second, func() bool { return applied() == 10 })

@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/hostile"
@@ -28,8 +27,8 @@ func TestHostileRecordsKeepTheGroupCommitting(t *testing.T) {
 	cfg := stackConfig(t, s, func(c *config.Config) { c.Processing.IncludeOriginal = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	pt := codec.DefaultPurchaseTopic
-	topics := codec.DefaultTopics()
+	pt := s.Topics.Purchase
+	topics := s.Topics
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ProducerBatchMaxBytes(4<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ConsumeTopics(topics.ResultTopic(pt), topics.ErrorTopic(pt)), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -38,15 +37,11 @@ func TestHostileRecordsKeepTheGroupCommitting(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	// The two values at and past the decode limit do not fit Kafka's
-	// default message limit with their framing.
-	limit := "2097152"
-	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, pt)
-	if err == nil {
-		err = rs[0].Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	// default message limit with their framing; nor do they fit a log
+	// segment of 1 MiB, which scripts/kafka's brokers have (a batch larger
+	// than its segment is RECORD_LIST_TOO_LARGE, whatever the message
+	// limit; kfake has no segments).
+	setTopicConfigs(ctx, t, cl, pt, map[string]string{"max.message.bytes": "2097152", "segment.bytes": "8388608"})
 	svc := runService(ctx, t, cfg)
 	cases, err := hostile.Cases(hostile.Options{Topic: pt, Encode: svc.Codec.Encode, Member: sim.MemberID(1), Prefix: "hs-"})
 	if err != nil {

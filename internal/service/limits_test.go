@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
@@ -59,8 +57,8 @@ func hostileSize(t *testing.T, tc sizeCase) {
 	cfg := stackConfig(t, s, func(c *config.Config) { c.Processing.IncludeOriginal = tc.original })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	pt := codec.DefaultPurchaseTopic
-	errTopic := codec.DefaultTopics().ErrorTopic(pt)
+	pt := s.Topics.Purchase
+	errTopic := s.Topics.ErrorTopic(pt)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ProducerBatchMaxBytes(4<<20),
 		kgo.ConsumeTopics(errTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -68,14 +66,7 @@ func hostileSize(t *testing.T, tc sizeCase) {
 	}
 	defer cl.Close()
 	if tc.errTopicMax > 0 {
-		v := strconv.Itoa(tc.errTopicMax)
-		rs, err := kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, errTopic)
-		if err == nil {
-			err = rs[0].Err
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		setTopicConfigs(ctx, t, cl, errTopic, map[string]string{"max.message.bytes": strconv.Itoa(tc.errTopicMax)})
 	}
 	svc := runService(ctx, t, cfg)
 	filler := strings.Repeat("y", tc.size)

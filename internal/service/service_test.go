@@ -13,48 +13,92 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
 
-func newStack(t *testing.T) *devstack.Stack {
+// testStack is the embedded stack of one test, and the names it gives the
+// bridge. The Kafka behind it is kfake, or the real cluster that
+// LOYALTY_BRIDGE_TEST_BROKERS names (realkafka.Seeds): the same tests with
+// the same assertions run on both. A real cluster is shared by every test
+// package of a run and outlives it, so the topics and the group are named
+// for the test (realkafka.Name) and deleted at its end; tests read them from
+// here, or from the config stackConfig builds, never codec's defaults.
+type testStack struct {
+	*devstack.Stack
+	Topics codec.Topics
+	Group  string
+	real   bool
+}
+
+func newStack(t *testing.T) *testStack {
 	t.Helper()
+	return newStackWith(t, 4, sim.Options{Members: 50})
+}
+
+func newStackWith(t *testing.T, partitions int32, so sim.Options) *testStack {
+	t.Helper()
+	seeds := realkafka.Seeds()
+	ts := &testStack{Group: realkafka.Name(t, "group"), real: len(seeds) > 0, Topics: codec.Topics{
+		Purchase: realkafka.Name(t, "purchase"), RefundRedemption: realkafka.Name(t, "refund"), MemberOnboarding: realkafka.Name(t, "onboard")}}
+	if ts.real {
+		// Before the stack's own cleanup, so it runs after the service
+		// has left the group.
+		realkafka.DeleteAtEnd(t, seeds, ts.Topics.All(), ts.Group)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := devstack.Start(ctx, devstack.Options{DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0",
-		SimAddr: "127.0.0.1:0", Partitions: 4, Topics: codec.DefaultTopics().All(), Sim: sim.Options{Members: 50}})
+	s, err := devstack.Start(ctx, devstack.Options{DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:0", Brokers: seeds, RegistryAddr: "127.0.0.1:0",
+		SimAddr: "127.0.0.1:0", Partitions: partitions, Topics: ts.Topics.All(), Sim: so})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	return s
+	ts.Stack = s
+	return ts
 }
 
-func stackConfig(t *testing.T, s *devstack.Stack, mod func(*config.Config)) *config.Config {
+// kfakeOnly skips t on a real cluster: for a test that needs what only
+// kfake does, named in why.
+func (s *testStack) kfakeOnly(t *testing.T, why string) {
+	t.Helper()
+	if s.real {
+		t.Skipf("needs kfake: %s", why)
+	}
+}
+
+func stackConfig(t *testing.T, s *testStack, mod func(*config.Config)) *config.Config {
 	t.Helper()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfg, b := config.Define(fs)
 	env := map[string]string{
-		"LOYALTY_BRIDGE_BROKERS":             strings.Join(s.Brokers, ","),
-		"LOYALTY_BRIDGE_SCHEMA_REGISTRY_URL": s.RegistryURL,
-		"LOYALTY_BRIDGE_API_BASE_URL":        s.SimURL,
-		"LOYALTY_BRIDGE_API_CLIENT_ID":       sim.DefaultClientID,
-		"LOYALTY_BRIDGE_API_CLIENT_SECRET":   sim.DefaultClientSecret,
-		"LOYALTY_BRIDGE_API_USERNAME":        sim.DefaultUsername,
-		"LOYALTY_BRIDGE_API_PASSWORD":        sim.DefaultPassword,
-		"LOYALTY_BRIDGE_API_PARTNER_KEY":     s.PartnerKeyPath,
-		"LOYALTY_BRIDGE_API_PARTNER_KEY_ID":  s.PartnerKeyID,
-		"LOYALTY_BRIDGE_REGISTER_SCHEMAS":    "true",
-		"LOYALTY_BRIDGE_METRICS_ADDR":        "",
-		"LOYALTY_BRIDGE_LAG_INTERVAL":        "200ms",
-		"LOYALTY_BRIDGE_STARTUP_TIMEOUT":     "20s",
+		"LOYALTY_BRIDGE_BROKERS":                 strings.Join(s.Brokers, ","),
+		"LOYALTY_BRIDGE_GROUP":                   s.Group,
+		"LOYALTY_BRIDGE_PURCHASE_TOPIC":          s.Topics.Purchase,
+		"LOYALTY_BRIDGE_REFUND_REDEMPTION_TOPIC": s.Topics.RefundRedemption,
+		"LOYALTY_BRIDGE_MEMBER_ONBOARDING_TOPIC": s.Topics.MemberOnboarding,
+		"LOYALTY_BRIDGE_SCHEMA_REGISTRY_URL":     s.RegistryURL,
+		"LOYALTY_BRIDGE_API_BASE_URL":            s.SimURL,
+		"LOYALTY_BRIDGE_API_CLIENT_ID":           sim.DefaultClientID,
+		"LOYALTY_BRIDGE_API_CLIENT_SECRET":       sim.DefaultClientSecret,
+		"LOYALTY_BRIDGE_API_USERNAME":            sim.DefaultUsername,
+		"LOYALTY_BRIDGE_API_PASSWORD":            sim.DefaultPassword,
+		"LOYALTY_BRIDGE_API_PARTNER_KEY":         s.PartnerKeyPath,
+		"LOYALTY_BRIDGE_API_PARTNER_KEY_ID":      s.PartnerKeyID,
+		"LOYALTY_BRIDGE_REGISTER_SCHEMAS":        "true",
+		"LOYALTY_BRIDGE_METRICS_ADDR":            "",
+		"LOYALTY_BRIDGE_LAG_INTERVAL":            "200ms",
+		"LOYALTY_BRIDGE_STARTUP_TIMEOUT":         "20s",
 		// Shorter than fastGroup's 6 s session: a partner write starts
 		// only while the session outlasts its attempt (pipeline.LeaseGate).
 		"LOYALTY_BRIDGE_API_TIMEOUT": "3s",
@@ -165,29 +209,29 @@ func TestServiceEndToEnd(t *testing.T) {
 	for i := range n {
 		ev := &events.PurchaseCompleted{TransactionID: fmt.Sprintf("svc-%d", i), LoyaltyID: sim.MemberID(1 + i%10),
 			TransactionDate: time.Now(), Amount: 10_000, Currency: "VND"}
-		v, err := svc.Codec.Encode(codec.DefaultPurchaseTopic, ev)
+		v, err := svc.Codec.Encode(s.Topics.Purchase, ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: codec.DefaultPurchaseTopic, Key: []byte(ev.LoyaltyID), Value: v}).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: s.Topics.Purchase, Key: []byte(ev.LoyaltyID), Value: v}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// One undecodable record too.
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: codec.DefaultPurchaseTopic, Value: []byte("junk")}).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: s.Topics.Purchase, Value: []byte("junk")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	completed := func(outcome string) float64 {
-		return value(svc.Metrics.RecordsCompleted.WithLabelValues(codec.DefaultPurchaseTopic, outcome))
+		return value(svc.Metrics.RecordsCompleted.WithLabelValues(s.Topics.Purchase, outcome))
 	}
 	waitFor(t, "results", 30*time.Second, func() bool { return completed("APPLIED") == n })
 	if got := s.Sim.TotalCalls(sim.EndpointAccrual); got != n {
 		t.Fatalf("%d accrual calls, want %d", got, n)
 	}
 	waitFor(t, "decode error", 10*time.Second, func() bool {
-		return value(svc.Metrics.ErrorEvents.WithLabelValues(codec.DefaultPurchaseTopic, string(events.CategoryDecode))) == 1
+		return value(svc.Metrics.ErrorEvents.WithLabelValues(s.Topics.Purchase, string(events.CategoryDecode))) == 1
 	})
-	if got := value(svc.Metrics.RecordsConsumed.WithLabelValues(codec.DefaultPurchaseTopic)); got != n+1 {
+	if got := value(svc.Metrics.RecordsConsumed.WithLabelValues(s.Topics.Purchase)); got != n+1 {
 		t.Fatalf("records consumed %v, want %d", got, n+1)
 	}
 	_, body := get(base + "/metrics")
@@ -198,7 +242,7 @@ func TestServiceEndToEnd(t *testing.T) {
 		}
 	}
 	// The outputs agree with the counters: n results on the result topic.
-	rc, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(codec.DefaultTopics().ResultTopic(codec.DefaultPurchaseTopic)),
+	rc, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(s.Topics.ResultTopic(s.Topics.Purchase)),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -325,12 +369,12 @@ func TestReadinessStartsNoGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	v, err := svc.Codec.Encode(codec.DefaultPurchaseTopic, &events.PurchaseCompleted{TransactionID: "rdy-1", LoyaltyID: sim.MemberID(1),
+	v, err := svc.Codec.Encode(s.Topics.Purchase, &events.PurchaseCompleted{TransactionID: "rdy-1", LoyaltyID: sim.MemberID(1),
 		TransactionDate: time.Now(), Amount: 1, Currency: "VND"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: codec.DefaultPurchaseTopic, Value: v}).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: s.Topics.Purchase, Value: v}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	// Once the record is held, only its hold probes ask for grants, as
@@ -342,4 +386,52 @@ func TestReadinessStartsNoGrant(t *testing.T) {
 	}
 	probe(http.StatusServiceUnavailable, 1)
 	svc.halt(t)
+}
+
+// setTopicConfigs sets configs of topic and returns once every broker
+// describes them so. kfake applies an altered config before it answers; a
+// real cluster answers once the controller has committed it, and each
+// broker applies it a moment later, so a produce that needs it at once can
+// be refused.
+func setTopicConfigs(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, configs map[string]string) {
+	t.Helper()
+	adm := kadm.NewClient(cl)
+	var alter []kadm.AlterConfig
+	for k, v := range configs {
+		alter = append(alter, kadm.AlterConfig{Name: k, Value: &v})
+	}
+	rs, err := adm.AlterTopicConfigs(ctx, alter, topic)
+	if err == nil {
+		err = rs[0].Err
+	}
+	if err != nil {
+		t.Fatalf("topic %s configs %v: %v", topic, configs, err)
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	req.Resources = append(req.Resources, res)
+	applied := func() bool {
+		brokers, err := adm.ListBrokers(ctx)
+		if err != nil {
+			return false
+		}
+		for _, b := range brokers {
+			resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
+			if err != nil || len(resp.Resources) != 1 {
+				return false
+			}
+			n := 0
+			for _, c := range resp.Resources[0].Configs {
+				if want, ok := configs[c.Name]; ok && c.Value != nil && *c.Value == want {
+					n++
+				}
+			}
+			if n != len(configs) {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, fmt.Sprintf("every broker to apply %v to %s", configs, topic), 10*time.Second, applied)
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
@@ -49,24 +48,24 @@ func TestRetryWaitHoldsNoCallSlot(t *testing.T) {
 	}
 	member := sim.MemberID(1)
 	// Same key, same partition: the second purchase waits behind the first.
-	produce(codec.DefaultPurchaseTopic, member, &events.PurchaseCompleted{TransactionID: "slot-1", LoyaltyID: member,
+	produce(s.Topics.Purchase, member, &events.PurchaseCompleted{TransactionID: "slot-1", LoyaltyID: member,
 		TransactionDate: time.Now(), Amount: 10_000, Currency: "VND"})
-	produce(codec.DefaultPurchaseTopic, member, &events.PurchaseCompleted{TransactionID: "slot-2", LoyaltyID: member,
+	produce(s.Topics.Purchase, member, &events.PurchaseCompleted{TransactionID: "slot-2", LoyaltyID: member,
 		TransactionDate: time.Now(), Amount: 20_000, Currency: "VND"})
 	waitFor(t, "the first accrual to be refused", 30*time.Second, func() bool { return s.Sim.TotalCalls(sim.EndpointAccrual) >= 1 })
 	// Another key, another endpoint: a link, answered while the accrual
 	// waits to retry.
 	other := sim.MemberID(2)
-	produce(codec.DefaultMemberOnboardingTopic, other, &events.MemberLinkRequested{TransactionID: "slot-link", LoyaltyID: other,
+	produce(s.Topics.MemberOnboarding, other, &events.MemberLinkRequested{TransactionID: "slot-link", LoyaltyID: other,
 		PartnerMemberID: "P-slot"})
 
 	completed := func(topic, outcome string) float64 {
 		return value(svc.Metrics.RecordsCompleted.WithLabelValues(topic, outcome))
 	}
 	waitFor(t, "the link's result", 30*time.Second, func() bool {
-		return completed(codec.DefaultMemberOnboardingTopic, string(events.OutcomeLinked)) == 1
+		return completed(s.Topics.MemberOnboarding, string(events.OutcomeLinked)) == 1
 	})
-	if got := completed(codec.DefaultPurchaseTopic, string(events.OutcomeApplied)); got != 0 {
+	if got := completed(s.Topics.Purchase, string(events.OutcomeApplied)); got != 0 {
 		t.Fatalf("%v accruals applied while every accrual is refused", got)
 	}
 	if got := s.Sim.TotalCalls(sim.EndpointAccrual); got < 1 {
@@ -75,7 +74,7 @@ func TestRetryWaitHoldsNoCallSlot(t *testing.T) {
 	// Only the first purchase has been tried: the second waits for its key.
 	s.Sim.SetFaults(sim.Faults{})
 	waitFor(t, "both accruals", 30*time.Second, func() bool {
-		return completed(codec.DefaultPurchaseTopic, string(events.OutcomeApplied)) == 2
+		return completed(s.Topics.Purchase, string(events.OutcomeApplied)) == 2
 	})
 	for _, id := range []string{"slot-1", "slot-2"} {
 		if n := s.Sim.Effects(id); n != 1 {
@@ -85,7 +84,7 @@ func TestRetryWaitHoldsNoCallSlot(t *testing.T) {
 	// Key order: the partner applied the second purchase after the first
 	// (its bit references are a sequence). Result records are keyed by
 	// transactionId, so their order across partitions says nothing.
-	rc, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(codec.DefaultTopics().ResultTopic(codec.DefaultPurchaseTopic)),
+	rc, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(s.Topics.ResultTopic(s.Topics.Purchase)),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
