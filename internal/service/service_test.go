@@ -32,12 +32,12 @@ import (
 // the same assertions run on both. A real cluster is shared by every test
 // package of a run and outlives it, so the topics and the group are named
 // for the test (realkafka.Name) and deleted at its end; tests read them from
-// here, or from the config stackConfig builds, never codec's defaults.
+// here, or from the config stackConfig builds, never codec's defaults. On
+// kfake the names are the same kind, so both runs take one path.
 type testStack struct {
 	*devstack.Stack
 	Topics codec.Topics
 	Group  string
-	real   bool
 }
 
 func newStack(t *testing.T) *testStack {
@@ -48,9 +48,9 @@ func newStack(t *testing.T) *testStack {
 func newStackWith(t *testing.T, partitions int32, so sim.Options) *testStack {
 	t.Helper()
 	seeds := realkafka.Seeds()
-	ts := &testStack{Group: realkafka.Name(t, "group"), real: len(seeds) > 0, Topics: codec.Topics{
+	ts := &testStack{Group: realkafka.Name(t, "group"), Topics: codec.Topics{
 		Purchase: realkafka.Name(t, "purchase"), RefundRedemption: realkafka.Name(t, "refund"), MemberOnboarding: realkafka.Name(t, "onboard")}}
-	if ts.real {
+	if len(seeds) > 0 {
 		// Before the stack's own cleanup, so it runs after the service
 		// has left the group.
 		realkafka.DeleteAtEnd(t, seeds, ts.Topics.All(), ts.Group)
@@ -65,15 +65,6 @@ func newStackWith(t *testing.T, partitions int32, so sim.Options) *testStack {
 	t.Cleanup(s.Close)
 	ts.Stack = s
 	return ts
-}
-
-// kfakeOnly skips t on a real cluster: for a test that needs what only
-// kfake does, named in why.
-func (s *testStack) kfakeOnly(t *testing.T, why string) {
-	t.Helper()
-	if s.real {
-		t.Skipf("needs kfake: %s", why)
-	}
 }
 
 func stackConfig(t *testing.T, s *testStack, mod func(*config.Config)) *config.Config {
