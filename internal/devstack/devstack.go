@@ -232,6 +232,9 @@ func (s *Stack) serve(addr string, h http.Handler) (string, error) {
 		return "", err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	unused := &unusedConns{conns: map[net.Conn]bool{}}
+	srv.ConnState = unused.track
+	srv.RegisterOnShutdown(unused.close)
 	s.servers = append(s.servers, srv)
 	s.wg.Add(1)
 	go func() {
@@ -241,6 +244,39 @@ func (s *Stack) serve(addr string, h http.Handler) (string, error) {
 		}
 	}()
 	return "http://" + ln.Addr().String(), nil
+}
+
+// unusedConns tracks a server's connections that have not sent a request
+// yet, to close them on Shutdown. http.Server.Shutdown waits for such a
+// connection until it is five seconds old, as if a request were coming,
+// and HTTP clients leave them behind: a connection dialed for a request
+// that another one then served goes idle in the client's pool without a
+// request ever. devstack.Close took up to five seconds in about one service test of
+// three (TestServiceEndToEnd, on kfake and on a real broker alike).
+type unusedConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+}
+
+func (u *unusedConns) track(c net.Conn, state http.ConnState) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if state == http.StateNew {
+		u.conns[c] = true
+	} else {
+		delete(u.conns, c)
+	}
+}
+
+// close runs once Shutdown has closed the listeners, so no new connection
+// comes after it. A request that would have come on one of these
+// connections would have found the server stopping anyway.
+func (u *unusedConns) close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for c := range u.conns {
+		_ = c.Close()
+	}
 }
 
 // Close stops the servers and the cluster (which flushes its data). The
