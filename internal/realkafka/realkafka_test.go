@@ -88,6 +88,7 @@ func TestRealBroker(t *testing.T) {
 
 	in, out := realkafka.Name(t, "in"), realkafka.Name(t, "out")
 	group := realkafka.Name(t, "group")
+	realkafka.DeleteAtEnd(t, seeds, nil, group) // after SeedTopics' deletion: cleanups run last first
 	realkafka.SeedTopics(t, seeds, 3, in, out)
 
 	t.Run("produce, consume in a group, commit", func(t *testing.T) {
