@@ -56,7 +56,8 @@ const (
 )
 
 // TestBrokerFaultPartitionLeader kills the node that leads the most
-// partitions of the purchase topic and its result topic.
+// partitions of the purchase topic and its result topic, other than the
+// group's coordinator: TestBrokerFaultGroupCoordinator kills that one.
 func TestBrokerFaultPartitionLeader(t *testing.T) {
 	runBrokerFault(t, pipeline.AtLeastOnce, "partition leader", func(ctx context.Context, t *testing.T, f *faultRun) int32 {
 		return f.busiestLeader(ctx, t)
@@ -125,7 +126,7 @@ func runBrokerFault(t *testing.T, mode pipeline.Delivery, what string, victim fu
 	f.cfg = stackConfig(t, f.stack, func(c *config.Config) {
 		c.Delivery.Mode = mode
 		if mode == pipeline.ExactlyOnce {
-			c.Delivery.TransactionalID = realkafka.Name(t, "txn")
+			c.Delivery.TransactionalID = f.txnIDApart(ctx, t)
 		}
 	})
 	f.svc = runService(ctx, t, f.cfg)
@@ -137,7 +138,7 @@ func runBrokerFault(t *testing.T, mode pipeline.Delivery, what string, victim fu
 	f.await(t, "a third of the replies", time.Minute, func() bool { return replies.answered() >= faultRecords/3 })
 	node := victim(ctx, t, f)
 	atKill := replies.answered()
-	t.Logf("%s: killing node %d with %d of %d answered", what, node, atKill, faultRecords)
+	t.Logf("%s: killing node %d with %d of %d answered; %s", what, node, atKill, faultRecords, f.roles(ctx, t))
 	f.kafka(t, "kill", node)
 	restarted := false
 	t.Cleanup(func() {
@@ -149,8 +150,8 @@ func runBrokerFault(t *testing.T, mode pipeline.Delivery, what string, victim fu
 	// coordinators have the two other replicas, min.insync.replicas.
 	more := min(faultRecords, atKill+faultRecords/10)
 	f.await(t, fmt.Sprintf("%d replies with node %d down", more, node), 2*time.Minute, func() bool { return replies.answered() >= more })
-	downFor := time.Since(began)
-	t.Logf("%d answered with node %d down; restarting it", replies.answered(), node)
+	downFor, atRestart := time.Since(began), replies.answered()
+	t.Logf("%d answered with node %d down; restarting it", atRestart, node)
 	f.kafka(t, "restart", node)
 	restarted = true
 
@@ -186,14 +187,17 @@ func runBrokerFault(t *testing.T, mode pipeline.Delivery, what string, victim fu
 	}
 	f.alive(t)
 	t.Logf(`
-broker fault (%s, %s): node %d killed at %d/%d answered, restarted after %d more; %s in all (%s to the restart)
-  transactions without a reply            %d
-  accruals with more than one effect      %d
-  results whose accrual was not applied   %d
-  error events                            %d
-  duplicate replies (%s)       %d`,
-		what, mode, node, atKill, faultRecords, more-atKill, time.Since(began).Round(time.Second), downFor.Round(time.Second),
-		noOutput, multiEffect, notOne, errorsN, replies.isolation(), dups)
+broker fault (%s, %s): node %d killed at %d/%d answered, restarted at %d; %s in all (%s to the restart)
+  transactions without a reply              %d
+  accruals with more than one effect        %d
+  results whose accrual was not applied     %d
+  error events                              %d
+  duplicate replies (%s)   %d
+  accrual calls at the partner              %d
+  transaction lookups at the partner        %d`,
+		what, mode, node, atKill, faultRecords, atRestart, time.Since(began).Round(time.Second), downFor.Round(time.Second),
+		noOutput, multiEffect, notOne, errorsN, replies.isolation(), dups, f.stack.Sim.TotalCalls(sim.EndpointAccrual),
+		f.stack.Sim.TotalCalls(sim.EndpointLookup))
 	if noOutput > 0 || multiEffect > 0 || notOne > 0 || errorsN > 0 || (mode == pipeline.ExactlyOnce && dups > 0) {
 		t.Fatal("an invariant does not hold (table above)")
 	}
@@ -254,12 +258,57 @@ func (f *faultRun) kafka(t *testing.T, verb string, node int32) {
 	}
 }
 
+// txnIDApart returns a transactional id whose coordinator is not the
+// coordinator of the test's group: coordinators are chosen by a hash of the
+// id, so killing the one would otherwise often kill the other too, and the
+// test would not tell which of the two the bridge survived.
+func (f *faultRun) txnIDApart(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	adm := kadm.NewClient(f.admin)
+	g := adm.FindGroupCoordinators(ctx, f.stack.Group)[f.stack.Group]
+	for range 20 {
+		id := realkafka.Name(t, "txn")
+		if r := adm.FindTxnCoordinators(ctx, id)[id]; g.Err == nil && r.Err == nil && r.NodeID != g.NodeID {
+			return id
+		}
+	}
+	t.Fatalf("no transactional id found with a coordinator other than the group's (node %d, %v)", g.NodeID, g.Err)
+	return ""
+}
+
+// roles says which node leads the purchase topic's partitions and its
+// result topic's, and coordinates the group and the transactional id.
+func (f *faultRun) roles(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	adm := kadm.NewClient(f.admin)
+	var b strings.Builder
+	in, out := f.stack.Topics.Purchase, f.stack.Topics.ResultTopic(f.stack.Topics.Purchase)
+	if md, err := adm.Metadata(ctx, in, out); err == nil {
+		for _, td := range md.Topics.Sorted() {
+			for _, p := range td.Partitions.Sorted() {
+				fmt.Fprintf(&b, "%s/%d leader %d, ", p.Topic, p.Partition, p.Leader)
+			}
+		}
+	}
+	fmt.Fprintf(&b, "group coordinator %d", adm.FindGroupCoordinators(ctx, f.stack.Group)[f.stack.Group].NodeID)
+	if id := f.cfg.Delivery.TransactionalID; f.cfg.Delivery.Mode == pipeline.ExactlyOnce {
+		fmt.Fprintf(&b, ", transaction coordinator %d", adm.FindTxnCoordinators(ctx, id)[id].NodeID)
+	}
+	return b.String()
+}
+
 // busiestLeader is the node that leads the most partitions of the purchase
-// topic and its result topic (the lowest id of a tie).
+// topic and its result topic (the lowest id of a tie), leaving out the
+// group's coordinator.
 func (f *faultRun) busiestLeader(ctx context.Context, t *testing.T) int32 {
 	t.Helper()
 	in, out := f.stack.Topics.Purchase, f.stack.Topics.ResultTopic(f.stack.Topics.Purchase)
-	md, err := kadm.NewClient(f.admin).Metadata(ctx, in, out)
+	adm := kadm.NewClient(f.admin)
+	g := adm.FindGroupCoordinators(ctx, f.stack.Group)[f.stack.Group]
+	if g.Err != nil {
+		t.Fatalf("group coordinator of %s: %v", f.stack.Group, g.Err)
+	}
+	md, err := adm.Metadata(ctx, in, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,12 +320,12 @@ func (f *faultRun) busiestLeader(ctx context.Context, t *testing.T) int32 {
 	}
 	best := int32(-1)
 	for n, ps := range led {
-		if n >= 0 && (best < 0 || len(ps) > len(led[best]) || (len(ps) == len(led[best]) && n < best)) {
+		if n >= 0 && n != g.NodeID && (best < 0 || len(ps) > len(led[best]) || (len(ps) == len(led[best]) && n < best)) {
 			best = n
 		}
 	}
 	if best < 0 {
-		t.Fatalf("no leader of %s or %s", in, out)
+		t.Fatalf("no leader of %s or %s but the group coordinator, node %d", in, out, g.NodeID)
 	}
 	t.Logf("node %d leads %s", best, strings.Join(led[best], ", "))
 	return best
