@@ -108,6 +108,9 @@ func runBrokerFault(t *testing.T, mode pipeline.Delivery, what string, victim fu
 	if dir == "" {
 		t.Skipf("no scripts/kafka directory: set %s to the --dir of the three-node cluster in %s", envKafkaDir, realkafka.EnvBrokers)
 	}
+	if nodes, _ := filepath.Glob(filepath.Join(dir, "node-*")); len(nodes) != 3 {
+		t.Fatalf("%s=%s holds %d nodes; these tests need the cluster of scripts/kafka start --nodes 3", envKafkaDir, dir, len(nodes))
+	}
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
