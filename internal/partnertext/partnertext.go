@@ -193,11 +193,14 @@ var secretKeys = []string{"access_token", "refresh_token", "id_token", "token", 
 // credentials), secret key=value pair value and URL userinfo replaced by
 // events.Redacted. It does not clean or cap s.
 func Secrets(s string) string {
-	s = keyValues(s)
+	low := lowerASCII(s)
+	if r := keyValues(s, low); r != s {
+		s, low = r, lowerASCII(r)
+	}
 	if strings.Contains(s, "eyJ") {
 		s = jwtLike.ReplaceAllString(s, events.Redacted)
+		low = lowerASCII(s)
 	}
-	low := lowerASCII(s)
 	if strings.Contains(low, "bearer") {
 		s = bearer.ReplaceAllString(s, "Bearer "+events.Redacted)
 		low = lowerASCII(s)
@@ -218,9 +221,8 @@ func Secrets(s string) string {
 }
 
 // keyValues replaces the values of keyValueAt matches, trying the regexp
-// only where a secretKeys stem starts a word.
-func keyValues(s string) string {
-	low := lowerASCII(s)
+// only where a secretKeys stem starts a word; low is lowerASCII(s).
+func keyValues(s, low string) string {
 	var starts []int
 	for _, k := range secretKeys {
 		for from := 0; ; {
@@ -265,8 +267,13 @@ func wordByte(c byte) bool {
 }
 
 // lowerASCII lower-cases the ASCII letters of s only, so that byte
-// offsets stay those of s.
+// offsets stay those of s. A text with no upper-case letter is returned
+// as it is: most of what the partner sends (ids, timestamps, codes) costs
+// no copy then.
 func lowerASCII(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return 'A' <= r && r <= 'Z' }) {
+		return s
+	}
 	b := []byte(s)
 	for i, c := range b {
 		if c >= 'A' && c <= 'Z' {
