@@ -145,10 +145,14 @@ func runBrokerFault(t *testing.T, mode pipeline.Delivery, what string, victim fu
 		return f.stack.Sim.TotalCalls(sim.EndpointAccrual) >= faultRecords/3
 	})
 	node := victim(ctx, t, f)
-	atKill := replies.answered()
+	atKill, made := replies.answered(), f.stack.Sim.TotalCalls(sim.EndpointAccrual)
 	t.Logf("%s: killing node %d with %d of %d accruals made, %d answered; %s", what, node,
-		f.stack.Sim.TotalCalls(sim.EndpointAccrual), faultRecords, atKill, f.roles(ctx, t))
+		made, faultRecords, atKill, f.roles(ctx, t))
 	f.kafka(t, "kill", node)
+	// A kill after the last accrual would prove nothing about the writes.
+	if made >= faultRecords {
+		t.Fatalf("every accrual was made before node %d was killed: the run tries no write against the fault", node)
+	}
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
