@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 )
 
 // pki is a private CA with a server certificate and a client certificate,
@@ -87,12 +89,11 @@ func newPKI(t *testing.T, dnsNames ...string) *pki {
 	return p
 }
 
-func kafkaConfig(t *testing.T, brokers []string, mod func(*config.Config)) *config.Config {
+func kafkaConfig(t *testing.T, brokers []string, topics codec.Topics, mod func(*config.Config)) *config.Config {
 	t.Helper()
 	cfg := &config.Config{Kafka: config.Kafka{Brokers: strings.Join(brokers, ","), ClientID: "loyalty-bridge", Compression: config.CompressNone},
-		Topics: config.Topics{Purchase: codec.DefaultPurchaseTopic, RefundRedemption: codec.DefaultRefundRedemptionTopic,
-			MemberOnboarding: codec.DefaultMemberOnboardingTopic},
-		Ops: config.Ops{StartupTimeout: 10 * time.Second, LogFormat: "json", LogLevel: "info"}, Registry: config.Registry{URL: "http://127.0.0.1:1"}}
+		Topics: config.Topics{Purchase: topics.Purchase, RefundRedemption: topics.RefundRedemption, MemberOnboarding: topics.MemberOnboarding},
+		Ops:    config.Ops{StartupTimeout: 10 * time.Second, LogFormat: "json", LogLevel: "info"}, Registry: config.Registry{URL: "http://127.0.0.1:1"}}
 	mod(cfg)
 	if err := cfg.Kafka.Validate(); err != nil {
 		t.Fatal(err)
@@ -111,7 +112,7 @@ func roundTrip(t *testing.T, cfg *config.Config) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	topic := codec.DefaultPurchaseTopic
+	topic := cfg.Topics.Purchase
 	cl, err := kgo.NewClient(append(opts, kgo.ConsumeTopics(topic))...)
 	if err != nil {
 		t.Fatal(err)
@@ -160,44 +161,92 @@ func refusesLikeKafka(c *kfake.Cluster, user string) {
 	})
 }
 
+// secureKafka is what TestKafkaTLSAndSASL connects to: kfake clusters made
+// for the test, or the listeners of a real one (scripts/kafka start
+// --secure). Every certificate chains to caFile's CA.
+type secureKafka struct {
+	mutual     []string // TLS with a client certificate required, and SASL
+	mtls       []string // TLS with a client certificate required, no SASL
+	serverOnly []string // TLS without client certificates or SASL, a certificate for serverName only
+	serverName string
+	// serverOnlyCA is the CA of serverOnly's certificate; caFile's is
+	// every other.
+	serverOnlyCA string
+
+	caFile, clientCert, clientKey string
+	users                         map[string]realkafka.Credential // by SASL mechanism
+	topics                        codec.Topics
+}
+
 // Kafka over TLS with a private CA (with and without a client certificate,
 // with --kafka-tls-server-name) and SASL PLAIN and SCRAM-SHA-256/512, for
-// real against kfake; wrong credentials, a wrong or missing CA, a missing
-// client certificate and a missing TLS or SASL setting fail Connect
-// promptly (well within --startup-timeout, not a deadline) with an error
-// that says which.
+// real against kfake and, when LOYALTY_BRIDGE_TEST_KAFKA_SECURE names one,
+// against Apache Kafka; wrong credentials, a wrong or missing CA, a
+// missing client certificate and a missing TLS or SASL setting fail
+// Connect promptly (well within --startup-timeout, not a deadline) with
+// an error that says which.
 func TestKafkaTLSAndSASL(t *testing.T) {
-	p := newPKI(t)
-	mutual, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, codec.DefaultTopics().Inputs()...),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{p.server}, ClientCAs: p.caPool, ClientAuth: tls.RequireAndVerifyClientCert,
-			MinVersion: tls.VersionTLS12}),
-		kfake.EnableSASL(),
-		kfake.Superuser("PLAIN", "plain-user", "plain-pass"),
-		kfake.Superuser("SCRAM-SHA-256", "scram256-user", "scram256-pass"),
-		kfake.Superuser("SCRAM-SHA-512", "scram512-user", "scram512-pass"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mutual.Close)
-	refusesLikeKafka(mutual, "refused-user")
-	// A broker known by a DNS name only, TLS without client certificates
-	// and without SASL.
-	named := newPKI(t, "kafka.internal")
-	serverOnly, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, codec.DefaultTopics().Inputs()...),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{named.server}, MinVersion: tls.VersionTLS12}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(serverOnly.Close)
+	t.Run("kfake", func(t *testing.T) { testKafkaTLSAndSASL(t, kfakeSecure(t)) })
+	t.Run("Apache Kafka", func(t *testing.T) { testKafkaTLSAndSASL(t, realSecure(t)) })
+}
 
+func kfakeSecure(t *testing.T) *secureKafka {
+	p := newPKI(t)
+	users := map[string]realkafka.Credential{
+		"PLAIN":         {User: "plain-user", Password: "plain-pass"},
+		"SCRAM-SHA-256": {User: "scram256-user", Password: "scram256-pass"},
+		"SCRAM-SHA-512": {User: "scram512-user", Password: "scram512-pass"},
+	}
+	cluster := func(opts ...kfake.Opt) *kfake.Cluster {
+		c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(1, codec.DefaultTopics().Inputs()...)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	clientCertTLS := kfake.TLS(&tls.Config{Certificates: []tls.Certificate{p.server}, ClientCAs: p.caPool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})
+	saslOpts := []kfake.Opt{clientCertTLS, kfake.EnableSASL()}
+	for mech, c := range users {
+		saslOpts = append(saslOpts, kfake.Superuser(mech, c.User, c.Password))
+	}
+	mutual := cluster(saslOpts...)
+	refusesLikeKafka(mutual, "refused-user")
+	// A broker known by a DNS name only.
+	named := newPKI(t, "kafka.internal")
+	serverOnly := cluster(kfake.TLS(&tls.Config{Certificates: []tls.Certificate{named.server}, MinVersion: tls.VersionTLS12}))
+	return &secureKafka{
+		mutual: mutual.ListenAddrs(), mtls: cluster(clientCertTLS).ListenAddrs(), serverOnly: serverOnly.ListenAddrs(),
+		serverName: "kafka.internal", serverOnlyCA: named.caFile, caFile: p.caFile, clientCert: p.clientCert, clientKey: p.clientKey,
+		users: users, topics: codec.DefaultTopics(),
+	}
+}
+
+// realSecure is the cluster LOYALTY_BRIDGE_TEST_KAFKA_SECURE names, with
+// input topics of the test's own.
+func realSecure(t *testing.T) *secureKafka {
+	s := realkafka.SecureCluster(t)
+	topics := codec.Topics{Purchase: realkafka.Name(t, "purchase"), RefundRedemption: realkafka.Name(t, "refund"),
+		MemberOnboarding: realkafka.Name(t, "onboard")}
+	realkafka.SeedTopics(t, s.Plaintext, 1, topics.Inputs()...)
+	return &secureKafka{
+		mutual: s.SASLSSL, mtls: s.SSL, serverOnly: s.SSLNamed, serverName: s.SSLNamedServerName, serverOnlyCA: s.CAFile,
+		caFile: s.CAFile, clientCert: s.ClientCertFile, clientKey: s.ClientKeyFile,
+		users: s.Users, topics: topics,
+	}
+}
+
+func testKafkaTLSAndSASL(t *testing.T, k *secureKafka) {
 	tlsOn := func(cfg *config.Config) {
-		cfg.Kafka.TLSCAFile, cfg.Kafka.TLSCertFile, cfg.Kafka.TLSKeyFile = p.caFile, p.clientCert, p.clientKey
+		cfg.Kafka.TLSCAFile, cfg.Kafka.TLSCertFile, cfg.Kafka.TLSKeyFile = k.caFile, k.clientCert, k.clientKey
 	}
 	sasl := func(mech, user, pass string) func(*config.Config) {
 		return func(cfg *config.Config) {
 			cfg.Kafka.SASLMechanism, cfg.Kafka.SASLUsername, cfg.Kafka.SASLPassword = config.SASLMechanism(mech), user, pass
 		}
 	}
+	as := func(mech string) func(*config.Config) { return sasl(mech, k.users[mech].User, k.users[mech].Password) }
 	both := func(mods ...func(*config.Config)) func(*config.Config) {
 		return func(cfg *config.Config) {
 			for _, m := range mods {
@@ -206,60 +255,64 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 		}
 	}
 
-	for _, m := range []struct{ mech, user, pass string }{
-		{"PLAIN", "plain-user", "plain-pass"},
-		{"SCRAM-SHA-256", "scram256-user", "scram256-pass"},
-		{"SCRAM-SHA-512", "scram512-user", "scram512-pass"},
-	} {
-		t.Run("client certificate and "+m.mech, func(t *testing.T) {
-			roundTrip(t, kafkaConfig(t, mutual.ListenAddrs(), both(tlsOn, sasl(m.mech, m.user, m.pass))))
+	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
+		t.Run("client certificate and "+mech, func(t *testing.T) {
+			roundTrip(t, kafkaConfig(t, k.mutual, k.topics, both(tlsOn, as(mech))))
 		})
 	}
+	t.Run("client certificate without SASL", func(t *testing.T) {
+		roundTrip(t, kafkaConfig(t, k.mtls, k.topics, tlsOn))
+	})
 	t.Run("private CA and server name", func(t *testing.T) {
-		roundTrip(t, kafkaConfig(t, serverOnly.ListenAddrs(), func(cfg *config.Config) {
-			cfg.Kafka.TLSCAFile, cfg.Kafka.TLSServerName = named.caFile, "kafka.internal"
+		roundTrip(t, kafkaConfig(t, k.serverOnly, k.topics, func(cfg *config.Config) {
+			cfg.Kafka.TLSCAFile, cfg.Kafka.TLSServerName = k.serverOnlyCA, k.serverName
 		}))
 	})
 
 	other := newPKI(t)
+	scram256 := k.users["SCRAM-SHA-256"]
 	for _, tc := range []struct {
 		name    string
 		brokers []string
 		mod     func(*config.Config)
 		want    []string
 	}{
-		{"wrong SCRAM password", mutual.ListenAddrs(), both(tlsOn, sasl("SCRAM-SHA-256", "scram256-user", "wrong-pass")),
+		{"wrong SCRAM password", k.mutual, both(tlsOn, sasl("SCRAM-SHA-256", scram256.User, "wrong-pass")),
 			[]string{"SASL", "--kafka-sasl-password"}},
-		{"unknown SCRAM user", mutual.ListenAddrs(), both(tlsOn, sasl("SCRAM-SHA-512", "nobody", "wrong-pass")),
+		{"unknown SCRAM user", k.mutual, both(tlsOn, sasl("SCRAM-SHA-512", "nobody", "wrong-pass")),
 			[]string{"SASL", "--kafka-sasl-username"}},
-		{"wrong PLAIN password", mutual.ListenAddrs(), both(tlsOn, sasl("PLAIN", "plain-user", "wrong-pass")),
+		{"wrong PLAIN password", k.mutual, both(tlsOn, sasl("PLAIN", k.users["PLAIN"].User, "wrong-pass")),
 			[]string{"SASL"}},
-		{"credentials for another mechanism", mutual.ListenAddrs(), both(tlsOn, sasl("SCRAM-SHA-512", "scram256-user", "scram256-pass")),
+		{"credentials for another mechanism", k.mutual, both(tlsOn, sasl("SCRAM-SHA-512", scram256.User, scram256.Password)),
 			[]string{"SASL", "--kafka-sasl-mechanism"}},
-		{"refused as Apache Kafka refuses", mutual.ListenAddrs(), both(tlsOn, sasl("SCRAM-SHA-256", "refused-user", "wrong-pass")),
+		{"refused as Apache Kafka refuses", k.mutual, both(tlsOn, sasl("SCRAM-SHA-256", "refused-user", "wrong-pass")),
 			[]string{"SASL_AUTHENTICATION_FAILED", "invalid credentials"}},
-		{"SASL missing", mutual.ListenAddrs(), tlsOn,
-			[]string{"SASL is required but not provided"}},
-		{"client certificate missing", mutual.ListenAddrs(), both(sasl("PLAIN", "plain-user", "plain-pass"),
-			func(cfg *config.Config) { cfg.Kafka.TLSCAFile = p.caFile }),
-			[]string{"certificate required"}},
-		{"another private CA", mutual.ListenAddrs(), both(tlsOn, sasl("PLAIN", "plain-user", "plain-pass"),
-			func(cfg *config.Config) { cfg.Kafka.TLSCAFile = other.caFile }),
+		{"SASL missing", k.mutual, tlsOn,
+			[]string{"SASL is required but not provided", "--kafka-sasl-mechanism"}},
+		// Apache Kafka says "bad certificate" here, kfake "certificate
+		// required": only the hint names the flags.
+		{"client certificate missing", k.mutual, both(as("PLAIN"), func(cfg *config.Config) { cfg.Kafka.TLSCAFile = k.caFile }),
+			[]string{"refused the TLS handshake", "--kafka-tls-cert-file and --kafka-tls-key-file"}},
+		{"another private CA", k.mutual, both(tlsOn, as("PLAIN"), func(cfg *config.Config) { cfg.Kafka.TLSCAFile = other.caFile }),
 			[]string{"certificate signed by unknown authority"}},
-		{"system roots for a private CA", mutual.ListenAddrs(), both(tlsOn, sasl("PLAIN", "plain-user", "plain-pass"),
-			func(cfg *config.Config) { cfg.Kafka.TLSCAFile, cfg.Kafka.TLS = "", true }),
+		{"system roots for a private CA", k.mutual, both(tlsOn, as("PLAIN"), func(cfg *config.Config) { cfg.Kafka.TLSCAFile, cfg.Kafka.TLS = "", true }),
 			[]string{"certificate signed by unknown authority"}},
-		{"server name missing", serverOnly.ListenAddrs(), func(cfg *config.Config) { cfg.Kafka.TLSCAFile = named.caFile },
+		{"client certificate from another CA", k.mtls, func(cfg *config.Config) {
+			cfg.Kafka.TLSCAFile, cfg.Kafka.TLSCertFile, cfg.Kafka.TLSKeyFile = k.caFile, other.clientCert, other.clientKey
+		}, []string{"refused the TLS handshake", "--kafka-tls-cert-file is current and issued by a CA they trust"}},
+		{"server name missing", k.serverOnly, func(cfg *config.Config) { cfg.Kafka.TLSCAFile = k.serverOnlyCA },
 			[]string{"cannot validate certificate for 127.0.0.1"}},
-		{"wrong server name", serverOnly.ListenAddrs(), func(cfg *config.Config) {
-			cfg.Kafka.TLSCAFile, cfg.Kafka.TLSServerName = named.caFile, "kafka.example"
+		{"wrong server name", k.serverOnly, func(cfg *config.Config) {
+			cfg.Kafka.TLSCAFile, cfg.Kafka.TLSServerName = k.serverOnlyCA, "kafka.example"
 		}, []string{"certificate is valid for kafka.internal, not kafka.example"}},
-		{"TLS missing", mutual.ListenAddrs(), sasl("PLAIN", "plain-user", "plain-pass"),
-			[]string{"is TLS missing?"}},
+		// Apache Kafka answers with a TLS alert, kfake hangs up: neither
+		// is a refused password.
+		{"TLS missing", k.mutual, as("PLAIN"),
+			[]string{"the brokers expect TLS: set --kafka-tls"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // kfake hangs up on refused credentials; franz-go retries that for a second or two
-			cfg := kafkaConfig(t, tc.brokers, tc.mod)
+			cfg := kafkaConfig(t, tc.brokers, k.topics, tc.mod)
 			start := time.Now()
 			d, err := Connect(context.Background(), cfg, Options{Logger: zap.NewNop()})
 			took := time.Since(start)
@@ -272,13 +325,20 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
+			if !slices.ContainsFunc(tc.want, func(w string) bool { return strings.Contains(w, "SASL") }) &&
+				strings.Contains(err.Error(), "SASL authentication refused") {
+				t.Errorf("error %q blames the SASL credentials for a TLS failure", err)
+			}
 			if errors.Is(err, context.DeadlineExceeded) || took >= cfg.Ops.StartupTimeout {
 				t.Errorf("took %v (startup timeout %v): %v", took, cfg.Ops.StartupTimeout, err)
 			}
-			for _, secret := range []string{"wrong-pass", "plain-pass", "scram256-pass"} {
-				if strings.Contains(err.Error(), secret) {
+			for _, c := range k.users {
+				if strings.Contains(err.Error(), c.Password) {
 					t.Errorf("error carries a password: %v", err)
 				}
+			}
+			if strings.Contains(err.Error(), "wrong-pass") {
+				t.Errorf("error carries a password: %v", err)
 			}
 			t.Logf("after %s: %v", took.Round(time.Millisecond), err)
 		})

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/plugin/kprom"
@@ -295,12 +294,7 @@ func (d *Deps) checkKafka(ctx context.Context) error {
 	adm := kadm.NewClient(cl)
 	topics, err := adm.ListTopics(ctx, d.Config.Topics.Build().Inputs()...)
 	if err != nil {
-		if d.Config.Kafka.SASLMechanism != config.SASLNone && (errors.Is(err, io.EOF) || errors.Is(err, kerr.SaslAuthenticationFailed)) {
-			// A broker that refuses SASL credentials may just hang up.
-			return fmt.Errorf("kafka brokers %s: %w (SASL authentication refused or cut off: check --kafka-sasl-mechanism, --kafka-sasl-username and --kafka-sasl-password)",
-				d.Config.Kafka.Brokers, err)
-		}
-		return fmt.Errorf("kafka brokers %s: %w", d.Config.Kafka.Brokers, err)
+		return d.Config.Kafka.ConnectError(err)
 	}
 	var missing []string
 	for _, t := range d.Config.Topics.Build().Inputs() {
