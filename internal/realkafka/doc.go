@@ -17,6 +17,11 @@
 // the test ends (the waiting itself is topicseed's, which devstack shares).
 // DeleteAtEnd does the same for topics and groups a harness made itself.
 //
+// LOYALTY_BRIDGE_TEST_KAFKA_SECURE names the secure.env file that
+// scripts/kafka start --secure writes: the same cluster's TLS and SASL
+// listeners, its private CA, a client certificate and the SASL users.
+// SecureCluster reads it, or skips a test when it is unset.
+//
 // The package starts no broker (scripts/kafka does) and builds no client
 // for the code under test: each suite does that with the options it tests.
 package realkafka
