@@ -145,7 +145,8 @@ func roundTrip(t *testing.T, cfg *config.Config) {
 
 // refusesLikeKafka makes the broker answer SASL authentication of user the
 // way Apache Kafka does (SASL_AUTHENTICATION_FAILED with a message), where
-// kfake itself hangs up.
+// kfake itself hangs up. The Apache Kafka variant of TestKafkaTLSAndSASL
+// asserts the same words of the real broker.
 func refusesLikeKafka(c *kfake.Cluster, user string) {
 	c.ControlKey(int16(kmsg.SASLAuthenticate), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
@@ -163,7 +164,7 @@ func refusesLikeKafka(c *kfake.Cluster, user string) {
 
 // secureKafka is what TestKafkaTLSAndSASL connects to: kfake clusters made
 // for the test, or the listeners of a real one (scripts/kafka start
-// --secure). Every certificate chains to caFile's CA.
+// --secure).
 type secureKafka struct {
 	mutual     []string // TLS with a client certificate required, and SASL
 	mtls       []string // TLS with a client certificate required, no SASL
