@@ -82,7 +82,9 @@ func testPythonReader(t *testing.T, py string, mode pipeline.Delivery) {
 	got, err := pyreader.Read(ctx, pyreader.Options{Python: py, Brokers: st.Brokers, Registry: st.RegistryURL,
 		Topics: replyTopics, Count: want, Timeout: time.Minute})
 	if err != nil {
-		t.Fatal(err)
+		// What it did print is still compared below: that names the
+		// records it could not decode, or those it did not reach.
+		t.Error(err)
 	}
 	t.Logf("%s: the Python reader read %d records in %s (the reference %d)", mode, len(got), time.Since(began).Round(time.Millisecond), want)
 
