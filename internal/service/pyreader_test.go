@@ -24,11 +24,12 @@ import (
 // the registry), and what it decodes is held, field by field and down to
 // the Python type, to what franz-go and our codec read from the same
 // records. Purchases, redemptions, refunds and member commands go through
-// the bridge on a real broker, with results and every kind of error event
-// among them (decode, validation, the partner's refusals, an unknown
-// original), in both delivery modes. An aborted transaction's record in a
-// reply topic shows that read_committed is in force; in exactly-once mode
-// every input has exactly one reply in what the Python reader saw.
+// the bridge on a real broker in both delivery modes, their replies
+// covering every result outcome and the error events an input can cause
+// without a failing partner (decode, validation, the partner's refusals,
+// an unknown original). An aborted transaction's record in a reply topic
+// shows that read_committed is in force; in exactly-once mode every input
+// has exactly one reply in what the Python reader saw.
 func TestPythonReaderReadsReplies(t *testing.T) {
 	py := pyreader.Python(t)
 	realkafka.Brokers(t)
@@ -226,6 +227,8 @@ func producePyInputs(ctx context.Context, t *testing.T, st *testStack, cd *codec
 		"redemption beyond the balance", failedAs(events.CategoryBusiness, ""))
 	event(rt, &events.PurchaseRefunded{TransactionID: "py-f1", OriginalTransactionID: "py-p1", LoyaltyID: m1, RefundAmount: 100_000,
 		RefundDate: now}, "refund", repliedAs(events.OutcomeApplied), kgo.RecordHeader{Key: "traceparent", Value: []byte(traceparent)})
+	event(rt, &events.PurchaseRefunded{TransactionID: "py-f3", OriginalTransactionID: "py-p1", LoyaltyID: m1, RefundAmount: 1,
+		RefundDate: now}, "refund worth no points", repliedAs(events.OutcomeNoOp))
 	event(rt, &events.PurchaseRefunded{TransactionID: "py-f2", OriginalTransactionID: "py-none", LoyaltyID: m2, RefundAmount: 1,
 		RefundDate: now}, "refund of an unknown purchase", failedAs(events.CategoryBusiness, events.ReasonOriginalNotFound))
 
