@@ -13,8 +13,10 @@ bridge's schemas: what it prints is what any such consumer gets.
 
 Every partition of every TOPIC is assigned and read from its beginning,
 with no group membership and no offset commit (librdkafka still wants a
-group.id: a random one is made up), until N records are read and every partition is at its
-end (for read_committed, the last stable offset), or the timeout passes.
+group.id: a random one is made up), until N records are read and every
+partition is at its end (for read_committed, the last stable offset), or
+the timeout passes. The script needs its venv: scripts/pyreader/venv
+prints that venv's python.
 Each record is one JSON line on stdout:
 
     {"topic", "partition", "offset", "timestamp" (ms), "key",
