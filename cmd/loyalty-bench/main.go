@@ -121,6 +121,7 @@ func parse(e env, args []string) (*options, error) {
 	sc := benchkit.DefaultScenario()
 	contestants := listFlag{benchkit.Ceiling, benchkit.Baseline, benchkit.Bridge}
 	modes := listFlag{"key"}
+	var brokers listFlag
 	var (
 		partitions                int
 		sweep, workDir            string
@@ -166,6 +167,7 @@ func parse(e env, args []string) (*options, error) {
 		"SPEC is clean, or comma-separated knobs: STATUS=RATE (as --error-rate), retry-after=1s|none, capacity=N, over-capacity-status=429|503, "+
 		"latency=10ms, max-in-flight=N, replicas=N (bridge processes in one group), credentials-outage[=30s] (credentials refused mid-run); "+
 		"the other flags are the base of every scenario, e.g. --scenario 503=0.1,retry-after=1s --scenario capacity=32,replicas=3")
+	fs.Var(&brokers, "brokers", "`HOST:PORT,...`: run the contestants against this Kafka cluster instead of an in-process kfake (each gets topics and groups of its own, deleted after it; e.g. scripts/kafka start)")
 	fs.StringVar(&sweep, "sweep", "", "run once per value: backlog=10000,100000,1000000 or in-flight=16,64,256")
 	fs.StringVar(&o.jsonPath, "json", "", "write the report as JSON to this file")
 	fs.StringVar(&o.svgPath, "svg", "", "write a chart (throughput, p99, CPU per record, peak RSS) as SVG to this file")
@@ -191,7 +193,7 @@ func parse(e env, args []string) (*options, error) {
 	sc.Latency, sc.LatencyP50, sc.LatencyP99 = latency, latP50, latP99
 	sc.MaxInFlight, sc.MaxInFlightPerPartition = maxInFlight, perPartition
 	o.cfg = benchkit.Config{Command: strings.Join(append([]string{"loyalty-bench"}, args...), " "), BridgeProfile: o.cfg.BridgeProfile, Scenario: sc, Contestants: contestants, Modes: modes, WorkerCommand: e.worker,
-		BridgeBin: bridgeBin, BridgeArgs: bridgeArgs, BridgeEnv: bridgeEnv, Stall: stall, Timeout: timeout, Log: e.stderr}
+		Brokers: brokers, BridgeBin: bridgeBin, BridgeArgs: bridgeArgs, BridgeEnv: bridgeEnv, Stall: stall, Timeout: timeout, Log: e.stderr}
 	if sweep != "" {
 		w, err := benchkit.ParseSweep(sweep)
 		if err != nil {

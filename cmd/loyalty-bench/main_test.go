@@ -9,14 +9,18 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/benchkit"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 )
 
 // The bench re-executes itself as a worker; under `go test` "itself" is the
@@ -45,7 +49,41 @@ func testEnv(t *testing.T, stdout, stderr io.Writer) env {
 // TestSmoke runs the whole bench end to end at a tiny size and checks the
 // report's structure and that every contestant answered every record. It
 // is a correctness check; speed is never asserted.
-func TestSmoke(t *testing.T) {
+func TestSmoke(t *testing.T) { smoke(t, nil) }
+
+// TestSmokeRealKafka is TestSmoke against the real cluster
+// LOYALTY_BRIDGE_TEST_BROKERS names (--brokers), and checks that the bench
+// deletes the topics it made there.
+func TestSmokeRealKafka(t *testing.T) {
+	seeds := realkafka.Brokers(t)
+	stderr := smoke(t, []string{"--brokers", strings.Join(seeds, ",")})
+	m := regexp.MustCompile(`topics and groups (loyalty-bench-[^ *]+)\*`).FindAllStringSubmatch(stderr, -1)
+	if len(m) != 5 {
+		t.Fatalf("the bench named %d topic prefixes, want one per contestant (5):\n%s", len(m), stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topics, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range topics.Names() {
+		for _, p := range m {
+			if strings.HasPrefix(name, p[1]) {
+				t.Errorf("topic %s left on the cluster", name)
+			}
+		}
+	}
+}
+
+// smoke runs the bench with extra arguments and returns its stderr.
+func smoke(t *testing.T, extra []string) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("end to end: builds the bridge and starts several processes")
 	}
@@ -67,6 +105,7 @@ func TestSmoke(t *testing.T) {
 	args := []string{"--events", "300", "--partitions", "4", "--keys", "50", "--latency", "0",
 		"--max-in-flight", "32", "--contestants", contestants, "--modes", modes, "--stall", "30s",
 		"--work-dir", filepath.Join(dir, "work"), "--json", jsonPath, "--svg", svgPath}
+	args = append(args, extra...)
 	if bridgeBin != "" {
 		args = append(args, "--bridge-bin", bridgeBin)
 	}
@@ -141,6 +180,7 @@ func TestSmoke(t *testing.T) {
 	if b, err := os.ReadFile(svg2); err != nil || !bytes.Equal(b, svg) {
 		t.Errorf("--from drew a different chart (%v)", err)
 	}
+	return stderr.String()
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -150,6 +190,7 @@ func TestUsageErrors(t *testing.T) {
 		{"--latency-p99", "10ms"},
 		{"--contestants", "nobody"},
 		{"extra"},
+		{"--brokers", "localhost"},
 		{"--scenario", "503=0.1,retry=1s"},
 		{"--scenario", "replicas=0"},
 		{"--scenario", "503=0.1", "--error-rate", "500=0.1"},

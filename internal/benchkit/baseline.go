@@ -43,7 +43,7 @@ type partitionWorker struct {
 }
 
 func runBaseline(ctx context.Context, spec WorkerSpec) (WorkerResult, error) {
-	b := &baseline{topics: codec.DefaultTopics(), consumers: map[int32]*partitionWorker{}}
+	b := &baseline{topics: spec.Topics.WithDefaults(), consumers: map[int32]*partitionWorker{}}
 	api, hc, err := apiClient(spec, int(spec.Scenario.Partitions))
 	if err != nil {
 		return WorkerResult{}, err

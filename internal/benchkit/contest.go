@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,6 +29,13 @@ const (
 	Ceiling  = "ceiling"
 	Baseline = "baseline"
 	Bridge   = "bridge"
+)
+
+// Consumer-group names of the contestants that read Kafka; the bridge's
+// ends in its ordering mode.
+const (
+	bridgeGroup   = "bench-bridge-"
+	baselineGroup = "bench-baseline"
 )
 
 // BridgePackage is what the bench builds when Config.BridgeBin is empty.
@@ -71,6 +79,12 @@ type Config struct {
 	// Stall fails a contestant when no reply comes for this long (default
 	// 60s); Timeout bounds one contestant (default 30m).
 	Stall, Timeout time.Duration
+	// Brokers, when set, is the bootstrap list of an external Kafka
+	// cluster the contestants run against instead of an in-process kfake:
+	// each contestant gets topics and groups of its own there, deleted
+	// when it is done. The broker's CPU and memory are then no one's
+	// column.
+	Brokers []string
 	// Command is recorded in the report as the command line.
 	Command string
 	// Log receives progress lines (nil: none).
@@ -109,6 +123,11 @@ func (c *Config) Validate() error {
 			if err := c.Sweep.Apply(c.Scenario, v).Validate(); err != nil {
 				errs = append(errs, fmt.Errorf("sweep %s=%d: %w", c.Sweep.Param, v, err))
 			}
+		}
+	}
+	for _, b := range c.Brokers {
+		if host, port, err := net.SplitHostPort(b); err != nil || host == "" || port == "" {
+			errs = append(errs, fmt.Errorf("broker %q: want HOST:PORT", b))
 		}
 	}
 	if c.Sweep != nil && len(c.Scenarios) > 0 {
@@ -263,11 +282,14 @@ func measure(ctx context.Context, cfg Config, sc Scenario, kind, mode string, un
 }
 
 func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, point int) error {
-	st, err := startStack(ctx, sc)
+	st, err := startStack(ctx, sc, cfg.Brokers)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	if st.external {
+		fmt.Fprintf(cfg.Log, "  topics and groups %s* on %s (deleted after)\n", st.prefix, strings.Join(cfg.Brokers, ","))
+	}
 	n := res.Events
 	var coll *collector
 	if res.Kind != Ceiling {
@@ -468,7 +490,10 @@ func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath, metricsAdd
 	if res.Kind == Bridge {
 		args := []string{"run",
 			"--brokers", strings.Join(st.Brokers, ","),
-			"--group", "bench-bridge-" + res.Mode,
+			"--group", st.group(bridgeGroup + res.Mode),
+			"--purchase-topic", st.topics.Purchase,
+			"--refund-redemption-topic", st.topics.RefundRedemption,
+			"--member-onboarding-topic", st.topics.MemberOnboarding,
 			"--schema-registry-url", st.RegistryURL,
 			"--api-base-url", st.SimURL,
 			"--client-id", creds.ClientID, "--client-secret", creds.ClientSecret,
@@ -502,7 +527,7 @@ func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath, metricsAdd
 	spec := WorkerSpec{Kind: res.Kind, Scenario: sc, Events: res.Events, Base: now, Launch: now.UnixNano(),
 		SimURL: st.SimURL, ClientID: creds.ClientID, ClientSecret: creds.ClientSecret,
 		Username: creds.Username, Password: creds.Password,
-		Brokers: st.Brokers, RegistryURL: st.RegistryURL, Group: "bench-baseline"}
+		Brokers: st.Brokers, RegistryURL: st.RegistryURL, Group: st.group(baselineGroup), Topics: st.topics}
 	in, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err

@@ -62,9 +62,12 @@ type Report struct {
 	GoVersion string    `json:"goVersion"`
 	Platform  string    `json:"platform"`
 	CPUs      int       `json:"cpus"`
-	Sweep     *Sweep    `json:"sweep,omitempty"`
-	Points    []Point   `json:"points"`
-	Notes     []string  `json:"notes"`
+	// Kafka is where the contestants' Kafka ran: "kfake" (in the bench
+	// process) or "external HOST:PORT,…" (Config.Brokers).
+	Kafka  string   `json:"kafka,omitempty"`
+	Sweep  *Sweep   `json:"sweep,omitempty"`
+	Points []Point  `json:"points"`
+	Notes  []string `json:"notes"`
 }
 
 // Point is one scenario's results (one per sweep value, or the only one).
@@ -270,13 +273,19 @@ func ratios(results []Result, rate bool) []Ratio {
 
 func newReport(cfg Config) *Report {
 	r := &Report{Tool: "loyalty-bench", Command: cfg.Command, StartedAt: time.Now().UTC().Truncate(time.Second), GoVersion: runtime.Version(),
-		Platform: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(), Sweep: cfg.Sweep}
+		Platform: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(), Sweep: cfg.Sweep, Kafka: "kfake"}
+	harness := fmt.Sprintf("The simulator, kfake and srfake run inside the bench process: their cost is the harness column, not the contestant's. "+
+		"All processes share the machine's %d CPUs, so on a CPU-bound run the simulator competes with the contestant.", runtime.NumCPU())
+	if len(cfg.Brokers) > 0 {
+		r.Kafka = "external " + strings.Join(cfg.Brokers, ",")
+		harness = fmt.Sprintf("Kafka is an external cluster (%s): its brokers' CPU and memory are in no column; the simulator and srfake run inside the bench process "+
+			"(the harness column). All processes, the brokers too when they are on this machine, share its %d CPUs.", strings.Join(cfg.Brokers, ","), runtime.NumCPU())
+	}
 	r.Notes = []string{
 		"Every contestant is a child process on a fresh stack with the same events; its CPU time is its own rusage (wait4), " +
 			"its peak RSS the VmHWM of its own address space sampled from /proc every 20 ms (ru_maxrss of a Go-started child " +
 			"includes the parent's memory at exec). The ceiling and the baseline are this binary re-executed as `loyalty-bench worker`.",
-		fmt.Sprintf("The simulator, kfake and srfake run inside the bench process: their cost is the harness column, not the contestant's. "+
-			"All processes share the machine's %d CPUs, so on a CPU-bound run the simulator competes with the contestant.", runtime.NumCPU()),
+		harness,
 		"records/s: distinct records from the first reply to the last (the whole run); steady/s: the replies between the 10th and the 90th percentile reply times " +
 			"(0.8 × done ÷ (t90 − t10)), leaving out both the start-up and the tail of the last slow records (a Retry-After wait at the very end weighs on the whole run's rate, not on the steady one); " +
 			"2nd half/s: over the second half of the replies, without start-up effects " +
@@ -324,7 +333,11 @@ func latencyNote(rate bool) string {
 // WriteText writes the report as tables.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "loyalty-bench %s, %s, %d CPUs, %s\n", r.StartedAt.Format(time.RFC3339), r.Platform, r.CPUs, r.GoVersion)
+	fmt.Fprintf(&b, "loyalty-bench %s, %s, %d CPUs, %s", r.StartedAt.Format(time.RFC3339), r.Platform, r.CPUs, r.GoVersion)
+	if r.Kafka != "" {
+		fmt.Fprintf(&b, ", Kafka: %s", r.Kafka)
+	}
+	b.WriteString("\n")
 	if r.Command != "" {
 		fmt.Fprintf(&b, "$ %s\n", r.Command)
 	}

@@ -2,16 +2,20 @@ package benchkit
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/topicseed"
 )
 
 // stack is one contestant's world: Kafka, registry and simulator in this
@@ -24,24 +28,45 @@ type stack struct {
 	// inputTS[i] is the record timestamp (Unix ns) of event i; only for
 	// contestants that read Kafka.
 	inputTS []int64
+	// prefix starts every topic and group name of the stack: empty on
+	// kfake, which is the stack's own; on an external cluster, a name of
+	// this run and contestant, so that runs never read each other's
+	// records or offsets, and Close deletes them.
+	prefix   string
+	external bool
+	seeds    []string
+	groups   []string // handed out by group, for Close
 }
 
 // startStack starts a stack for sc with the simulator's latency in force
-// and every topic of the default topic set created with sc.Partitions.
-func startStack(ctx context.Context, sc Scenario) (_ *stack, err error) {
-	topics := codec.DefaultTopics()
+// and every topic of the default topic set created with sc.Partitions: on
+// kfake in this process, or on the cluster brokers names.
+func startStack(ctx context.Context, sc Scenario, brokers []string) (_ *stack, err error) {
+	s := &stack{topics: codec.DefaultTopics(), external: len(brokers) > 0, seeds: brokers}
+	if s.external {
+		var r [4]byte
+		_, _ = rand.Read(r[:])
+		s.prefix = fmt.Sprintf("loyalty-bench-%s-%s.", time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(r[:]))
+		s.topics = codec.Topics{Purchase: s.prefix + s.topics.Purchase, RefundRedemption: s.prefix + s.topics.RefundRedemption,
+			MemberOnboarding: s.prefix + s.topics.MemberOnboarding}
+	}
+	topics := s.topics
 	ds, err := devstack.Start(ctx, devstack.Options{
-		KafkaAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0", SimAddr: "127.0.0.1:0",
+		KafkaAddr: "127.0.0.1:0", Brokers: brokers, RegistryAddr: "127.0.0.1:0", SimAddr: "127.0.0.1:0",
 		Partitions: sc.Partitions, Topics: topics.All(),
 		Sim: sc.simOptions(),
 	})
 	if err != nil {
+		if s.external {
+			// devstack may have created some of them before it failed.
+			s.deleteExternal(topics.All())
+		}
 		return nil, fmt.Errorf("dev stack: %w", err)
 	}
-	s := &stack{Stack: ds, topics: topics}
+	s.Stack = ds
 	defer func() {
 		if err != nil {
-			ds.Close()
+			s.Close()
 		}
 	}()
 	reg, err := sr.NewClient(sr.URLs(ds.RegistryURL))
@@ -52,6 +77,38 @@ func startStack(ctx context.Context, sc Scenario) (_ *stack, err error) {
 		return nil, fmt.Errorf("register schemas: %w", err)
 	}
 	return s, nil
+}
+
+// group is the consumer group of the contestant named name.
+func (s *stack) group(name string) string {
+	g := s.prefix + name
+	s.groups = append(s.groups, g)
+	return g
+}
+
+// Close stops the stack; on an external cluster it deletes the stack's
+// topics and groups, which would otherwise fill the cluster run by run.
+func (s *stack) Close() {
+	s.Stack.Close()
+	if s.external {
+		s.deleteExternal(s.topics.All(), s.groups...)
+	}
+}
+
+// deleteExternal deletes topics and groups from the external cluster, best
+// effort: a failure leaves names of this run only, which say what they are.
+func (s *stack) deleteExternal(topics []string, groups ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.seeds...))
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	_ = topicseed.Delete(ctx, cl, topics...)
+	if len(groups) > 0 {
+		_, _ = kadm.NewClient(cl).DeleteGroups(ctx, groups...)
+	}
 }
 
 // inputTopic, resultTopic and errorTopic are the purchase topic and its

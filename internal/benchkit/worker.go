@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
@@ -43,6 +44,8 @@ type WorkerSpec struct {
 	Brokers     []string `json:"brokers,omitempty"`
 	RegistryURL string   `json:"registryURL,omitempty"`
 	Group       string   `json:"group,omitempty"`
+	// Topics are the stack's topic names (zero: codec's defaults).
+	Topics codec.Topics `json:"topics"`
 
 	// Profiled bridge only: the `loyalty-bridge run` arguments and the
 	// CPU profile to write.
