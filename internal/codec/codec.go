@@ -119,26 +119,33 @@ func New(ctx context.Context, o Options) (*Codec, error) {
 	for _, st := range SubjectsOf(o.Topics) {
 		ct := cs.byName(st.Contract)
 		s := sr.Schema{Schema: ct.text, Type: sr.TypeAvro}
-		var ss sr.SubjectSchema
+		// RegisterSchema, not CreateSchema: that asks again for every
+		// subject and version holding the id, one request each.
+		var id int
 		if o.Register {
-			ss, err = o.Registry.CreateSchema(ctx, st.Subject, s)
+			id, err = o.Registry.RegisterSchema(ctx, st.Subject, s, -1, -1)
 		} else {
+			var ss sr.SubjectSchema
 			ss, err = o.Registry.LookupSchema(ctx, st.Subject, s)
+			id = ss.ID
 		}
 		if err != nil {
 			var re *sr.ResponseError
 			if !o.Register && errors.As(err, &re) && sr.IsNotFoundError(re.ErrorCode) {
 				return nil, fmt.Errorf("codec: subject %s does not hold the bridge's %s schema (run `loyalty-bridge schemas register`): %w", st.Subject, st.Contract, err)
 			}
+			if r := refused(err); r != nil {
+				return nil, fmt.Errorf("codec: %s schema for subject %s: %w", st.Contract, st.Subject, r)
+			}
 			return nil, fmt.Errorf("codec: %s schema for subject %s: %w: %w", st.Contract, st.Subject, ErrRegistry, err)
 		}
-		t := &topic{name: st.Topic, contract: ct, id: ss.ID}
+		t := &topic{name: st.Topic, contract: ct, id: id}
 		t.header[0] = 0
-		binary.BigEndian.PutUint32(t.header[1:], uint32(ss.ID))
+		binary.BigEndian.PutUint32(t.header[1:], uint32(id))
 		c.topics[st.Topic] = t
 		// The bridge wrote this schema: no need to fetch it back to read
 		// records written with it.
-		c.writers[ss.ID] = ct.schema
+		c.writers[id] = ct.schema
 	}
 	return c, nil
 }

@@ -3,6 +3,8 @@ package codec
 import (
 	"errors"
 	"fmt"
+
+	"github.com/twmb/franz-go/pkg/sr"
 )
 
 // DecodeKind classifies a record that can never be decoded. Its string is
@@ -50,3 +52,20 @@ var ErrUnknownTopic = errors.New("codec: topic not configured")
 // ErrRegistry wraps a failure to reach the Schema Registry or an unexpected
 // answer from it. It is transient: retry the record later.
 var ErrRegistry = errors.New("schema registry")
+
+// ErrRefused wraps the registry's refusal to register one of the bridge's
+// schemas because the subject's compatibility level forbids it: not a
+// failure to retry, but a contract to settle with whoever registered the
+// subject's other versions.
+var ErrRefused = errors.New("the registry refuses the bridge's schema as incompatible with the subject's versions (loyalty-bridge schemas check names the fields)")
+
+// refused returns err wrapped in ErrRefused when it is the registry's
+// incompatible-schema answer (HTTP and error code 409, from Confluent's
+// registry and Apicurio's alike), and nil otherwise.
+func refused(err error) error {
+	var re *sr.ResponseError
+	if errors.As(err, &re) && re.ErrorCode == sr.ErrIncompatibleSchema.Code {
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	return nil
+}

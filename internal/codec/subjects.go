@@ -23,9 +23,21 @@ type Registered struct {
 func Register(ctx context.Context, cl *sr.Client, t Topics) ([]Registered, error) {
 	var out []Registered
 	for _, s := range SubjectsOf(t) {
-		ss, err := cl.CreateSchema(ctx, s.Subject, sr.Schema{Schema: s.Schema, Type: sr.TypeAvro})
+		// Register, then look the version up: two requests. CreateSchema
+		// would ask for every subject and version holding the id, one
+		// request each, and the bridge's result and error schemas are held
+		// by three subjects each, or by many more in a shared registry.
+		sch := sr.Schema{Schema: s.Schema, Type: sr.TypeAvro}
+		_, err := cl.RegisterSchema(ctx, s.Subject, sch, -1, -1)
+		var ss sr.SubjectSchema
+		if err == nil {
+			ss, err = cl.LookupSchema(ctx, s.Subject, sch)
+		}
 		if err != nil {
-			return out, fmt.Errorf("register %s: %w", s.Subject, err)
+			if r := refused(err); r != nil {
+				err = r
+			}
+			return out, fmt.Errorf("register %s (the %s schema): %w", s.Subject, s.Contract, err)
 		}
 		out = append(out, Registered{SubjectTopic: s, ID: ss.ID, Version: ss.Version})
 	}
@@ -65,10 +77,38 @@ func check(ctx context.Context, cl *sr.Client, s SubjectTopic) ([]string, error)
 	if res := cl.Compatibility(sr.WithParams(ctx, sr.DefaultToGlobal), s.Subject); len(res) == 1 && res[0].Err == nil {
 		level = res[0].Level
 	}
+	problems := localCheck(ours, versions, level)
+	version := -1
+	if transitive(level) {
+		version = -2
+	}
+	res, err := cl.CheckCompatibility(sr.WithParams(ctx, sr.Verbose), s.Subject, version, sr.Schema{Schema: s.Schema, Type: sr.TypeAvro})
+	if err != nil {
+		return nil, err
+	}
+	if res.Is {
+		return problems, nil
+	}
+	// Confluent's registry gives reasons when asked to be verbose;
+	// Apicurio's gives none.
+	msg := "the registry says incompatible"
+	if len(res.Messages) > 0 {
+		msg += ": " + strings.Join(res.Messages, "; ")
+	}
+	return append(problems, msg), nil
+}
+
+func transitive(level sr.CompatibilityLevel) bool {
+	return level == sr.CompatBackwardTransitive || level == sr.CompatForwardTransitive || level == sr.CompatFullTransitive
+}
+
+// localCheck says why ours may not follow versions under level, naming
+// versions and fields.
+func localCheck(ours avro.Schema, versions []sr.SubjectSchema, level sr.CompatibilityLevel) []string {
 	var against []sr.SubjectSchema
-	switch level {
-	case sr.CompatNone:
-	case sr.CompatBackwardTransitive, sr.CompatForwardTransitive, sr.CompatFullTransitive:
+	switch {
+	case level == sr.CompatNone:
+	case transitive(level):
 		against = versions
 	default:
 		against = versions[len(versions)-1:]
@@ -85,29 +125,67 @@ func check(ctx context.Context, cl *sr.Client, s SubjectTopic) ([]string, error)
 		}
 		if backward {
 			if err := compat.Compatible(ours, theirs); err != nil {
-				problems = append(problems, fmt.Sprintf("%s: ours cannot read data written with version %d: %v", level, v.Version, err))
+				problems = append(problems, fmt.Sprintf("%s: ours cannot read data written with version %d: %s%v", level, v.Version, where(compat, ours, theirs), err))
 			}
 		}
 		if forward {
 			if err := compat.Compatible(theirs, ours); err != nil {
-				problems = append(problems, fmt.Sprintf("%s: readers of version %d cannot read ours: %v", level, v.Version, err))
+				problems = append(problems, fmt.Sprintf("%s: readers of version %d cannot read ours: %s%v", level, v.Version, where(compat, theirs, ours), err))
 			}
 		}
 	}
-	version := -1
-	if level == sr.CompatBackwardTransitive || level == sr.CompatForwardTransitive || level == sr.CompatFullTransitive {
-		version = -2
+	return problems
+}
+
+// where names the first field that keeps reader from reading writer's data
+// ("field amount: "), one union branch deep, or returns "": hamba's
+// verdict names types, not fields, and some registries (Apicurio) give a
+// JSON path of indices or nothing at all.
+func where(compat *avro.SchemaCompatibility, reader, writer avro.Schema) string {
+	rr, rok := reader.(*avro.RecordSchema)
+	wr, wok := writer.(*avro.RecordSchema)
+	if rok && wok {
+		return fieldOf(compat, rr, wr)
 	}
-	res, err := cl.CheckCompatibility(ctx, s.Subject, version, sr.Schema{Schema: s.Schema, Type: sr.TypeAvro})
-	if err != nil {
-		return nil, err
+	ru, rok := reader.(*avro.UnionSchema)
+	wu, wok := writer.(*avro.UnionSchema)
+	if !rok || !wok {
+		return ""
 	}
-	if !res.Is {
-		msg := "the registry says incompatible"
-		if len(res.Messages) > 0 {
-			msg += ": " + strings.Join(res.Messages, "; ")
+	for _, rt := range ru.Types() {
+		rr, ok := rt.(*avro.RecordSchema)
+		if !ok {
+			continue
 		}
-		problems = append(problems, msg)
+		for _, wt := range wu.Types() {
+			if wr, ok := wt.(*avro.RecordSchema); ok && wr.FullName() == rr.FullName() {
+				if f := fieldOf(compat, rr, wr); f != "" {
+					return rr.Name() + " " + f
+				}
+			}
+		}
 	}
-	return problems, nil
+	return ""
+}
+
+func fieldOf(compat *avro.SchemaCompatibility, reader, writer *avro.RecordSchema) string {
+	written := map[string]*avro.Field{}
+	for _, f := range writer.Fields() {
+		written[f.Name()] = f
+	}
+	for _, rf := range reader.Fields() {
+		wf := written[rf.Name()]
+		for _, a := range rf.Aliases() {
+			if wf == nil {
+				wf = written[a]
+			}
+		}
+		switch {
+		case wf == nil && !rf.HasDefault():
+			return fmt.Sprintf("field %s (not written, no default): ", rf.Name())
+		case wf != nil && compat.Compatible(rf.Type(), wf.Type()) != nil:
+			return fmt.Sprintf("field %s: ", rf.Name())
+		}
+	}
+	return ""
 }
