@@ -9,7 +9,7 @@ import (
 // BenchmarkCodec measures the per-record path of every type. The registry
 // request counter proves that path makes no registry call.
 func BenchmarkCodec(b *testing.B) {
-	_, cl, requests := newRegistry(b)
+	cl, reg := newRegistry(b)
 	c := newCodec(b, cl)
 	ctx := context.Background()
 	for _, s := range samples() {
@@ -21,7 +21,7 @@ func BenchmarkCodec(b *testing.B) {
 		if _, err := c.Decode(ctx, s.topic, enc); err != nil { // warm the plan cache
 			b.Fatal(err)
 		}
-		before := requests.Load()
+		before := reg.requests.Load()
 		b.Run("Encode/"+name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(enc)))
@@ -40,7 +40,7 @@ func BenchmarkCodec(b *testing.B) {
 				}
 			}
 		})
-		if n := requests.Load() - before; n != 0 {
+		if n := reg.requests.Load() - before; n != 0 {
 			b.Fatalf("%s: %d registry requests while encoding and decoding", name, n)
 		}
 	}

@@ -2,8 +2,11 @@ package codec_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
+	"io"
 	"net/http"
 	"reflect"
 	"strings"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/realregistry"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -26,9 +30,24 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func ptr[T any](v T) *T { return &v }
 
 var (
-	topics = codec.DefaultTopics()
+	// topics are the input topics of this run: the defaults on srfake,
+	// where each test has a registry of its own; on a real registry,
+	// shared by every test and every run, names of this run alone (tests
+	// that change a subject's versions or level take their own, from
+	// realregistry.Topics).
+	topics = runTopics()
 	when   = time.Date(2026, 11, 20, 10, 30, 0, 123e6, time.UTC)
 )
+
+func runTopics() codec.Topics {
+	if realregistry.URL() == "" {
+		return codec.DefaultTopics()
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	p := "codec-test-" + hex.EncodeToString(b[:])
+	return codec.Topics{Purchase: p + ".purchase", RefundRedemption: p + ".refund-redemption", MemberOnboarding: p + ".member-onboarding"}
+}
 
 // samples holds one fully populated value of every type, with its topic.
 func samples() []struct {
@@ -67,23 +86,65 @@ func samples() []struct {
 	}
 }
 
-// newRegistry starts srfake and counts the requests it serves.
-func newRegistry(t testing.TB) (*srfake.Registry, *sr.Client, *atomic.Int64) {
+// testRegistry is the client side of the registry a test runs against
+// (realregistry.Open: srfake, or the real one): it counts the requests the
+// client sends and can fail some of them, with the same code on both.
+type testRegistry struct {
+	requests atomic.Int64
+	fail     atomic.Pointer[func(*http.Request) bool]
+	next     http.RoundTripper
+}
+
+func (r *testRegistry) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.requests.Add(1)
+	if f := r.fail.Load(); f != nil && (*f)(req) {
+		body := `{"error_code":50001,"message":"boom"}`
+		return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error", Request: req,
+			Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}, nil
+	}
+	return r.next.RoundTrip(req)
+}
+
+// failWhen makes the requests f picks fail with a 500; nil stops it.
+func (r *testRegistry) failWhen(f func(*http.Request) bool) {
+	if f == nil {
+		r.fail.Store(nil)
+		return
+	}
+	r.fail.Store(&f)
+}
+
+// newRegistry returns a client of the registry the test runs against,
+// counting its requests.
+func newRegistry(t testing.TB) (*sr.Client, *testRegistry) {
+	t.Helper()
+	return clientOf(t, realregistry.Open(t))
+}
+
+// newFakeRegistry is newRegistry on srfake whatever the environment: for
+// tests whose data carry srfake's schema ids (the committed fuzz corpus).
+func newFakeRegistry(t testing.TB) (*sr.Client, *testRegistry) {
 	t.Helper()
 	reg := srfake.New()
 	t.Cleanup(reg.Close)
-	var n atomic.Int64
-	reg.Intercept(func(http.ResponseWriter, *http.Request) bool { n.Add(1); return false })
-	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	return clientOf(t, reg.URL())
+}
+
+func clientOf(t testing.TB, url string) (*sr.Client, *testRegistry) {
+	t.Helper()
+	tr := &testRegistry{next: http.DefaultTransport.(*http.Transport).Clone()}
+	t.Cleanup(tr.next.(*http.Transport).CloseIdleConnections)
+	cl, err := sr.NewClient(sr.URLs(url), sr.HTTPClient(&http.Client{Transport: tr, Timeout: 30 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reg, cl, &n
+	return cl, tr
 }
 
+// newCodec returns a codec of topics that registered its schemas.
 func newCodec(t testing.TB, cl *sr.Client) *codec.Codec {
 	t.Helper()
-	c, err := codec.New(context.Background(), codec.Options{Registry: cl, Register: true})
+	c, err := codec.New(context.Background(), codec.Options{Registry: cl, Topics: topics, Register: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,15 +163,15 @@ func encodeAny(c *codec.Codec, topic string, v any) ([]byte, error) {
 }
 
 func TestRoundTripEveryType(t *testing.T) {
-	_, cl, requests := newRegistry(t)
+	cl, reg := newRegistry(t)
 	c := newCodec(t, cl)
 	// A second codec with its own caches reads what the first wrote: it
 	// must fetch nothing either, since New looked the same ids up.
-	c2, err := codec.New(context.Background(), codec.Options{Registry: cl})
+	c2, err := codec.New(context.Background(), codec.Options{Registry: cl, Topics: topics})
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := requests.Load()
+	before := reg.requests.Load()
 	for _, s := range samples() {
 		b, err := encodeAny(c, s.topic, s.value)
 		if err != nil {
@@ -130,13 +191,13 @@ func TestRoundTripEveryType(t *testing.T) {
 			}
 		}
 	}
-	if n := requests.Load() - before; n != 0 {
+	if n := reg.requests.Load() - before; n != 0 {
 		t.Errorf("%d registry requests on the per-record path, want 0", n)
 	}
 }
 
 func TestEncodeRejectsWrongTopic(t *testing.T) {
-	_, cl, _ := newRegistry(t)
+	cl, _ := newRegistry(t)
 	c := newCodec(t, cl)
 	if _, err := c.Encode(topics.Purchase, &events.MemberLinkRequested{}); err == nil {
 		t.Error("link event encoded on the purchase topic")
@@ -169,13 +230,15 @@ func wire(t testing.TB, id int, schema string, v any) []byte {
 	return append([]byte{0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}, body...)
 }
 
-func register(t testing.TB, reg *srfake.Registry, subject, schema string) int {
+// register registers schema under a subject of this run named for name,
+// as an upstream producer would, and returns its id.
+func register(t testing.TB, cl *sr.Client, name, schema string) int {
 	t.Helper()
-	id, _, err := reg.RegisterSchema(subject, sr.Schema{Schema: schema, Type: sr.TypeAvro})
+	ss, err := cl.CreateSchema(context.Background(), topics.Purchase+"."+name+"-value", sr.Schema{Schema: schema, Type: sr.TypeAvro})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return id
+	return ss.ID
 }
 
 // An upstream producer one version behind: its PurchaseCompleted has no
@@ -203,9 +266,9 @@ const newRefundRedemption = `[
 ]`
 
 func TestEvolutionOldWriterNewReader(t *testing.T) {
-	reg, cl, _ := newRegistry(t)
+	cl, _ := newRegistry(t)
 	c := newCodec(t, cl)
-	id := register(t, reg, "other-value", oldPurchase)
+	id := register(t, cl, "other", oldPurchase)
 	b := wire(t, id, oldPurchase, map[string]any{
 		"transactionId": "T-1", "loyaltyId": "L-1", "transactionDate": when, "amount": 10.0, "description": map[string]any{"string": `{"a":1}`},
 	})
@@ -220,9 +283,9 @@ func TestEvolutionOldWriterNewReader(t *testing.T) {
 }
 
 func TestEvolutionNewWriterOldReader(t *testing.T) {
-	reg, cl, requests := newRegistry(t)
+	cl, reg := newRegistry(t)
 	c := newCodec(t, cl)
-	id := register(t, reg, "upstream-value", newRefundRedemption)
+	id := register(t, cl, "upstream", newRefundRedemption)
 	// Union branches in Go maps: {"<full name>": {fields}}.
 	red := wire(t, id, newRefundRedemption, map[string]any{"com.loyaltybridge.events.RedemptionRequested": map[string]any{
 		"transactionId": "T-2", "loyaltyId": "L-1", "channel": map[string]any{"string": "app"}, "transactionDate": when,
@@ -232,7 +295,7 @@ func TestEvolutionNewWriterOldReader(t *testing.T) {
 		"reason": map[string]any{"string": "damaged"}}})
 	gift := wire(t, id, newRefundRedemption, map[string]any{"com.loyaltybridge.events.PointsGifted": map[string]any{"transactionId": "G-1"}})
 
-	before := requests.Load()
+	before := reg.requests.Load()
 	var wg sync.WaitGroup
 	for range 32 {
 		wg.Add(1)
@@ -263,13 +326,13 @@ func TestEvolutionNewWriterOldReader(t *testing.T) {
 	if !errors.As(err, &de) || de.Kind != codec.KindUnknownBranch {
 		t.Fatalf("unknown branch: err = %v", err)
 	}
-	if n := requests.Load() - before; n != 1 {
+	if n := reg.requests.Load() - before; n != 1 {
 		t.Errorf("%d registry requests for one new writer id, want exactly 1", n)
 	}
 }
 
 func TestDecodeErrors(t *testing.T) {
-	reg, cl, _ := newRegistry(t)
+	cl, _ := newRegistry(t)
 	c := newCodec(t, cl)
 	good, err := c.Encode(topics.Purchase, samples()[0].value.(events.Event))
 	if err != nil {
@@ -281,7 +344,7 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	badIndex := append([]byte(nil), union...)
 	badIndex[5] = 0x0a // zig-zag 5: past the three branches
-	intID := register(t, reg, "ints-value", `"int"`)
+	intID := register(t, cl, "ints", `"int"`)
 	tests := []struct {
 		name  string
 		topic string
@@ -296,10 +359,11 @@ func TestDecodeErrors(t *testing.T) {
 		{"truncated", topics.Purchase, good[:len(good)-4], codec.KindTruncated},
 		{"truncated string", topics.Purchase, good[:8], codec.KindTruncated},
 		{"trailing", topics.Purchase, append(append([]byte(nil), good...), 0), codec.KindTrailingBytes},
-		{"unknown id", topics.Purchase, append([]byte{0, 0, 1, 0, 0}, good[5:]...), codec.KindUnknownSchemaID},
+		// The largest id: no registry, shared or not, has handed it out.
+		{"unknown id", topics.Purchase, append([]byte{0, 0x7f, 0xff, 0xff, 0xff}, good[5:]...), codec.KindUnknownSchemaID},
 		{"wrong topic", topics.MemberOnboarding, good, codec.KindWrongTopic},
 		{"union index out of range", topics.MemberOnboarding, badIndex, codec.KindUnknownBranch},
-		{"not a record", topics.Purchase, []byte{0, 0, 0, 0, byte(intID), 2}, codec.KindUnknownBranch},
+		{"not a record", topics.Purchase, append(binary.BigEndian.AppendUint32([]byte{0}, uint32(intID)), 2), codec.KindUnknownBranch},
 		{"negative length", topics.Purchase, append(append([]byte(nil), good[:5]...), 1), codec.KindMalformed},
 	}
 	for _, tt := range tests {
@@ -318,32 +382,26 @@ func TestDecodeErrors(t *testing.T) {
 
 // A registry failure is transient: not a DecodeError, not cached.
 func TestRegistryFailureIsTransient(t *testing.T) {
-	reg, cl, _ := newRegistry(t)
+	cl, reg := newRegistry(t)
 	c := newCodec(t, cl)
-	id := register(t, reg, "other-value", oldPurchase)
-	var fail atomic.Bool
-	fail.Store(true)
-	reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
-		if fail.Load() && strings.HasPrefix(r.URL.Path, "/schemas/ids/") {
-			http.Error(w, `{"error_code":50001,"message":"boom"}`, http.StatusInternalServerError)
-			return true
-		}
-		return false
-	})
+	id := register(t, cl, "other", oldPurchase)
+	// A path, not a prefix: a real registry's API may sit under one
+	// (Apicurio's /apis/ccompat/v7).
+	reg.failWhen(func(r *http.Request) bool { return strings.Contains(r.URL.Path, "/schemas/ids/") })
 	b := wire(t, id, oldPurchase, map[string]any{"transactionId": "T", "loyaltyId": "L", "transactionDate": when, "amount": 1.0, "description": nil})
 	_, err := c.Decode(context.Background(), topics.Purchase, b)
 	var de *codec.DecodeError
 	if errors.As(err, &de) || !errors.Is(err, codec.ErrRegistry) {
 		t.Fatalf("err = %v, want ErrRegistry and no DecodeError", err)
 	}
-	fail.Store(false)
+	reg.failWhen(nil)
 	if _, err := c.Decode(context.Background(), topics.Purchase, b); err != nil {
 		t.Fatalf("after the registry recovered: %v", err)
 	}
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
-	_, cl, _ := newRegistry(t)
+	cl, _ := newRegistry(t)
 	if _, err := codec.New(context.Background(), codec.Options{}); err == nil {
 		t.Error("no registry accepted")
 	}
@@ -353,8 +411,10 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 func TestNewWithoutRegisterNeedsSchemas(t *testing.T) {
-	_, cl, _ := newRegistry(t)
-	_, err := codec.New(context.Background(), codec.Options{Registry: cl})
+	cl, _ := newRegistry(t)
+	// Topics of its own: on a real registry, other tests of the run
+	// registered the run's.
+	_, err := codec.New(context.Background(), codec.Options{Registry: cl, Topics: realregistry.Topics(t)})
 	if err == nil || !strings.Contains(err.Error(), "schemas register") {
 		t.Fatalf("err = %v", err)
 	}
@@ -376,7 +436,7 @@ func TestTopics(t *testing.T) {
 // Appending to a decoded bytes field must not write into memory that other
 // decoded values share.
 func TestDecodedBytesDoNotAlias(t *testing.T) {
-	_, cl, _ := newRegistry(t)
+	cl, _ := newRegistry(t)
 	c := newCodec(t, cl)
 	s := samples()[7]
 	b, err := encodeAny(c, s.topic, s.value)
@@ -403,7 +463,7 @@ func TestDecodedBytesDoNotAlias(t *testing.T) {
 // generic reader (hamba's, with no knowledge of our Go types) reads union
 // topics' records as the right branch.
 func TestEncodeIsStandardAvro(t *testing.T) {
-	_, cl, _ := newRegistry(t)
+	cl, _ := newRegistry(t)
 	c := newCodec(t, cl)
 	for _, s := range samples() {
 		b, err := encodeAny(c, s.topic, s.value)

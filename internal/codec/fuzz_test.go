@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/sr/srfake"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
@@ -69,8 +69,8 @@ const evolvedPurchase = `{"type":"record","name":"PurchaseCompleted","namespace"
  {"name":"amount","type":"double"},{"name":"codes","type":{"type":"array","items":{"type":"array","items":"long"}}}]}`
 
 // evolvedSeeds registers evolvedPurchase and returns values of it.
-func evolvedSeeds(t testing.TB, reg *srfake.Registry) [][]byte {
-	id := register(t, reg, "upstream-evolved-value", evolvedPurchase)
+func evolvedSeeds(t testing.TB, cl *sr.Client) [][]byte {
+	id := register(t, cl, "upstream-evolved", evolvedPurchase)
 	line := func(sku string, qty int, tags map[string]any) map[string]any {
 		return map[string]any{"sku": sku, "qty": qty, "tags": tags}
 	}
@@ -108,14 +108,15 @@ func checkValidation(t *testing.T, v any) {
 	}
 }
 
+// FuzzDecode runs on srfake: the committed corpus holds srfake's ids.
 func FuzzDecode(f *testing.F) {
-	reg, cl, _ := newRegistry(f)
+	cl, _ := newFakeRegistry(f)
 	c := newCodec(f, cl)
-	id := register(f, reg, "upstream-value", newRefundRedemption)
+	id := register(f, cl, "upstream", newRefundRedemption)
 	foreign := wire(f, id, newRefundRedemption, map[string]any{"com.loyaltybridge.events.PurchaseRefunded": map[string]any{
 		"refundId": "R-1", "originalTransactionId": "T-1", "loyaltyId": "L-1", "refundAmount": 1.5, "refundDate": when,
 		"reason": nil}})
-	for _, s := range fuzzSeeds(f, c, foreign, evolvedSeeds(f, reg)...) {
+	for _, s := range fuzzSeeds(f, c, foreign, evolvedSeeds(f, cl)...) {
 		f.Add(s.topic, s.value)
 	}
 	f.Fuzz(func(t *testing.T, ti uint8, value []byte) {
@@ -155,9 +156,9 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	if os.Getenv("LOYALTY_BRIDGE_WRITE_CORPUS") != "1" {
 		t.Skip("set LOYALTY_BRIDGE_WRITE_CORPUS=1 to regenerate the seed corpus")
 	}
-	reg, cl, _ := newRegistry(t)
+	cl, _ := newFakeRegistry(t)
 	c := newCodec(t, cl)
-	id := register(t, reg, "upstream-value", newRefundRedemption)
+	id := register(t, cl, "upstream", newRefundRedemption)
 	foreign := wire(t, id, newRefundRedemption, map[string]any{"com.loyaltybridge.events.PurchaseRefunded": map[string]any{
 		"refundId": "R-1", "originalTransactionId": "T-1", "loyaltyId": "L-1", "refundAmount": 1.5, "refundDate": when,
 		"reason": nil}})
@@ -165,7 +166,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for i, s := range fuzzSeeds(t, c, foreign, evolvedSeeds(t, reg)...) {
+	for i, s := range fuzzSeeds(t, c, foreign, evolvedSeeds(t, cl)...) {
 		body := fmt.Sprintf("go test fuzz v1\nbyte(%q)\n[]byte(%q)\n", rune(s.topic), s.value)
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%02d", i)), []byte(body), 0o644); err != nil {
 			t.Fatal(err)

@@ -15,22 +15,20 @@ import (
 // A value above MaxValueBytes is refused before any decoding, with a kind
 // the bridge turns into a DECODE error event.
 func TestMaxValueBytes(t *testing.T) {
-	_, cl, _ := newRegistry(t)
-	if _, err := codec.New(context.Background(), codec.Options{Registry: cl, Register: true}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := codec.New(context.Background(), codec.Options{Registry: cl, MaxValueBytes: 64})
+	cl, _ := newRegistry(t)
+	newCodec(t, cl)
+	c, err := codec.New(context.Background(), codec.Options{Registry: cl, Topics: topics, MaxValueBytes: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
 	big := make([]byte, 65) // magic byte 0, then a body a real decoder would try
-	_, err = c.Decode(context.Background(), codec.DefaultPurchaseTopic, big)
+	_, err = c.Decode(context.Background(), topics.Purchase, big)
 	var de *codec.DecodeError
 	if !errors.As(err, &de) || de.Kind != codec.KindTooLarge {
 		t.Fatalf("got %v, want a TOO_LARGE decode error", err)
 	}
 	// At the limit it is decoded (and fails on content, not size).
-	_, err = c.Decode(context.Background(), codec.DefaultPurchaseTopic, big[:64])
+	_, err = c.Decode(context.Background(), topics.Purchase, big[:64])
 	if errors.As(err, &de) && de.Kind == codec.KindTooLarge {
 		t.Fatal("a value at the limit is refused")
 	}
@@ -43,7 +41,7 @@ func TestMaxValueBytes(t *testing.T) {
 // than bytes remain is MALFORMED at once, a writer schema whose array items
 // take no bytes is INCOMPATIBLE, and real arrays and maps still decode.
 func TestBlockCountsBounded(t *testing.T) {
-	reg, cl, _ := newRegistry(t)
+	cl, _ := newRegistry(t)
 	c := newCodec(t, cl)
 	for name, tc := range map[string]struct {
 		junk string           // the extra field's type
@@ -65,7 +63,7 @@ func TestBlockCountsBounded(t *testing.T) {
  {"name":"transactionId","type":"string"},{"name":"loyaltyId","type":"string"},
  {"name":"transactionDate","type":{"type":"long","logicalType":"timestamp-millis"}},
  {"name":"amount","type":"double"}]}`
-			id := register(t, reg, "upstream-"+strings.ReplaceAll(name, " ", "-")+"-value", schema)
+			id := register(t, cl, "upstream-"+strings.ReplaceAll(name, " ", "-"), schema)
 			tail := []byte{2, 't', 2, 'l', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 			for _, count := range []int64{1 << 40, -(1 << 40)} {
 				b := []byte{0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}
@@ -76,7 +74,7 @@ func TestBlockCountsBounded(t *testing.T) {
 				b = binary.AppendVarint(b, 0) // end of the array
 				b = append(b, tail...)
 				start := time.Now()
-				_, err := c.Decode(context.Background(), codec.DefaultPurchaseTopic, b)
+				_, err := c.Decode(context.Background(), topics.Purchase, b)
 				var de *codec.DecodeError
 				if !errors.As(err, &de) || de.Kind != tc.kind {
 					t.Errorf("count %d: got %v, want %s", count, err, tc.kind)
@@ -90,7 +88,7 @@ func TestBlockCountsBounded(t *testing.T) {
 			}
 			v := wire(t, id, schema, map[string]any{"junk": tc.real, "transactionId": "t", "loyaltyId": "l",
 				"transactionDate": time.UnixMilli(1763805600123), "amount": 1.5})
-			got, err := c.Decode(context.Background(), codec.DefaultPurchaseTopic, v)
+			got, err := c.Decode(context.Background(), topics.Purchase, v)
 			if err != nil {
 				t.Fatalf("a real value: %v", err)
 			}
