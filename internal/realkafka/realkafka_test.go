@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
@@ -246,5 +248,69 @@ func waitCommitted(ctx context.Context, t *testing.T, adm *kadm.Client, group, t
 			t.Fatalf("committed offset of %s/%d for group %s: last %s, want %d", topic, partition, group, last, want)
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// The recorder decodes every request of the clients given its Opt, on kfake
+// and on a real cluster alike, and none of any other client's.
+func TestRequests(t *testing.T) {
+	seeds := realkafka.Seeds()
+	topic := realkafka.Name(t, "requests")
+	if len(seeds) > 0 {
+		realkafka.SeedTopics(t, seeds, 1, topic)
+	} else {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		seeds = c.ListenAddrs()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var rec realkafka.Requests
+	watched, err := kgo.NewClient(kgo.SeedBrokers(seeds...), rec.Opt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watched.Close()
+	other, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(watched).ListEndOffsets(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	seen, err := rec.Seen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, req := range seen {
+		switch r := req.(type) {
+		case *kmsg.MetadataRequest:
+			for _, mt := range r.Topics {
+				if mt.Topic != nil && *mt.Topic == topic {
+					kinds["metadata"]++
+				}
+			}
+		case *kmsg.ListOffsetsRequest:
+			for _, lt := range r.Topics {
+				if lt.Topic == topic {
+					kinds["list offsets"]++
+				}
+			}
+		case *kmsg.ProduceRequest:
+			kinds["produce"]++
+		case *kmsg.ApiVersionsRequest:
+			kinds["api versions"]++
+		}
+	}
+	if kinds["metadata"] == 0 || kinds["list offsets"] == 0 || kinds["api versions"] == 0 || kinds["produce"] != 0 {
+		t.Errorf("requests seen by kind: %v (of %d)", kinds, len(seen))
 	}
 }
