@@ -14,26 +14,37 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// Topics of the fixture.
-const (
-	plain   = "plain"   // 2 partitions, offsets 0–4 each
-	txn     = "txn"     // 1 partition: committed 0, marker 1, aborted 2, marker 3, committed 4, marker 5
-	trimmed = "trimmed" // 1 partition, offsets 0–3, log start 2
-)
+// topics of the fixture, each the test's own.
+type topics struct {
+	plain   string // 2 partitions, offsets 0–4 each
+	txn     string // 1 partition: committed 0, marker 1, aborted 2, marker 3, committed 4, marker 5
+	trimmed string // 1 partition, offsets 0–3, log start 2
+}
 
-// fixture is kfake over TCP with the topics above written.
-func fixture(t *testing.T) []kgo.Opt {
+// fixture writes the topics above on the real cluster named by
+// realkafka.Seeds (deleted at the end), or on kfake over TCP.
+func fixture(t *testing.T) ([]kgo.Opt, topics) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, plain), kfake.SeedTopics(1, txn, trimmed))
-	if err != nil {
-		t.Fatal(err)
+	tp := topics{plain: realkafka.Name(t, "plain"), txn: realkafka.Name(t, "txn"), trimmed: realkafka.Name(t, "trimmed")}
+	seeds := realkafka.Seeds()
+	if len(seeds) > 0 {
+		realkafka.SeedTopics(t, seeds, 2, tp.plain)
+		realkafka.SeedTopics(t, seeds, 1, tp.txn, tp.trimmed)
+	} else {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, tp.plain), kfake.SeedTopics(1, tp.txn, tp.trimmed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		seeds = c.ListenAddrs()
 	}
-	t.Cleanup(c.Close)
-	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	base := []kgo.Opt{kgo.SeedBrokers(seeds...)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -44,23 +55,23 @@ func fixture(t *testing.T) []kgo.Opt {
 	defer cl.Close()
 	for p := range int32(2) {
 		for i := range 5 {
-			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: plain, Partition: p, Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: tp.plain, Partition: p, Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	for i := range 4 {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: trimmed, Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: tp.trimmed, Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	del := kadm.Offsets{}
-	del.Add(kadm.Offset{Topic: trimmed, Partition: 0, At: 2})
+	del.Add(kadm.Offset{Topic: tp.trimmed, Partition: 0, At: 2})
 	if _, err := kadm.NewClient(cl).DeleteRecords(ctx, del); err != nil {
 		t.Fatal(err)
 	}
 
-	tx, err := kgo.NewClient(append(slices.Clone(base), kgo.TransactionalID("upstream"),
+	tx, err := kgo.NewClient(append(slices.Clone(base), kgo.TransactionalID(realkafka.Name(t, "upstream")),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))...)
 	if err != nil {
 		t.Fatal(err)
@@ -70,26 +81,29 @@ func fixture(t *testing.T) []kgo.Opt {
 		if err := tx.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
-		if err := tx.ProduceSync(ctx, &kgo.Record{Topic: txn, Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+		if err := tx.ProduceSync(ctx, &kgo.Record{Topic: tp.txn, Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return base
+	return base, tp
 }
 
 func TestRead(t *testing.T) {
-	base := fixture(t)
+	base, tp := fixture(t)
+	plain, txn, trimmed := tp.plain, tp.txn, tp.trimmed
+	short := map[string]string{plain: "plain", txn: "txn", trimmed: "trimmed"}
+	named := strings.NewReplacer("plain/", plain+"/", "txn/", txn+"/", "trimmed/", trimmed+"/")
 	errStop := errors.New("stop")
 	for _, tc := range []struct {
 		name    string
 		spans   []Span
 		fetch   []kgo.ConsumerOpt
 		stopAt  int      // emit fails at this record (1-based); 0: never
-		want    []string // topic/partition/offset, partitions in order of name
-		wantErr string   // a part of the error; "" : none
+		want    []string // topic/partition/offset, the fixture's short names, partitions in order
+		wantErr string   // a part of the error, with short names; "" : none
 	}{
 		{name: "ends on a commit marker", spans: []Span{{txn, 0, 0, 6}}, want: []string{"txn/0/0", "txn/0/4"}},
 		{name: "ends on an abort marker", spans: []Span{{txn, 0, 0, 4}}, want: []string{"txn/0/0"}},
@@ -114,18 +128,19 @@ func TestRead(t *testing.T) {
 			byPart := map[string][]string{}
 			n := 0
 			err := Read(ctx, base, tc.spans, func(r *kgo.Record) error {
-				p := fmt.Sprintf("%s/%d", r.Topic, r.Partition)
+				p := fmt.Sprintf("%s/%d", short[r.Topic], r.Partition)
 				byPart[p] = append(byPart[p], fmt.Sprintf("%s/%d", p, r.Offset))
 				if n++; n == tc.stopAt {
 					return errStop
 				}
 				return nil
 			}, tc.fetch...)
+			wantErr := named.Replace(tc.wantErr)
 			switch {
-			case tc.wantErr == "" && err != nil:
+			case wantErr == "" && err != nil:
 				t.Fatalf("error %v", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("error %v, want one with %q", err, tc.wantErr)
+			case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+				t.Fatalf("error %v, want one with %q", err, wantErr)
 			case tc.stopAt > 0 && !errors.Is(err, errStop):
 				t.Fatalf("error %v is not emit's", err)
 			}
