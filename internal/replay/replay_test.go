@@ -25,18 +25,19 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var topics = codec.DefaultTopics()
-
-// harness is kfake and srfake with the bridge's topics (2 partitions each)
-// and a fake handler that records what it is given and answers with a
-// result (or what answer says).
+// harness is a Kafka cluster and srfake with the bridge's topics (2
+// partitions each, named for the test) and a fake handler that records what
+// it is given and answers with a result (or what answer says). The cluster
+// is the real one realkafka.Seeds names, the topics deleted at the end, or
+// kfake.
 type harness struct {
 	t       *testing.T
-	c       *kfake.Cluster
+	topics  codec.Topics
 	brokers []string
 	cd      *codec.Codec
 	cl      *kgo.Client // manual partitioner, no linger
@@ -51,13 +52,20 @@ type harness struct {
 	started chan struct{} // receives a value as each handler call starts
 }
 
-func newHarness(t *testing.T, opts ...kfake.Opt) *harness {
+func newHarness(t *testing.T) *harness {
 	t.Helper()
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(2, topics.All()...)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
+	h := &harness{t: t, busy: map[string]bool{}, brokers: realkafka.Seeds(), topics: codec.Topics{Purchase: realkafka.Name(t, "purchase"),
+		RefundRedemption: realkafka.Name(t, "refund"), MemberOnboarding: realkafka.Name(t, "onboard")}}
+	if len(h.brokers) > 0 {
+		realkafka.SeedTopics(t, h.brokers, 2, h.topics.All()...)
+	} else {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, h.topics.All()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		h.brokers = c.ListenAddrs()
 	}
-	t.Cleanup(c.Close)
 	reg := srfake.New()
 	t.Cleanup(reg.Close)
 	sc, err := sr.NewClient(sr.URLs(reg.URL()))
@@ -66,11 +74,9 @@ func newHarness(t *testing.T, opts ...kfake.Opt) *harness {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cd, err := codec.New(ctx, codec.Options{Registry: sc, Register: true})
-	if err != nil {
+	if h.cd, err = codec.New(ctx, codec.Options{Registry: sc, Register: true, Topics: h.topics}); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, c: c, brokers: c.ListenAddrs(), cd: cd, busy: map[string]bool{}}
 	h.cl, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	if err != nil {
 		t.Fatal(err)
@@ -80,15 +86,28 @@ func newHarness(t *testing.T, opts ...kfake.Opt) *harness {
 	return h
 }
 
+// createTopic makes a topic of one partition besides the bridge's, deleted
+// at the end on a real cluster.
+func (h *harness) createTopic(name string) {
+	h.t.Helper()
+	if seeds := realkafka.Seeds(); len(seeds) > 0 {
+		realkafka.SeedTopics(h.t, seeds, 1, name)
+		return
+	}
+	if _, err := h.adm.CreateTopic(context.Background(), 1, 1, nil, name); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 // purchase is the input record of a purchase, not yet produced.
 func (h *harness) purchase(part int32, key, id string, ts time.Time) *kgo.Record {
 	h.t.Helper()
-	v, err := h.cd.Encode(topics.Purchase, &events.PurchaseCompleted{TransactionID: id, LoyaltyID: key,
+	v, err := h.cd.Encode(h.topics.Purchase, &events.PurchaseCompleted{TransactionID: id, LoyaltyID: key,
 		TransactionDate: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC), Amount: 1000, Currency: "VND"})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return &kgo.Record{Topic: topics.Purchase, Partition: part, Key: []byte(key), Value: v, Timestamp: ts}
+	return &kgo.Record{Topic: h.topics.Purchase, Partition: part, Key: []byte(key), Value: v, Timestamp: ts}
 }
 
 // produce writes recs one batch each, so that timestamps are searchable
@@ -140,20 +159,20 @@ func (h *harness) handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) 
 	if answer != nil {
 		if e := answer(rec); e != nil {
 			e.TransactionID, e.Source = ev.ID(), events.ErrorSource{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
-			v, err := h.cd.EncodeError(topics.ErrorTopic(rec.Topic), e)
+			v, err := h.cd.EncodeError(h.topics.ErrorTopic(rec.Topic), e)
 			if err != nil {
 				return nil, err
 			}
-			return []*kgo.Record{{Topic: topics.ErrorTopic(rec.Topic), Key: []byte(ev.ID()), Value: v, Headers: rec.Headers}}, nil
+			return []*kgo.Record{{Topic: h.topics.ErrorTopic(rec.Topic), Key: []byte(ev.ID()), Value: v, Headers: rec.Headers}}, nil
 		}
 	}
-	v, err := h.cd.EncodeResult(topics.ResultTopic(rec.Topic), &events.LoyaltyResult{TransactionID: ev.ID(), EventType: ev.Type(),
+	v, err := h.cd.EncodeResult(h.topics.ResultTopic(rec.Topic), &events.LoyaltyResult{TransactionID: ev.ID(), EventType: ev.Type(),
 		Outcome: events.OutcomeAlreadyApplied, ProcessedAt: time.Now(),
 		Source: events.Source{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}})
 	if err != nil {
 		return nil, err
 	}
-	return []*kgo.Record{{Topic: topics.ResultTopic(rec.Topic), Key: []byte(ev.ID()), Value: v, Headers: rec.Headers}}, nil
+	return []*kgo.Record{{Topic: h.topics.ResultTopic(rec.Topic), Key: []byte(ev.ID()), Value: v, Headers: rec.Headers}}, nil
 }
 
 func (h *harness) fallback(rec *kgo.Record, cause error) ([]*kgo.Record, error) {
@@ -163,7 +182,7 @@ func (h *harness) fallback(rec *kgo.Record, cause error) ([]*kgo.Record, error) 
 func (h *harness) replayer(mod func(*Options)) *Replayer {
 	h.t.Helper()
 	o := Options{Kafka: []kgo.Opt{kgo.SeedBrokers(h.brokers...)}, Codec: h.cd, Handle: h.handle, Fallback: h.fallback,
-		MaxInFlight: 4, Inputs: topics.Inputs()}
+		MaxInFlight: 4, Inputs: h.topics.Inputs()}
 	if mod != nil {
 		mod(&o)
 	}
@@ -206,6 +225,7 @@ func ctxT(t *testing.T) context.Context {
 
 func TestReplayRangesExactlyInKeyOrder(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	var recs []*kgo.Record
 	for i := range 30 {
 		recs = append(recs, h.purchase(int32(i%2), fmt.Sprintf("L-%d", i%3), fmt.Sprintf("T-%d", i), time.Time{}))
@@ -278,13 +298,14 @@ func TestReplayRangesExactlyInKeyOrder(t *testing.T) {
 	if _, err := r.OffsetRanges(ctx, topics.Purchase, 5, 0, -1); err == nil || !strings.Contains(err.Error(), "no partition 5") {
 		t.Errorf("missing partition: %v", err)
 	}
-	if _, err := r.OffsetRanges(ctx, "no.such.topic", 0, 0, -1); err == nil {
+	if _, err := r.OffsetRanges(ctx, realkafka.Name(t, "no.such.topic"), 0, 0, -1); err == nil {
 		t.Error("missing topic accepted")
 	}
 }
 
 func TestReplayBelowTheLogStartIsRefused(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	for i := range 5 {
 		h.produce(h.purchase(0, "L-1", fmt.Sprintf("T-%d", i), time.Time{}))
 	}
@@ -297,7 +318,7 @@ func TestReplayBelowTheLogStartIsRefused(t *testing.T) {
 	_, err := r.OffsetRanges(ctxT(t), topics.Purchase, 0, 1, -1)
 	var re *RequestError
 	if !errors.As(err, &re) || re.Flag != "--from-offset" ||
-		err.Error() != "--from-offset 1 is below the log start of loyalty.purchase/0, which holds offsets 3 to 4 (earlier records were deleted by retention)" {
+		err.Error() != "--from-offset 1 is below the log start of "+topics.Purchase+"/0, which holds offsets 3 to 4 (earlier records were deleted by retention)" {
 		t.Fatalf("offset below the log start: %v", err)
 	}
 }
@@ -306,6 +327,7 @@ func TestReplayBelowTheLogStartIsRefused(t *testing.T) {
 // the partition's offsets, not an empty replay.
 func TestOffsetRangesBeyondTheEnd(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	for i := range 5 {
 		h.produce(h.purchase(1, "L-1", fmt.Sprintf("T-%d", i), time.Time{}))
 	}
@@ -316,11 +338,11 @@ func TestOffsetRangesBeyondTheEnd(t *testing.T) {
 		flag     string
 		want     string
 	}{
-		{1, 5000, 6000, "--from-offset", "--from-offset 5000 is beyond the end of loyalty.purchase/1, which holds offsets 0 to 4"},
-		{1, 5, -1, "--from-offset", "--from-offset 5 is beyond the end of loyalty.purchase/1, which holds offsets 0 to 4"},
-		{1, 2, 6, "--to-offset", "--to-offset 6 is beyond the end of loyalty.purchase/1, which holds offsets 0 to 4 (leave --to-offset out to replay to the end)"},
-		{0, 0, -1, "--from-offset", "--from-offset 0 is beyond the end of loyalty.purchase/0, which holds no records (its next offset is 0)"},
-		{2, 0, -1, "--partition", "--partition 2: topic loyalty.purchase has no partition 2 (it has 2: 0 to 1)"},
+		{1, 5000, 6000, "--from-offset", "--from-offset 5000 is beyond the end of " + topics.Purchase + "/1, which holds offsets 0 to 4"},
+		{1, 5, -1, "--from-offset", "--from-offset 5 is beyond the end of " + topics.Purchase + "/1, which holds offsets 0 to 4"},
+		{1, 2, 6, "--to-offset", "--to-offset 6 is beyond the end of " + topics.Purchase + "/1, which holds offsets 0 to 4 (leave --to-offset out to replay to the end)"},
+		{0, 0, -1, "--from-offset", "--from-offset 0 is beyond the end of " + topics.Purchase + "/0, which holds no records (its next offset is 0)"},
+		{2, 0, -1, "--partition", "--partition 2: topic " + topics.Purchase + " has no partition 2 (it has 2: 0 to 1)"},
 	} {
 		_, err := r.OffsetRanges(ctxT(t), topics.Purchase, tc.p, tc.from, tc.to)
 		var re *RequestError
@@ -335,6 +357,7 @@ func TestOffsetRangesBeyondTheEnd(t *testing.T) {
 
 func TestReplayTimeRanges(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	for i := range 10 {
 		h.produce(h.purchase(1, "L-1", fmt.Sprintf("T-%d", i), t0.Add(time.Duration(i)*time.Minute)))
@@ -368,7 +391,7 @@ func TestReplayTimeRanges(t *testing.T) {
 	// records were written. The clock is the harness's: 2026-11-24.
 	now := t0.Add(24 * time.Hour)
 	r = h.replayer(func(o *Options) { o.Now = func() time.Time { return now } })
-	const span = "the records of loyalty.purchase were written from 2026-11-23T10:00:00Z to 2026-11-23T10:09:00Z"
+	span := "the records of " + topics.Purchase + " were written from 2026-11-23T10:00:00Z to 2026-11-23T10:09:00Z"
 	for _, tc := range []struct {
 		name         string
 		p            int32
@@ -380,7 +403,7 @@ func TestReplayTimeRanges(t *testing.T) {
 		{"after the last record", -1, t0.Add(time.Hour), time.Time{}, "--since", "--since 2026-11-23T11:00:00Z is after the last record: " + span},
 		{"before the first record", -1, t0.Add(-2 * time.Hour), t0.Add(-time.Hour), "--until",
 			"--until 2026-11-23T09:00:00Z is not after the first record: " + span},
-		{"an empty partition", 0, t0, time.Time{}, "--since", "--since 2026-11-23T10:00:00Z: loyalty.purchase/0 holds no records"},
+		{"an empty partition", 0, t0, time.Time{}, "--since", "--since 2026-11-23T10:00:00Z: " + topics.Purchase + "/0 holds no records"},
 	} {
 		_, err := r.TimeRanges(c, topics.Purchase, tc.p, tc.since, tc.until)
 		var re *RequestError
@@ -399,7 +422,8 @@ func TestReplayTimeRanges(t *testing.T) {
 // transaction markers, and aborted records are not replayed.
 func TestReplayEndsOnTransactionMarkers(t *testing.T) {
 	h := newHarness(t)
-	txn, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID("upstream"),
+	topics := h.topics
+	txn, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID(realkafka.Name(t, "upstream")),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	if err != nil {
 		t.Fatal(err)
@@ -443,7 +467,7 @@ func (h *harness) errorEvent(in *kgo.Record, cat events.Category, retryable, wit
 	if withOriginal {
 		orig = in
 	}
-	h.claim(topics.ErrorTopic(in.Topic), events.ErrorSource{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset, Timestamp: in.Timestamp},
+	h.claim(h.topics.ErrorTopic(in.Topic), events.ErrorSource{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset, Timestamp: in.Timestamp},
 		orig, cat, retryable, at)
 }
 
@@ -468,6 +492,7 @@ func (h *harness) claim(errorTopic string, src events.ErrorSource, orig *kgo.Rec
 
 func TestReplayFromErrors(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	now := time.Now()
 	var in []*kgo.Record
 	for i := range 8 {
@@ -541,6 +566,7 @@ func sourceOf(r *kgo.Record) events.ErrorSource {
 // by position only, and the rest goes on.
 func TestReplayFromErrorsChecksOriginals(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	now := time.Now()
 	in := h.produce(h.purchase(0, "L-0", "T-0", time.Time{}), h.purchase(0, "L-1", "T-1", time.Time{}),
 		h.purchase(1, "L-2", "T-2", time.Time{}), h.purchase(1, "L-3", "T-3", time.Time{}), h.purchase(1, "L-4", "T-4", time.Time{}))
@@ -585,6 +611,7 @@ func TestReplayFromErrorsChecksOriginals(t *testing.T) {
 // with TrustErrorOriginals, and only if they agree on it.
 func TestReplayFromErrorsSourceGone(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	now := time.Now()
 	in := h.produce(h.purchase(0, "L-0", "T-0", time.Time{}), h.purchase(0, "L-1", "T-1", time.Time{}),
 		h.purchase(0, "L-2", "T-2", time.Time{}))
@@ -594,7 +621,7 @@ func TestReplayFromErrorsSourceGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Partition 1: a committed record at 0, its transaction marker at 1.
-	txn, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID("upstream"),
+	txn, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID(realkafka.Name(t, "upstream")),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	if err != nil {
 		t.Fatal(err)
@@ -662,12 +689,11 @@ func TestReplayFromErrorsSourceGone(t *testing.T) {
 // does not start.
 func TestReplayFromErrorsRefusesOtherPositions(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	now := time.Now()
 	c := ctxT(t)
-	const shadow = "shadow.purchase"
-	if _, err := h.adm.CreateTopic(c, 1, 1, nil, shadow); err != nil {
-		t.Fatal(err)
-	}
+	shadow := realkafka.Name(t, "shadow")
+	h.createTopic(shadow)
 	sh := h.purchase(0, "L-s", "T-s", time.Time{})
 	sh.Topic = shadow
 	rr := h.purchase(0, "L-r", "T-r", time.Time{})
@@ -700,34 +726,8 @@ func TestReplayFromErrorsRefusesOtherPositions(t *testing.T) {
 	}
 	h.claim(et, sourceOf(in[0]), nil, cat, true, now)
 
-	var mu sync.Mutex
-	asked := map[string]int{}
-	for _, key := range []kmsg.Key{kmsg.Metadata, kmsg.ListOffsets, kmsg.Fetch} {
-		h.c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			h.c.KeepControl()
-			mu.Lock()
-			defer mu.Unlock()
-			switch r := req.(type) {
-			case *kmsg.MetadataRequest:
-				for _, t := range r.Topics {
-					if t.Topic != nil {
-						asked[*t.Topic]++
-					}
-				}
-			case *kmsg.ListOffsetsRequest:
-				for _, t := range r.Topics {
-					asked[t.Topic]++
-				}
-			case *kmsg.FetchRequest:
-				for _, t := range r.Topics {
-					asked[t.Topic+ids[t.TopicID]]++
-				}
-			}
-			return nil, nil, false
-		})
-	}
-
-	sum, err := h.replayer(nil).FromErrors(c, et, ErrorFilter{})
+	var recorded realkafka.Requests
+	sum, err := h.replayer(func(o *Options) { o.Kafka = append(o.Kafka, recorded.Opt()) }).FromErrors(c, et, ErrorFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -745,11 +745,34 @@ func TestReplayFromErrorsRefusesOtherPositions(t *testing.T) {
 			t.Errorf("no line %q:\n%s", line, tab)
 		}
 	}
-	mu.Lock()
+	// The requests of the replay's clients naming a topic, by topic (fetch
+	// names topics by id in recent versions).
+	seen, err := recorded.Seen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := map[string]int{}
+	for _, req := range seen {
+		switch r := req.(type) {
+		case *kmsg.MetadataRequest:
+			for _, t := range r.Topics {
+				if t.Topic != nil {
+					asked[*t.Topic]++
+				}
+			}
+		case *kmsg.ListOffsetsRequest:
+			for _, t := range r.Topics {
+				asked[t.Topic]++
+			}
+		case *kmsg.FetchRequest:
+			for _, t := range r.Topics {
+				asked[t.Topic+ids[t.TopicID]]++
+			}
+		}
+	}
 	if asked[shadow] != 0 || asked[topics.RefundRedemption] != 0 || asked[topics.Purchase] == 0 {
 		t.Errorf("requests naming topics: %v", asked)
 	}
-	mu.Unlock()
 
 	for _, tc := range []struct {
 		inputs []string
@@ -768,6 +791,7 @@ func TestReplayFromErrorsRefusesOtherPositions(t *testing.T) {
 
 func TestReplayDryRunCallsNothing(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	h.produce(h.purchase(0, "L-1", "T-1", time.Time{}),
 		&kgo.Record{Topic: topics.Purchase, Partition: 0, Key: []byte("L-2"), Value: []byte{0, 0, 0, 0, 1, 2}})
 	bad, err := h.cd.Encode(topics.Purchase, &events.PurchaseCompleted{TransactionID: "T-3", LoyaltyID: "L-3", Amount: -1})
@@ -804,6 +828,7 @@ func TestReplayDryRunCallsNothing(t *testing.T) {
 
 func TestReplayRetryableOutcomesAreNotOK(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	h.produce(h.purchase(0, "L-1", "T-1", time.Time{}), h.purchase(0, "L-2", "T-2", time.Time{}))
 	h.answer = func(rec *kgo.Record) *events.LoyaltyError {
 		if string(rec.Key) == "L-1" {
@@ -825,6 +850,7 @@ func TestReplayRetryableOutcomesAreNotOK(t *testing.T) {
 
 func TestReplayRateBoundsStarts(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	for i := range 6 {
 		h.produce(h.purchase(0, fmt.Sprintf("L-%d", i), fmt.Sprintf("T-%d", i), time.Time{}))
 	}
@@ -844,6 +870,7 @@ func TestReplayRateBoundsStarts(t *testing.T) {
 // after the drain timeout, and the summary says the replay is incomplete.
 func TestReplayInterrupted(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	for i := range 10 {
 		h.produce(h.purchase(0, fmt.Sprintf("L-%d", i), fmt.Sprintf("T-%d", i), time.Time{}))
 	}
@@ -882,6 +909,7 @@ func TestReplayInterrupted(t *testing.T) {
 
 func TestReplayPartitionModeIsSerial(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	for i := range 6 {
 		h.produce(h.purchase(0, fmt.Sprintf("L-%d", i), fmt.Sprintf("T-%d", i), time.Time{}))
 	}
@@ -960,6 +988,7 @@ func TestReplayCallsNamesEveryType(t *testing.T) {
 // flight, and the summary says to replay later.
 func TestTicksAndMaxWait(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	for i := range 3 {
 		h.produce(h.purchase(0, fmt.Sprintf("L-%d", i), fmt.Sprintf("T-%d", i), time.Time{}))
 	}
@@ -1006,6 +1035,7 @@ func TestTicksAndMaxWait(t *testing.T) {
 // again, or as soon as WaitingFor says the partner is held.
 func TestFailFast(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	for i := range 6 {
 		h.produce(h.purchase(0, "L-1", fmt.Sprintf("T-%d", i), time.Time{})) // one key: one at a time
 	}
@@ -1048,6 +1078,7 @@ func TestFailFast(t *testing.T) {
 // its start under --rate.
 func TestPacedReplayTicks(t *testing.T) {
 	h := newHarness(t)
+	topics := h.topics
 	for i := range 2 {
 		h.produce(h.purchase(0, fmt.Sprintf("L-%d", i), fmt.Sprintf("T-%d", i), time.Time{}))
 	}
