@@ -22,6 +22,7 @@ import (
 func BenchmarkReconcile(b *testing.B) {
 	const n = 2000
 	h := newHarness(b)
+	purchase := h.topics.Purchase
 	ctx := context.Background()
 	var inputs []*kgo.Record
 	for i := range n {

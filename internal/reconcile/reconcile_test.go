@@ -21,6 +21,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/reconcile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
@@ -28,16 +29,15 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var (
-	purchase = codec.DefaultPurchaseTopic
-	refunds  = codec.DefaultRefundRedemptionTopic
-	member   = sim.MemberID(1)
-)
+var member = sim.MemberID(1)
 
-// harness is kfake and srfake with the bridge's topics, and the simulator
-// over HTTP with the partner API client stack that `run` builds.
+// harness is a Kafka cluster and srfake with the bridge's topics (named for
+// the test), and the simulator over HTTP with the partner API client stack
+// that `run` builds. The cluster is the real one realkafka.Seeds names, the
+// topics deleted at the end, or kfake.
 type harness struct {
 	t       testing.TB
+	topics  codec.Topics
 	brokers []string
 	cd      *codec.Codec
 	cl      *kgo.Client
@@ -54,11 +54,18 @@ func newHarness(t testing.TB) *harness {
 // (its codes, transaction types and applied status).
 func newHarnessWith(t testing.TB, p partnerprofile.Profile) *harness {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, codec.DefaultTopics().All()...))
-	if err != nil {
-		t.Fatal(err)
+	h := &harness{t: t, brokers: realkafka.Seeds(), topics: codec.Topics{Purchase: realkafka.Name(t, "purchase"),
+		RefundRedemption: realkafka.Name(t, "refund"), MemberOnboarding: realkafka.Name(t, "onboard")}}
+	if len(h.brokers) > 0 {
+		realkafka.SeedTopics(t, h.brokers, 2, h.topics.All()...)
+	} else {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, h.topics.All()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		h.brokers = c.ListenAddrs()
 	}
-	t.Cleanup(c.Close)
 	reg := srfake.New()
 	t.Cleanup(reg.Close)
 	sc, err := sr.NewClient(sr.URLs(reg.URL()))
@@ -67,11 +74,9 @@ func newHarnessWith(t testing.TB, p partnerprofile.Profile) *harness {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cd, err := codec.New(ctx, codec.Options{Registry: sc, Register: true})
-	if err != nil {
+	if h.cd, err = codec.New(ctx, codec.Options{Registry: sc, Register: true, Topics: h.topics}); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, brokers: c.ListenAddrs(), cd: cd}
 	if h.cl, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +151,7 @@ func (h *harness) failure(src events.Source, typ *events.EventType, id string, c
 func (h *harness) accrue(id string, amount float64) (events.Source, string) {
 	h.t.Helper()
 	ev := &events.PurchaseCompleted{TransactionID: id, LoyaltyID: member, TransactionDate: time.Now(), Amount: amount, Currency: "VND"}
-	src := h.input(purchase, ev)
+	src := h.input(h.topics.Purchase, ev)
 	res, _, err := h.api.Client.Accrue(context.Background(), loyalty.AccrualRequest{LoyaltyID: member, TransactionID: id,
 		TransactionDate: loyalty.TransactionDate{Time: ev.TransactionDate}, TransactionAmount: amount})
 	if err != nil {
@@ -211,7 +216,7 @@ func scenario(h *harness) []string {
 	h.failure(src, &acc, "A-replayed", events.CategoryTransientExhausted, nil)
 	h.result(src, acc, "A-replayed", events.OutcomeAlreadyApplied, time.Time{}, nil)
 	// A failure the partner does not have either.
-	src = h.input(purchase, &events.PurchaseCompleted{TransactionID: "A-refused", LoyaltyID: member, TransactionDate: time.Now(), Amount: 1})
+	src = h.input(h.topics.Purchase, &events.PurchaseCompleted{TransactionID: "A-refused", LoyaltyID: member, TransactionDate: time.Now(), Amount: 1})
 	h.failure(src, &acc, "A-refused", events.CategoryBusiness, func(e *events.LoyaltyError) { e.APIErrorCode = ptr("MEMBER_NOT_FOUND") })
 
 	// Mismatches.
@@ -229,36 +234,36 @@ func scenario(h *harness) []string {
 	src, _ = h.accrue("A-failed-but-applied", 6000)
 	h.failure(src, &acc, "A-failed-but-applied", events.CategoryTransientExhausted, nil)
 
-	// Redemptions and refunds (clawbacks are redemptions).
-	src = h.input(refunds, &events.RedemptionRequested{TransactionID: "R-ok", LoyaltyID: member, TransactionDate: time.Now(), Amount: 500, UsedPoint: 50})
+	// Redemptions and h.topics.RefundRedemption (clawbacks are redemptions).
+	src = h.input(h.topics.RefundRedemption, &events.RedemptionRequested{TransactionID: "R-ok", LoyaltyID: member, TransactionDate: time.Now(), Amount: 500, UsedPoint: 50})
 	bit = h.plant(sim.TypeRedemption, "R-ok", 50, 500)
 	h.result(src, red, "R-ok", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(50)); r.BitReference = &bit })
-	src = h.input(refunds, &events.RedemptionRequested{TransactionID: "R-used", LoyaltyID: member, TransactionDate: time.Now(), Amount: 500, UsedPoint: 50})
+	src = h.input(h.topics.RefundRedemption, &events.RedemptionRequested{TransactionID: "R-used", LoyaltyID: member, TransactionDate: time.Now(), Amount: 500, UsedPoint: 50})
 	h.plant(sim.TypeRedemption, "R-used", 40, 500)
 	h.result(src, red, "R-used", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(50)) })
-	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-ok", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1000, RefundDate: time.Now()})
+	src = h.input(h.topics.RefundRedemption, &events.PurchaseRefunded{TransactionID: "F-ok", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1000, RefundDate: time.Now()})
 	bit = h.plant(sim.TypeRedemption, "F-ok", 1, 1000)
 	h.result(src, ref, "F-ok", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(1)); r.BitReference = &bit })
 	// A clawback posted under another transactionId than the refund's is
 	// found by its bitReference.
-	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-renamed", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 2000, RefundDate: time.Now()})
+	src = h.input(h.topics.RefundRedemption, &events.PurchaseRefunded{TransactionID: "F-renamed", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 2000, RefundDate: time.Now()})
 	bit = h.plant(sim.TypeRedemption, "clawback:F-renamed:1", 2, 2000)
 	h.result(src, ref, "F-renamed", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(2)); r.BitReference = &bit })
 	// A refund result names its clawback (clawbackTransactionId), which is
 	// what is looked up, ahead of its bitReference and its own id.
-	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-slot", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 3000, RefundDate: time.Now()})
+	src = h.input(h.topics.RefundRedemption, &events.PurchaseRefunded{TransactionID: "F-slot", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 3000, RefundDate: time.Now()})
 	bit = h.plant(sim.TypeRedemption, "A-ok~cb1", 3, 3000)
 	h.result(src, ref, "F-slot", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) {
 		r.UsedPoint, r.Points, r.ClawbackTransactionID, r.BitReference = ptr(int64(3)), ptr(int64(3)), ptr("A-ok~cb1"), &bit
 	})
-	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-slot-lost", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1000, RefundDate: time.Now()})
+	src = h.input(h.topics.RefundRedemption, &events.PurchaseRefunded{TransactionID: "F-slot-lost", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1000, RefundDate: time.Now()})
 	bit = h.plant(sim.TypeRedemption, "F-slot-lost", 1, 1000)
 	h.result(src, ref, "F-slot-lost", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) {
 		r.UsedPoint, r.ClawbackTransactionID, r.BitReference = ptr(int64(1)), ptr("A-ok~cb2"), &bit
 	})
 	// Two results of one refund naming two clawbacks (a copy of it handled
 	// elsewhere at the same time): it may have been clawed back twice.
-	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-twice", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 4000, RefundDate: time.Now()})
+	src = h.input(h.topics.RefundRedemption, &events.PurchaseRefunded{TransactionID: "F-twice", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 4000, RefundDate: time.Now()})
 	h.plant(sim.TypeRedemption, "A-ok~cb3", 4, 4000)
 	h.plant(sim.TypeRedemption, "A-ok~cb4", 4, 4000)
 	for _, slot := range []string{"A-ok~cb3", "A-ok~cb4"} {
@@ -266,26 +271,26 @@ func scenario(h *harness) []string {
 			r.UsedPoint, r.ClawbackTransactionID = ptr(int64(4)), ptr(slot)
 		})
 	}
-	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-lost", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1000, RefundDate: time.Now()})
+	src = h.input(h.topics.RefundRedemption, &events.PurchaseRefunded{TransactionID: "F-lost", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1000, RefundDate: time.Now()})
 	h.result(src, ref, "F-lost", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.UsedPoint = ptr(int64(1)) })
-	src = h.input(refunds, &events.PurchaseRefunded{TransactionID: "F-zero", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1, RefundDate: time.Now()})
+	src = h.input(h.topics.RefundRedemption, &events.PurchaseRefunded{TransactionID: "F-zero", OriginalTransactionID: "A-ok", LoyaltyID: member, RefundAmount: 1, RefundDate: time.Now()})
 	h.result(src, ref, "F-zero", events.OutcomeNoOp, time.Time{}, nil)
 
 	// An error event whose input record the topic does not hold: checked
 	// with the original it carries, or not at all.
-	orig, err := h.cd.Encode(purchase, &events.PurchaseCompleted{TransactionID: "A-failed-but-applied-2", LoyaltyID: member, TransactionDate: time.Now(), Amount: 6000})
+	orig, err := h.cd.Encode(h.topics.Purchase, &events.PurchaseCompleted{TransactionID: "A-failed-but-applied-2", LoyaltyID: member, TransactionDate: time.Now(), Amount: 6000})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.accrue("A-failed-but-applied-2", 6000)
-	nowhere := events.Source{Topic: purchase, Partition: 1, Offset: 500}
+	nowhere := events.Source{Topic: h.topics.Purchase, Partition: 1, Offset: 500}
 	h.failure(nowhere, &acc, "A-failed-but-applied-2", events.CategoryTransientExhausted, func(e *events.LoyaltyError) { e.OriginalValue = orig })
-	h.failure(events.Source{Topic: purchase, Partition: 1, Offset: 501}, &acc, "A-gone", events.CategoryTransientExhausted, nil)
+	h.failure(events.Source{Topic: h.topics.Purchase, Partition: 1, Offset: 501}, &acc, "A-gone", events.CategoryTransientExhausted, nil)
 	// An input record that did not decode: no transaction to look up.
-	h.failure(events.Source{Topic: purchase, Partition: 0, Offset: 0}, nil, events.SourceID(purchase, 0, 0), events.CategoryDecode, nil)
+	h.failure(events.Source{Topic: h.topics.Purchase, Partition: 0, Offset: 0}, nil, events.SourceID(h.topics.Purchase, 0, 0), events.CategoryDecode, nil)
 
 	// Before the window: not read.
-	h.result(events.Source{Topic: purchase}, acc, "A-before", events.OutcomeApplied, old, nil)
+	h.result(events.Source{Topic: h.topics.Purchase}, acc, "A-before", events.OutcomeApplied, old, nil)
 
 	return []string{
 		"DIFFERS A-amount", "DIFFERS A-points", "DIFFERS F-twice", "DIFFERS R-used",
@@ -297,6 +302,7 @@ func scenario(h *harness) []string {
 
 func TestReconcileFindsEveryPlantedMismatch(t *testing.T) {
 	h := newHarness(t)
+	purchase, refunds := h.topics.Purchase, h.topics.RefundRedemption
 	want := scenario(h)
 	var mu sync.Mutex
 	var calls, last, planned int
@@ -364,6 +370,7 @@ func TestReconcileFindsEveryPlantedMismatch(t *testing.T) {
 // A clean window reports nothing, and --until leaves later replies out.
 func TestReconcileCleanWindow(t *testing.T) {
 	h := newHarness(t)
+	purchase, refunds := h.topics.Purchase, h.topics.RefundRedemption
 	src, bit := h.accrue("A-1", 5000)
 	h.result(src, events.TypePurchaseCompleted, "A-1", events.OutcomeApplied, time.Now().Add(-30*time.Minute),
 		func(r *events.LoyaltyResult) { r.BitReference = &bit })
@@ -388,6 +395,7 @@ func TestReconcileCleanWindow(t *testing.T) {
 // it does name (accruals, the not-found code) is read as usual.
 func TestReconcileUnrecognisedAnswers(t *testing.T) {
 	h := newHarness(t)
+	purchase, refunds := h.topics.Purchase, h.topics.RefundRedemption
 	src, _ := h.accrue("A-1", 5000)
 	h.result(src, events.TypePurchaseCompleted, "A-1", events.OutcomeApplied, time.Time{}, nil)
 	src = h.input(refunds, &events.RedemptionRequested{TransactionID: "R-1", LoyaltyID: member, TransactionDate: time.Now(), Amount: 500, UsedPoint: 50})
@@ -421,6 +429,7 @@ var otherPartner = partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND
 // rather than guessing "missing" or "applied".
 func TestReconcileFollowsThePartnerProfile(t *testing.T) {
 	h := newHarnessWith(t, otherPartner)
+	purchase := h.topics.Purchase
 	for _, id := range []string{"A-1", "A-2"} {
 		src, bit := h.accrue(id, 5000)
 		h.result(src, events.TypePurchaseCompleted, id, events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) {
@@ -462,6 +471,7 @@ func TestReconcileFollowsThePartnerProfile(t *testing.T) {
 // that names a transaction of the other kind is no such transaction.
 func TestReconcileNotApplied(t *testing.T) {
 	h := newHarness(t)
+	purchase := h.topics.Purchase
 	acc := events.TypePurchaseCompleted
 	src, _ := h.accrue("A-failed", 5000)
 	h.result(src, acc, "A-failed", events.OutcomeApplied, time.Time{}, nil)
@@ -499,6 +509,7 @@ func TestReconcileNotApplied(t *testing.T) {
 // environment shows it on every result.
 func TestReconcileUnknownMember(t *testing.T) {
 	h := newHarness(t)
+	purchase := h.topics.Purchase
 	nobody := "LB99999999"
 	src := h.input(purchase, &events.PurchaseCompleted{TransactionID: "A-nobody", LoyaltyID: nobody, TransactionDate: time.Now(), Amount: 500})
 	h.result(src, events.TypePurchaseCompleted, "A-nobody", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) { r.LoyaltyID = &nobody })
@@ -527,6 +538,7 @@ func TestReconcileRefusesAContradictoryProfile(t *testing.T) {
 // passed: the report is not OK.
 func TestReconcilePartnerNotAnswering(t *testing.T) {
 	h := newHarness(t)
+	purchase := h.topics.Purchase
 	src, _ := h.accrue("A-1", 5000)
 	h.result(src, events.TypePurchaseCompleted, "A-1", events.OutcomeApplied, time.Time{}, nil)
 	h.sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{503: 1}, RetryAfter: -1, Endpoints: []string{sim.EndpointLookup}})
@@ -543,6 +555,7 @@ func TestReconcilePartnerNotAnswering(t *testing.T) {
 // before any lookup, rather than holding them all.
 func TestReconcileBoundsTheWindow(t *testing.T) {
 	h := newHarness(t)
+	purchase := h.topics.Purchase
 	for _, id := range []string{"A-1", "A-2"} {
 		src, _ := h.accrue(id, 5000)
 		h.result(src, events.TypePurchaseCompleted, id, events.OutcomeApplied, time.Time{}, nil)
