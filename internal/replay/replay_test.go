@@ -358,7 +358,10 @@ func TestOffsetRangesBeyondTheEnd(t *testing.T) {
 func TestReplayTimeRanges(t *testing.T) {
 	h := newHarness(t)
 	topics := h.topics
-	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	// A day ago: a real broker deletes records older than its retention
+	// (7 days by default) by their timestamps, and a fixed date ages past it.
+	t0 := time.Now().UTC().Add(-24 * time.Hour).Truncate(time.Hour)
+	at := func(d time.Duration) string { return t0.Add(d).Format(time.RFC3339) }
 	for i := range 10 {
 		h.produce(h.purchase(1, "L-1", fmt.Sprintf("T-%d", i), t0.Add(time.Duration(i)*time.Minute)))
 	}
@@ -388,10 +391,10 @@ func TestReplayTimeRanges(t *testing.T) {
 		t.Error("empty window accepted")
 	}
 	// Windows that cannot match say so, naming the flag and when the
-	// records were written. The clock is the harness's: 2026-11-24.
+	// records were written. The clock is the harness's: a day after t0.
 	now := t0.Add(24 * time.Hour)
 	r = h.replayer(func(o *Options) { o.Now = func() time.Time { return now } })
-	span := "the records of " + topics.Purchase + " were written from 2026-11-23T10:00:00Z to 2026-11-23T10:09:00Z"
+	span := "the records of " + topics.Purchase + " were written from " + at(0) + " to " + at(9*time.Minute)
 	for _, tc := range []struct {
 		name         string
 		p            int32
@@ -399,11 +402,11 @@ func TestReplayTimeRanges(t *testing.T) {
 		flag, want   string
 	}{
 		{"a mistyped year", -1, t0.AddDate(1, 0, 0), time.Time{}, "--since",
-			"--since 2027-11-23T10:00:00Z is in the future (now 2026-11-24T10:00:00Z): " + span},
-		{"after the last record", -1, t0.Add(time.Hour), time.Time{}, "--since", "--since 2026-11-23T11:00:00Z is after the last record: " + span},
+			"--since " + t0.AddDate(1, 0, 0).Format(time.RFC3339) + " is in the future (now " + at(24*time.Hour) + "): " + span},
+		{"after the last record", -1, t0.Add(time.Hour), time.Time{}, "--since", "--since " + at(time.Hour) + " is after the last record: " + span},
 		{"before the first record", -1, t0.Add(-2 * time.Hour), t0.Add(-time.Hour), "--until",
-			"--until 2026-11-23T09:00:00Z is not after the first record: " + span},
-		{"an empty partition", 0, t0, time.Time{}, "--since", "--since 2026-11-23T10:00:00Z: " + topics.Purchase + "/0 holds no records"},
+			"--until " + at(-time.Hour) + " is not after the first record: " + span},
+		{"an empty partition", 0, t0, time.Time{}, "--since", "--since " + at(0) + ": " + topics.Purchase + "/0 holds no records"},
 	} {
 		_, err := r.TimeRanges(c, topics.Purchase, tc.p, tc.since, tc.until)
 		var re *RequestError
