@@ -72,7 +72,8 @@ func Lag(ctx context.Context, adm *kadm.Client, group string, topics []string) (
 
 // Show writes group's Lag report on topics to w. A group the cluster does
 // not know (never committed, or expired) is a *NoGroupError naming the
-// groups it knows: most likely --group was mistyped.
+// groups it knows, those nearest to group first: most likely --group was
+// mistyped, and a shared cluster has more groups than an error can name.
 func Show(ctx context.Context, adm *kadm.Client, w io.Writer, group string, topics []string) error {
 	r, err := Lag(ctx, adm, group, topics)
 	if err != nil {
@@ -83,7 +84,7 @@ func Show(ctx context.Context, adm *kadm.Client, w io.Writer, group string, topi
 		if err != nil {
 			return fmt.Errorf("no such group %q, and listing the groups failed: %w", group, err)
 		}
-		return &NoGroupError{Group: group, Groups: listed.Groups()}
+		return &NoGroupError{Group: group, Groups: nearestFirst(group, listed.Groups())}
 	}
 	r.Print(w)
 	return nil
@@ -93,7 +94,26 @@ func Show(ctx context.Context, adm *kadm.Client, w io.Writer, group string, topi
 // groups it knows.
 type NoGroupError struct {
 	Group  string
-	Groups []string // sorted
+	Groups []string // those sharing the longest prefix with Group first, then by name
+}
+
+// nearestFirst sorts groups by the length of the prefix each shares with
+// asked, longest first, then by name: a mistyped name's neighbours lead.
+func nearestFirst(asked string, groups []string) []string {
+	shared := func(g string) int {
+		n := 0
+		for n < len(g) && n < len(asked) && g[n] == asked[n] {
+			n++
+		}
+		return n
+	}
+	slices.SortFunc(groups, func(a, b string) int {
+		if c := shared(b) - shared(a); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return groups
 }
 
 // maxGroupsNamed bounds the groups a NoGroupError lists.

@@ -92,7 +92,7 @@ func commit(t *testing.T, f *fixture, group string, p int32, at int64) {
 
 func TestLag(t *testing.T) {
 	f := cluster(t, time.Now())
-	g, h, nobody := f.group(t, "g"), f.group(t, "h"), realkafka.Name(t, "nobody")
+	g, h, nobody := f.group(t, "g"), f.group(t, "g"), realkafka.Name(t, "nobody")
 	commit(t, f, g, 0, 3)
 	r, err := Lag(ctx(t), f.adm, g, []string{f.topic})
 	if err != nil {
@@ -121,19 +121,28 @@ func TestLag(t *testing.T) {
 		t.Fatalf("unknown group: %v\n%s", err, out.String())
 	}
 
-	// Show refuses it, naming the groups there are: g and h among them (a
-	// real cluster is shared, and holds other tests' groups too; the
-	// message's form is TestNoGroupError's).
+	// Show refuses it, naming the groups there are, the nearest first:
+	// g's name mistyped has g, then h (whose name shares g's up to its
+	// random end). A real cluster is shared and holds other tests' groups
+	// too; the message's form is TestNoGroupError's.
 	commit(t, f, h, 1, 1)
 	out.Reset()
-	err = Show(ctx(t), f.adm, &out, nobody, []string{f.topic})
+	typo := g + "x"
+	err = Show(ctx(t), f.adm, &out, typo, []string{f.topic})
 	var ng *NoGroupError
-	if !errors.As(err, &ng) || ng.Group != nobody || !slices.Contains(ng.Groups, g) || !slices.Contains(ng.Groups, h) ||
-		!slices.IsSorted(ng.Groups) || out.Len() != 0 {
+	if !errors.As(err, &ng) || ng.Group != typo || len(ng.Groups) < 2 || ng.Groups[0] != g || ng.Groups[1] != h || out.Len() != 0 ||
+		!strings.HasPrefix(err.Error(), fmt.Sprintf(`no such group %q (never committed, or expired); the cluster has `, typo)) {
 		t.Fatalf("Show of an unknown group: %v\n%s", err, out.String())
 	}
 	if err := Show(ctx(t), f.adm, &out, g, []string{f.topic}); err != nil || !strings.Contains(out.String(), "group "+g+": Empty") {
 		t.Fatalf("Show: %v\n%s", err, out.String())
+	}
+}
+
+func TestNoGroupErrorNamesTheNearestFirst(t *testing.T) {
+	got := nearestFirst("loyalty-bridge-eu", []string{"audit", "loyalty-bridge", "loyalty-bridge-us", "loyalty-bridge-eu1", "billing", "lo"})
+	if want := []string{"loyalty-bridge-eu1", "loyalty-bridge-us", "loyalty-bridge", "lo", "audit", "billing"}; !slices.Equal(got, want) {
+		t.Errorf("nearestFirst: %v, want %v", got, want)
 	}
 }
 
