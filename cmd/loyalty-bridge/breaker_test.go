@@ -70,11 +70,11 @@ func TestRunWithBreakerOff(t *testing.T) {
 // record spends its attempts and ends as a TRANSIENT_EXHAUSTED error
 // event, and the replay exits 1 saying they are still failing.
 func TestReplayWithBreakerOff(t *testing.T) {
-	s := newReplayStack(t)
+	s := newOpsStack(t, sim.Options{})
 	s.produce(t, nil, ids("down", 8)...)
 	s.st.Sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{503: 1}, RetryAfter: sim.NoRetryAfter, Endpoints: []string{sim.EndpointAccrual}})
 	start := time.Now()
-	code, out, errs := s.cli(t, "replay", "--topic", "loyalty.purchase", "--partition", "0", "--from-offset", "0",
+	code, out, errs := s.cli(t, "replay", "--topic", s.topics.Purchase, "--partition", "0", "--from-offset", "0",
 		"--breaker-failures", "off", "--record-attempts", "2", "--record-backoff", "1ms", "--api-max-attempts", "1")
 	if code != 1 || outcome(t, out, "error TRANSIENT_EXHAUSTED") != 4 || !strings.Contains(out, "still failing (replay them again later): 4") {
 		t.Fatalf("replay: exit %d after %s\n%s\n%s", code, time.Since(start), out, errs)

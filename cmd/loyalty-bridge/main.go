@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/loyalty-bridge/loyalty-bridge/internal/apicall"
 )
 
@@ -29,6 +31,9 @@ type env struct {
 	// tick is how often progress lines are drawn on schedule (0: their
 	// default, 2 s); tests shorten it.
 	tick time.Duration
+	// kafka are added to replay's Kafka clients; tests record their
+	// requests with it.
+	kafka []kgo.Opt
 }
 
 type command struct {

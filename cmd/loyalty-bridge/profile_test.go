@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
@@ -28,7 +27,7 @@ func TestReplayFollowsThePartnerProfile(t *testing.T) {
 	for _, match := range []bool{false, true} {
 		name := map[bool]string{false: "not matching", true: "matching"}[match]
 		t.Run(name, func(t *testing.T) {
-			s := newReplayStackWith(t, sim.Options{Profile: other})
+			s := newOpsStack(t, sim.Options{Profile: other})
 			if match {
 				for k, v := range matching {
 					s.envs[k] = v
@@ -37,7 +36,7 @@ func TestReplayFollowsThePartnerProfile(t *testing.T) {
 			applied, lost := ids("pa", 4), ids("pl", 4)
 			s.outage(t, func(c *config.Config) { c.Partner.Profile = other }, applied, lost)
 			calls := s.st.Sim.TotalCalls(sim.EndpointAccrual)
-			code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error", "--record-backoff", "1ms", "--rate", "200/s")
+			code, out, errs := s.cli(t, "replay", "--from-errors", s.topics.Purchase+".error", "--record-backoff", "1ms", "--rate", "200/s")
 			if !match {
 				if code != 1 || outcome(t, out, "error TRANSIENT_EXHAUSTED") != 8 || outcome(t, out, "APPLIED") != 0 {
 					t.Errorf("replay with the simulator's defaults against another partner: exit %d\n%s\n%s", code, out, errs)
@@ -60,7 +59,7 @@ func TestReplayFollowsThePartnerProfile(t *testing.T) {
 			if code != 0 || outcome(t, out, "ALREADY_APPLIED") != len(applied) || outcome(t, out, "APPLIED") != len(lost) {
 				t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
 			}
-			all, replayed := byKey(s.replies(t, codec.DefaultPurchaseTopic+".result", len(applied)+len(lost)))
+			all, replayed := byKey(s.replies(t, s.topics.Purchase+".result", len(applied)+len(lost)))
 			for _, id := range append(applied, lost...) {
 				if s.st.Sim.Effects(id) != 1 || all[id] != 1 || replayed[id] != 1 {
 					t.Errorf("%s: %d effects, %d results (%d replayed)", id, s.st.Sim.Effects(id), all[id], replayed[id])

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
@@ -90,7 +90,7 @@ func TestReconcile(t *testing.T) {
 	s := newReconcileStack(t)
 	stop := s.live(t, nil)
 	s.produce(t, nil, "P-0", "P-1", "P-2", "P-3") // members 1 to 4, 5000 VND: 5 points each
-	refunds := codec.DefaultRefundRedemptionTopic
+	refunds := s.topics.RefundRedemption
 	now := time.Now()
 	m := sim.MemberID
 	s.produceEvents(t, refunds,
@@ -98,7 +98,7 @@ func TestReconcile(t *testing.T) {
 		&events.RedemptionRequested{TransactionID: "R-1", LoyaltyID: m(6), TransactionDate: now, Amount: 300, UsedPoint: 30},
 		&events.PurchaseRefunded{TransactionID: "F-0", OriginalTransactionID: "P-2", LoyaltyID: m(3), RefundAmount: 2500, RefundDate: now},
 		&events.RedemptionRequested{TransactionID: "R-big", LoyaltyID: m(7), TransactionDate: now, Amount: 1, UsedPoint: 999_999_999})
-	s.replies(t, codec.DefaultPurchaseTopic+".result", 4)
+	s.replies(t, s.topics.Purchase+".result", 4)
 	s.replies(t, refunds+".result", 3)
 	s.replies(t, refunds+".error", 1) // R-big: INSUFFICIENT_POINT
 	stop()
@@ -131,14 +131,14 @@ func TestReconcile(t *testing.T) {
 		t.Fatalf("planted: exit %d, findings %q, want %q\n%s", code, got, want, errs)
 	}
 
-	code, out, _ := s.cli(t, "reconcile", "--since", "1h", "--topic", codec.DefaultPurchaseTopic)
+	code, out, _ := s.cli(t, "reconcile", "--since", "1h", "--topic", s.topics.Purchase)
 	for _, w := range []string{"MISSING P-0 PurchaseCompleted", "amount: event 5000, partner 4900"} {
 		if !strings.Contains(strings.Join(strings.Fields(out), " "), w) {
 			t.Errorf("table lacks %q:\n%s", w, out)
 		}
 	}
 	if code != 1 || strings.Contains(out, "R-0") {
-		t.Errorf("--topic %s: exit %d\n%s", codec.DefaultPurchaseTopic, code, out)
+		t.Errorf("--topic %s: exit %d\n%s", s.topics.Purchase, code, out)
 	}
 }
 
@@ -153,7 +153,7 @@ func TestReconcileAroundAReplay(t *testing.T) {
 	if code != 1 || !slices.Equal(got, want) {
 		t.Fatalf("before the replay: exit %d, findings %q, want %q\n%s", code, got, want, errs)
 	}
-	if code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error"); code != 0 {
+	if code, out, errs := s.cli(t, "replay", "--from-errors", s.topics.Purchase+".error"); code != 0 {
 		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
 	}
 	if code, got, _, errs := s.reconcileFindings(t, "--since", "1h"); code != 0 || len(got) != 0 {
@@ -162,7 +162,7 @@ func TestReconcileAroundAReplay(t *testing.T) {
 }
 
 func TestReconcileUsage(t *testing.T) {
-	s := newReplayStack(t)
+	s := newOpsStack(t, sim.Options{})
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -175,8 +175,8 @@ func TestReconcileUsage(t *testing.T) {
 		{[]string{"reconcile", "--since", "1h", "--concurrency", "0"}, 2, "--concurrency 0: must be at least 1"},
 		{[]string{"reconcile", "--since", "1h", "--rate", "fast"}, 2, "--rate: "},
 		{[]string{"reconcile", "--since", "1h", "--max-transactions", "0"}, 2, "--max-transactions 0: must be at least 1"},
-		{[]string{"reconcile", "--since", "1h", "--topic", "loyalty.member-onboarding"}, 2, "member commands (onboard, link, unlink) are out of scope"},
-		{[]string{"reconcile", "--since", "1h", "--topic", "loyalty.purchase.result"}, 2, `--topic "loyalty.purchase.result": not an input topic`},
+		{[]string{"reconcile", "--since", "1h", "--topic", s.topics.MemberOnboarding}, 2, "member commands (onboard, link, unlink) are out of scope"},
+		{[]string{"reconcile", "--since", "1h", "--topic", s.topics.Purchase + ".result"}, 2, fmt.Sprintf("--topic %q: not an input topic", s.topics.Purchase+".result")},
 		{[]string{"reconcile", "--since", "1h", "--nope"}, 2, "flag provided but not defined: -nope\nsee 'loyalty-bridge reconcile --help'\n"},
 		{[]string{"reconcile", "--since", "1h", "extra"}, 2, `unexpected arguments ["extra"]`},
 		{[]string{"reconcile", "-h"}, 0, "Member commands\n(onboard, link, unlink) are out of scope"},
@@ -201,15 +201,15 @@ func TestReconcileUsage(t *testing.T) {
 func TestReconcileFollowsThePartnerProfile(t *testing.T) {
 	other := partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND"}, DuplicateCodes: []string{"TXN_DUPLICATE"},
 		AccrualType: "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED"}}
-	s := newReplayStackWith(t, sim.Options{Profile: other})
+	s := newOpsStack(t, sim.Options{Profile: other})
 	s.envs["LOYALTY_BRIDGE_API_PARTNER_KEY"], s.envs["LOYALTY_BRIDGE_API_PARTNER_KEY_ID"] = s.st.PartnerKeyPath, s.st.PartnerKeyID
 	stop := s.live(t, func(c *config.Config) { c.Partner.Profile = other })
 	s.produce(t, nil, "P-0", "P-1", "P-2")
-	refunds, m, now := codec.DefaultRefundRedemptionTopic, sim.MemberID, time.Now()
+	refunds, m, now := s.topics.RefundRedemption, sim.MemberID, time.Now()
 	s.produceEvents(t, refunds,
 		&events.RedemptionRequested{TransactionID: "R-0", LoyaltyID: m(5), TransactionDate: now, Amount: 700, UsedPoint: 70},
 		&events.PurchaseRefunded{TransactionID: "F-0", OriginalTransactionID: "P-2", LoyaltyID: m(3), RefundAmount: 2500, RefundDate: now})
-	s.replies(t, codec.DefaultPurchaseTopic+".result", 3)
+	s.replies(t, s.topics.Purchase+".result", 3)
 	s.replies(t, refunds+".result", 2)
 	stop()
 

@@ -103,7 +103,7 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		return &exitError{code: 2, err: err}
 	}
 
-	deps, err := service.Connect(ctx, cfg, service.Options{NoAPI: q.DryRun, Warnings: b.Warnings(), LogOutput: e.stderr})
+	deps, err := service.Connect(ctx, cfg, service.Options{NoAPI: q.DryRun, Warnings: b.Warnings(), LogOutput: e.stderr, ClientOpts: e.kafka})
 	if err != nil {
 		return usageIf[*config.SettingError](err)
 	}

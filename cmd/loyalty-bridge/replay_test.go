@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,9 +17,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
@@ -77,11 +76,11 @@ func (s *replayStack) produce(t *testing.T, at func(i int) time.Time, ids ...str
 	defer cl.Close()
 	for i, id := range ids {
 		ev := &events.PurchaseCompleted{TransactionID: id, LoyaltyID: sim.MemberID(1 + i%20), TransactionDate: time.Now(), Amount: 5000, Currency: "VND"}
-		v, err := s.cd.Encode(codec.DefaultPurchaseTopic, ev)
+		v, err := s.cd.Encode(s.topics.Purchase, ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := &kgo.Record{Topic: codec.DefaultPurchaseTopic, Partition: int32(i % 2), Key: []byte(ev.LoyaltyID), Value: v}
+		rec := &kgo.Record{Topic: s.topics.Purchase, Partition: int32(i % 2), Key: []byte(ev.LoyaltyID), Value: v}
 		if at != nil {
 			rec.Timestamp = at(i)
 		}
@@ -159,10 +158,10 @@ func (s *replayStack) outage(t *testing.T, mod func(*config.Config), applied, lo
 	})
 	s.st.Sim.SetFaults(sim.Faults{ApplyThen500Rate: 1, Endpoints: []string{sim.EndpointAccrual}})
 	s.produce(t, nil, applied...)
-	s.replies(t, codec.DefaultPurchaseTopic+".error", len(applied))
+	s.replies(t, s.topics.Purchase+".error", len(applied))
 	s.st.Sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{503: 1}, Endpoints: []string{sim.EndpointAccrual}})
 	s.produce(t, nil, lost...)
-	s.replies(t, codec.DefaultPurchaseTopic+".error", len(applied)+len(lost))
+	s.replies(t, s.topics.Purchase+".error", len(applied)+len(lost))
 	stop()
 	s.st.Sim.SetFaults(sim.Faults{})
 	for _, id := range applied {
@@ -182,11 +181,11 @@ func (s *replayStack) outage(t *testing.T, mod func(*config.Config), applied, lo
 // every one ends with one result and exactly one effect, the applied ones
 // ALREADY_APPLIED.
 func TestReplayFromErrorsAfterOutage(t *testing.T) {
-	s := newReplayStack(t)
+	s := newOpsStack(t, sim.Options{})
 	applied, lost := ids("ap", 6), ids("lost", 6)
 	s.outage(t, nil, applied, lost)
 
-	code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error", "--category", "TRANSIENT_EXHAUSTED", "--rate", "200/s")
+	code, out, errs := s.cli(t, "replay", "--from-errors", s.topics.Purchase+".error", "--category", "TRANSIENT_EXHAUSTED", "--rate", "200/s")
 	if code != 0 {
 		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
 	}
@@ -196,7 +195,7 @@ func TestReplayFromErrorsAfterOutage(t *testing.T) {
 	if !strings.Contains(errs, "12/12 records replayed") {
 		t.Errorf("no final progress line:\n%s", errs)
 	}
-	all, replayed := byKey(s.replies(t, codec.DefaultPurchaseTopic+".result", len(applied)+len(lost)))
+	all, replayed := byKey(s.replies(t, s.topics.Purchase+".result", len(applied)+len(lost)))
 	for _, id := range append(applied, lost...) {
 		if s.st.Sim.Effects(id) != 1 || all[id] != 1 || replayed[id] != 1 {
 			t.Errorf("%s: %d effects, %d results (%d replayed)", id, s.st.Sim.Effects(id), all[id], replayed[id])
@@ -206,7 +205,7 @@ func TestReplayFromErrorsAfterOutage(t *testing.T) {
 	// Replaying the same errors again (every retryable one by default)
 	// writes nothing: each is found by the guard.
 	calls := s.st.Sim.TotalCalls(sim.EndpointAccrual)
-	code, out, errs = s.cli(t, "replay", "--from-errors", "loyalty.purchase.error")
+	code, out, errs = s.cli(t, "replay", "--from-errors", s.topics.Purchase+".error")
 	if code != 0 || outcome(t, out, "ALREADY_APPLIED") != 12 {
 		t.Fatalf("second replay: exit %d\n%s\n%s", code, out, errs)
 	}
@@ -219,22 +218,22 @@ func TestReplayFromErrorsAfterOutage(t *testing.T) {
 // records by position; those deleted by retention are reported as not
 // replayable and the exit status says so.
 func TestReplayFromErrorsWithoutOriginals(t *testing.T) {
-	s := newReplayStack(t)
+	s := newOpsStack(t, sim.Options{})
 	lost := ids("strict", 6)
 	s.outage(t, func(c *config.Config) { c.Processing.IncludeOriginal = false }, nil, lost)
-	ends, err := s.adm.ListEndOffsets(context.Background(), codec.DefaultPurchaseTopic)
+	ends, err := s.adm.ListEndOffsets(context.Background(), s.topics.Purchase)
 	if err != nil {
 		t.Fatal(err)
 	}
-	end0, _ := ends.Lookup(codec.DefaultPurchaseTopic, 0)
+	end0, _ := ends.Lookup(s.topics.Purchase, 0)
 	del := kadm.Offsets{}
-	del.Add(kadm.Offset{Topic: codec.DefaultPurchaseTopic, Partition: 0, At: end0.Offset})
+	del.Add(kadm.Offset{Topic: s.topics.Purchase, Partition: 0, At: end0.Offset})
 	if _, err := s.adm.DeleteRecords(context.Background(), del); err != nil {
 		t.Fatal(err)
 	}
 
-	code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error")
-	if code != 1 || outcome(t, out, "APPLIED") != 3 || strings.Count(out, "not replayable: loyalty.purchase/0/") != 3 ||
+	code, out, errs := s.cli(t, "replay", "--from-errors", s.topics.Purchase+".error")
+	if code != 1 || outcome(t, out, "APPLIED") != 3 || strings.Count(out, "not replayable: "+s.topics.Purchase+"/0/") != 3 ||
 		!strings.Contains(out, "no longer retained") {
 		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
 	}
@@ -250,12 +249,12 @@ func TestReplayFromErrorsWithoutOriginals(t *testing.T) {
 // second write; a dry run calls nothing at all; a time window is found by
 // timestamps.
 func TestReplayRangeAndDryRun(t *testing.T) {
-	s := newReplayStack(t)
+	s := newOpsStack(t, sim.Options{})
 	stop := s.live(t, nil)
 	t0 := time.Now().Add(-30 * time.Minute).Truncate(time.Minute)
 	okIDs := ids("ok", 10)
 	s.produce(t, func(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }, okIDs...)
-	s.replies(t, codec.DefaultPurchaseTopic+".result", len(okIDs))
+	s.replies(t, s.topics.Purchase+".result", len(okIDs))
 	stop()
 
 	ledger := s.st.Sim.Ledger()
@@ -264,7 +263,7 @@ func TestReplayRangeAndDryRun(t *testing.T) {
 		before[ep] = s.st.Sim.TotalCalls(ep)
 	}
 	// ok-3..ok-6 (partitions 1, 0, 1, 0) lie in [t0+3m, t0+7m).
-	code, out, errs := s.cli(t, "replay", "--topic", "loyalty.purchase", "--since", t0.Add(3*time.Minute).Format(time.RFC3339),
+	code, out, errs := s.cli(t, "replay", "--topic", s.topics.Purchase, "--since", t0.Add(3*time.Minute).Format(time.RFC3339),
 		"--until", t0.Add(7*time.Minute).Format(time.RFC3339), "--dry-run")
 	if code != 0 || strings.Count(out, "would call lookup-transaction (guard), then point-accrual") != 4 ||
 		outcome(t, out, "would replay PurchaseCompleted") != 4 {
@@ -282,8 +281,8 @@ func TestReplayRangeAndDryRun(t *testing.T) {
 	}
 
 	for p := range 2 {
-		code, out, errs = s.cli(t, "replay", "--topic", "loyalty.purchase", "--partition", fmt.Sprint(p), "--from-offset", "0", "--max-in-flight", "4")
-		if code != 0 || outcome(t, out, "ALREADY_APPLIED") != 5 || !strings.Contains(errs, "replaying loyalty.purchase/"+fmt.Sprint(p)+" [0, 5)") {
+		code, out, errs = s.cli(t, "replay", "--topic", s.topics.Purchase, "--partition", fmt.Sprint(p), "--from-offset", "0", "--max-in-flight", "4")
+		if code != 0 || outcome(t, out, "ALREADY_APPLIED") != 5 || !strings.Contains(errs, "replaying "+s.topics.Purchase+"/"+fmt.Sprint(p)+" [0, 5)") {
 			t.Fatalf("range replay: exit %d\n%s\n%s", code, out, errs)
 		}
 	}
@@ -295,7 +294,7 @@ func TestReplayRangeAndDryRun(t *testing.T) {
 	if s.st.Sim.TotalCalls(sim.EndpointAccrual) != before[sim.EndpointAccrual] {
 		t.Error("a replay of applied purchases called accrual")
 	}
-	all, replayed := byKey(s.replies(t, codec.DefaultPurchaseTopic+".result", 2*len(okIDs)))
+	all, replayed := byKey(s.replies(t, s.topics.Purchase+".result", 2*len(okIDs)))
 	for _, id := range okIDs {
 		if all[id] != 2 || replayed[id] != 1 {
 			t.Errorf("%s: %d results, %d replayed (want the original and the replayed one)", id, all[id], replayed[id])
@@ -342,7 +341,7 @@ func TestReplayUsageErrors(t *testing.T) {
 func (s *replayStack) purchaseRecord(t *testing.T, topic string, part int32, id string) *kgo.Record {
 	t.Helper()
 	ev := &events.PurchaseCompleted{TransactionID: id, LoyaltyID: sim.MemberID(1), TransactionDate: time.Now(), Amount: 5000, Currency: "VND"}
-	v, err := s.cd.Encode(codec.DefaultPurchaseTopic, ev)
+	v, err := s.cd.Encode(s.topics.Purchase, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +376,7 @@ func (s *replayStack) errorEvent(t *testing.T, src, orig *kgo.Record) *kgo.Recor
 	if orig != nil {
 		e.OriginalKey, e.OriginalValue = orig.Key, orig.Value
 	}
-	topic := codec.DefaultPurchaseTopic + ".error"
+	topic := s.topics.Purchase + ".error"
 	v, err := s.cd.EncodeError(topic, e)
 	if err != nil {
 		t.Fatal(err)
@@ -391,13 +390,13 @@ func pos(r *kgo.Record) string { return events.SourceID(r.Topic, r.Partition, r.
 // position (someone wrote the error topic) makes neither be replayed; it is
 // counted, and named by positions only; the rest of the replay goes on.
 func TestReplayFromErrorsOriginalMismatch(t *testing.T) {
-	s := newReplayStack(t)
-	src := s.write(t, s.purchaseRecord(t, codec.DefaultPurchaseTopic, 0, "src-1"), s.purchaseRecord(t, codec.DefaultPurchaseTopic, 1, "src-2"))
-	forged := s.purchaseRecord(t, codec.DefaultPurchaseTopic, 0, "forged-1")
+	s := newOpsStack(t, sim.Options{})
+	src := s.write(t, s.purchaseRecord(t, s.topics.Purchase, 0, "src-1"), s.purchaseRecord(t, s.topics.Purchase, 1, "src-2"))
+	forged := s.purchaseRecord(t, s.topics.Purchase, 0, "forged-1")
 	bad := s.errorEvent(t, src[0], forged)
 	s.errorEvent(t, src[1], src[1]) // a true copy: replayed from the source
 
-	code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error")
+	code, out, errs := s.cli(t, "replay", "--from-errors", s.topics.Purchase+".error")
 	if code != 1 || outcome(t, out, "not replayed: original differs from source") != 1 || outcome(t, out, "APPLIED") != 1 ||
 		outcome(t, out, "replayed from their source") != 1 {
 		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
@@ -420,20 +419,20 @@ func TestReplayFromErrorsOriginalMismatch(t *testing.T) {
 // An error event without its original (the default) has the record at its
 // source position replayed, with the source record's own headers.
 func TestReplayFromErrorsReadsTheSource(t *testing.T) {
-	s := newReplayStack(t)
-	in := s.purchaseRecord(t, codec.DefaultPurchaseTopic, 1, "src-1")
+	s := newOpsStack(t, sim.Options{})
+	in := s.purchaseRecord(t, s.topics.Purchase, 1, "src-1")
 	in.Headers = []kgo.RecordHeader{{Key: bridge.HeaderCorrelationID, Value: []byte("corr-source")}}
 	src := s.write(t, in)
 	s.errorEvent(t, src[0], nil)
 
-	code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error")
+	code, out, errs := s.cli(t, "replay", "--from-errors", s.topics.Purchase+".error")
 	if code != 0 || outcome(t, out, "APPLIED") != 1 || outcome(t, out, "replayed from their source") != 1 {
 		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
 	}
 	if s.st.Sim.Effects("src-1") != 1 || s.st.Sim.TotalCalls(sim.EndpointAccrual) != 1 {
 		t.Errorf("src-1: %d accruals, %d calls (want 1)", s.st.Sim.Effects("src-1"), s.st.Sim.TotalCalls(sim.EndpointAccrual))
 	}
-	res := s.replies(t, codec.DefaultPurchaseTopic+".result", 1)
+	res := s.replies(t, s.topics.Purchase+".result", 1)
 	corr := ""
 	for _, h := range res[0].Headers {
 		if h.Key == bridge.HeaderCorrelationID {
@@ -448,8 +447,8 @@ func TestReplayFromErrorsReadsTheSource(t *testing.T) {
 // A source record that retention deleted is replayed from the original in
 // its error event only with --trust-error-originals.
 func TestReplayFromErrorsSourceTrimmed(t *testing.T) {
-	s := newReplayStack(t)
-	src := s.write(t, s.purchaseRecord(t, codec.DefaultPurchaseTopic, 0, "gone-1"))
+	s := newOpsStack(t, sim.Options{})
+	src := s.write(t, s.purchaseRecord(t, s.topics.Purchase, 0, "gone-1"))
 	s.errorEvent(t, src[0], src[0])
 	del := kadm.Offsets{}
 	del.Add(kadm.Offset{Topic: src[0].Topic, Partition: src[0].Partition, At: src[0].Offset + 1})
@@ -457,7 +456,7 @@ func TestReplayFromErrorsSourceTrimmed(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error")
+	code, out, errs := s.cli(t, "replay", "--from-errors", s.topics.Purchase+".error")
 	if code != 1 || outcome(t, out, "not replayed: source gone") != 1 || outcome(t, out, "total") != 0 ||
 		!strings.Contains(out, "not replayable: "+pos(src[0])+" (no longer retained") {
 		t.Fatalf("replay without trust: exit %d\n%s\n%s", code, out, errs)
@@ -466,7 +465,7 @@ func TestReplayFromErrorsSourceTrimmed(t *testing.T) {
 		t.Fatalf("%d accrual calls without trusting the original", n)
 	}
 
-	code, out, errs = s.cli(t, "replay", "--from-errors", "loyalty.purchase.error", "--trust-error-originals")
+	code, out, errs = s.cli(t, "replay", "--from-errors", s.topics.Purchase+".error", "--trust-error-originals")
 	if code != 0 || outcome(t, out, "APPLIED") != 1 || outcome(t, out, "replayed from error-event originals") != 1 ||
 		outcome(t, out, "not replayed: source gone") != 0 {
 		t.Fatalf("replay with trust: exit %d\n%s\n%s", code, out, errs)
@@ -480,64 +479,35 @@ func TestReplayFromErrorsSourceTrimmed(t *testing.T) {
 // loyalty.purchase (a topic that is no input, or another input) is refused:
 // the topic is never asked about, let alone read, and nothing is called.
 func TestReplayFromErrorsRefusesOtherTopics(t *testing.T) {
-	s := newReplayStack(t)
+	s := newOpsStack(t, sim.Options{})
 	ctx := context.Background()
-	const shadow = "shadow.purchase"
-	if _, err := s.adm.CreateTopic(ctx, 1, 1, nil, shadow); err != nil {
-		t.Fatal(err)
-	}
-	link, err := s.cd.Encode(codec.DefaultMemberOnboardingTopic,
+	shadow := realkafka.Name(t, "shadow")
+	s.createTopic(t, shadow)
+	link, err := s.cd.Encode(s.topics.MemberOnboarding,
 		&events.MemberLinkRequested{TransactionID: "link-1", LoyaltyID: sim.MemberID(2), PartnerMemberID: "P-2"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := s.write(t, s.purchaseRecord(t, shadow, 0, "shadow-1"),
-		&kgo.Record{Topic: codec.DefaultMemberOnboardingTopic, Partition: 0, Key: []byte(sim.MemberID(2)), Value: link})
+		&kgo.Record{Topic: s.topics.MemberOnboarding, Partition: 0, Key: []byte(sim.MemberID(2)), Value: link})
 	evs := []*kgo.Record{s.errorEvent(t, other[0], other[0]), s.errorEvent(t, other[1], nil)}
 
 	ids := map[[16]byte]string{}
-	td, err := s.adm.ListTopics(ctx, shadow, codec.DefaultMemberOnboardingTopic, codec.DefaultPurchaseTopic+".error")
+	td, err := s.adm.ListTopics(ctx, shadow, s.topics.MemberOnboarding, s.topics.Purchase+".error")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range td {
 		ids[d.ID] = d.Topic
 	}
-	// Requests naming a topic, by kind. Fetch names topics by id in
-	// recent versions; the replay (like run) checks that the input topics
-	// exist, so a metadata request naming the other input is expected.
-	var mu sync.Mutex
-	asked := map[string]int{}
-	for _, key := range []kmsg.Key{kmsg.Metadata, kmsg.ListOffsets, kmsg.Fetch} {
-		s.st.Cluster.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			s.st.Cluster.KeepControl()
-			mu.Lock()
-			defer mu.Unlock()
-			switch r := req.(type) {
-			case *kmsg.MetadataRequest:
-				for _, t := range r.Topics {
-					if t.Topic != nil {
-						asked["metadata "+*t.Topic]++
-					}
-				}
-			case *kmsg.ListOffsetsRequest:
-				for _, t := range r.Topics {
-					asked["offsets "+t.Topic]++
-				}
-			case *kmsg.FetchRequest:
-				for _, t := range r.Topics {
-					asked["fetch "+t.Topic+ids[t.TopicID]]++
-				}
-			}
-			return nil, nil, false
-		})
-	}
+	var recorded realkafka.Requests
+	s.kafka = []kgo.Opt{recorded.Opt()}
 	before := map[string]int{}
 	for _, ep := range sim.AllEndpoints {
 		before[ep] = s.st.Sim.TotalCalls(ep)
 	}
 
-	code, out, errs := s.cli(t, "replay", "--from-errors", "loyalty.purchase.error")
+	code, out, errs := s.cli(t, "replay", "--from-errors", s.topics.Purchase+".error")
 	if code != 1 || outcome(t, out, "refused: source outside the input topic") != 2 || outcome(t, out, "total") != 0 {
 		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
 	}
@@ -546,17 +516,42 @@ func TestReplayFromErrorsRefusesOtherTopics(t *testing.T) {
 			t.Errorf("no line %q:\n%s", line, out)
 		}
 	}
-	mu.Lock()
+	// The replay's requests naming a topic, by kind. Fetch names topics
+	// by id in recent versions; the replay (like run) checks that the
+	// input topics exist, so a metadata request naming the other input is
+	// expected.
+	seen, err := recorded.Seen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := map[string]int{}
+	for _, req := range seen {
+		switch r := req.(type) {
+		case *kmsg.MetadataRequest:
+			for _, t := range r.Topics {
+				if t.Topic != nil {
+					asked["metadata "+*t.Topic]++
+				}
+			}
+		case *kmsg.ListOffsetsRequest:
+			for _, t := range r.Topics {
+				asked["offsets "+t.Topic]++
+			}
+		case *kmsg.FetchRequest:
+			for _, t := range r.Topics {
+				asked["fetch "+t.Topic+ids[t.TopicID]]++
+			}
+		}
+	}
 	for _, k := range []string{"metadata " + shadow, "offsets " + shadow, "fetch " + shadow,
-		"offsets " + codec.DefaultMemberOnboardingTopic, "fetch " + codec.DefaultMemberOnboardingTopic} {
+		"offsets " + s.topics.MemberOnboarding, "fetch " + s.topics.MemberOnboarding} {
 		if asked[k] != 0 {
 			t.Errorf("%d requests %s", asked[k], k)
 		}
 	}
-	if asked["fetch "+codec.DefaultPurchaseTopic+".error"] == 0 {
+	if asked["fetch "+s.topics.Purchase+".error"] == 0 {
 		t.Errorf("the error topic was not fetched either: the requests are not seen (%v)", asked)
 	}
-	mu.Unlock()
 	for _, ep := range sim.AllEndpoints {
 		if n := s.st.Sim.TotalCalls(ep) - before[ep]; n != 0 && ep != sim.EndpointToken && ep != sim.EndpointExchangeToken {
 			t.Errorf("%s called %d times", ep, n)
@@ -567,29 +562,33 @@ func TestReplayFromErrorsRefusesOtherTopics(t *testing.T) {
 // A window that cannot match what the topic holds is a usage error (exit
 // 2) naming the flag and what the topic holds, and nothing is called.
 func TestReplayWindowsThatCannotMatch(t *testing.T) {
-	s := newReplayStack(t)
-	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	s := newOpsStack(t, sim.Options{})
+	// Two days ago: a real broker deletes records older than its retention
+	// (7 days by default) by their timestamps, and a fixed date ages past it.
+	t0 := time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Hour)
+	at := func(d time.Duration) string { return t0.Add(d).Format(time.RFC3339) }
+	yearBefore := func(d time.Duration) string { return t0.AddDate(-1, 0, 0).Add(d).Format(time.RFC3339) }
 	s.produce(t, func(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }, ids("w", 6)...)
-	s.errorEvent(t, s.write(t, s.purchaseRecord(t, codec.DefaultPurchaseTopic, 0, "failed-1"))[0], nil)
+	s.errorEvent(t, s.write(t, s.purchaseRecord(t, s.topics.Purchase, 0, "failed-1"))[0], nil)
 	future := time.Now().AddDate(1, 0, 0).UTC().Format(time.RFC3339)
 	for _, tc := range []struct {
 		args []string
 		want []string
 	}{
-		{[]string{"--topic", "loyalty.purchase", "--since", future},
-			[]string{"--since " + future + " is in the future (now ", "): the records of loyalty.purchase were written from 2026-11-20T10:00:00Z to "}},
-		{[]string{"--topic", "loyalty.purchase", "--partition", "1", "--since", "2026-11-20T10:06:00Z"},
-			[]string{"--since 2026-11-20T10:06:00Z is after the last record: the records of loyalty.purchase/1 were written from 2026-11-20T10:01:00Z to 2026-11-20T10:05:00Z"}},
-		{[]string{"--topic", "loyalty.purchase", "--since", "2025-11-20T10:00:00Z", "--until", "2025-11-20T11:00:00Z"},
-			[]string{"--until 2025-11-20T11:00:00Z is not after the first record: the records of loyalty.purchase were written from 2026-11-20T10:00:00Z to "}},
-		{[]string{"--from-errors", "loyalty.purchase.error", "--since", future},
-			[]string{"--since " + future + " is in the future (now ", "): the records of loyalty.purchase.error were all written at "}},
-		{[]string{"--topic", "loyalty.purchase", "--partition", "1", "--from-offset", "5000", "--to-offset", "6000"},
-			[]string{"--from-offset 5000 is beyond the end of loyalty.purchase/1, which holds offsets 0 to 2"}},
-		{[]string{"--topic", "loyalty.purchase", "--partition", "1", "--from-offset", "1", "--to-offset", "60"},
-			[]string{"--to-offset 60 is beyond the end of loyalty.purchase/1, which holds offsets 0 to 2 (leave --to-offset out to replay to the end)"}},
-		{[]string{"--topic", "loyalty.purchase", "--partition", "7", "--from-offset", "0"},
-			[]string{"--partition 7: topic loyalty.purchase has no partition 7 (it has 2: 0 to 1)"}},
+		{[]string{"--topic", s.topics.Purchase, "--since", future},
+			[]string{"--since " + future + " is in the future (now ", "): the records of " + s.topics.Purchase + " were written from " + at(0) + " to "}},
+		{[]string{"--topic", s.topics.Purchase, "--partition", "1", "--since", at(6 * time.Minute)},
+			[]string{"--since " + at(6*time.Minute) + " is after the last record: the records of " + s.topics.Purchase + "/1 were written from " + at(time.Minute) + " to " + at(5*time.Minute)}},
+		{[]string{"--topic", s.topics.Purchase, "--since", yearBefore(0), "--until", yearBefore(time.Hour)},
+			[]string{"--until " + yearBefore(time.Hour) + " is not after the first record: the records of " + s.topics.Purchase + " were written from " + at(0) + " to "}},
+		{[]string{"--from-errors", s.topics.Purchase + ".error", "--since", future},
+			[]string{"--since " + future + " is in the future (now ", "): the records of " + s.topics.Purchase + ".error were all written at "}},
+		{[]string{"--topic", s.topics.Purchase, "--partition", "1", "--from-offset", "5000", "--to-offset", "6000"},
+			[]string{"--from-offset 5000 is beyond the end of " + s.topics.Purchase + "/1, which holds offsets 0 to 2"}},
+		{[]string{"--topic", s.topics.Purchase, "--partition", "1", "--from-offset", "1", "--to-offset", "60"},
+			[]string{"--to-offset 60 is beyond the end of " + s.topics.Purchase + "/1, which holds offsets 0 to 2 (leave --to-offset out to replay to the end)"}},
+		{[]string{"--topic", s.topics.Purchase, "--partition", "7", "--from-offset", "0"},
+			[]string{"--partition 7: topic " + s.topics.Purchase + " has no partition 7 (it has 2: 0 to 1)"}},
 	} {
 		code, out, errs := s.cli(t, append([]string{"replay"}, tc.args...)...)
 		ok := code == 2
@@ -604,7 +603,7 @@ func TestReplayWindowsThatCannotMatch(t *testing.T) {
 		t.Errorf("%d partner calls", n)
 	}
 	// A window between two records is no mistake: nothing to replay.
-	code, out, errs := s.cli(t, "replay", "--topic", "loyalty.purchase", "--since", "2026-11-20T10:00:30Z", "--until", "2026-11-20T10:00:40Z")
+	code, out, errs := s.cli(t, "replay", "--topic", s.topics.Purchase, "--since", at(30*time.Second), "--until", at(40*time.Second))
 	if code != 0 || !strings.Contains(errs, "nothing to replay: no records in that window") {
 		t.Errorf("a window between records: exit %d\n%s\n%s", code, out, errs)
 	}

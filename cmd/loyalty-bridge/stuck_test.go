@@ -42,12 +42,12 @@ func closedPort(t *testing.T) string {
 // why; --max-wait gives up with exit 1, "still failing, replay later" and
 // the counts.
 func TestReplayWhileThePartnerIsDown(t *testing.T) {
-	s := newReplayStack(t)
+	s := newOpsStack(t, sim.Options{})
 	s.produce(t, nil, ids("down", 8)...)
 	s.envs["LOYALTY_BRIDGE_API_AUTH_URL"] = s.st.SimURL // tokens come; calls find nothing listening
 	s.envs["LOYALTY_BRIDGE_API_BASE_URL"] = "http://" + closedPort(t)
 	s.tick = 50 * time.Millisecond
-	code, out, errs := s.cli(t, "replay", "--topic", "loyalty.purchase", "--partition", "0", "--from-offset", "0",
+	code, out, errs := s.cli(t, "replay", "--topic", s.topics.Purchase, "--partition", "0", "--from-offset", "0",
 		"--api-max-attempts", "1", "--record-attempts", "1000", "--record-backoff", "1ms",
 		"--breaker-failures", "2", "--breaker-open-timeout", "1h", "--max-wait", "1s")
 	if code != 1 || !strings.Contains(errs, "loyalty-bridge replay: still failing, replay later: 0 of 4 planned records replayed, 4 not finished") {
@@ -76,11 +76,11 @@ func TestReplayWhileThePartnerIsDown(t *testing.T) {
 // calls wait to be retried as the partner asked, then that the circuit
 // opened; --fail-fast gives up as soon as it opens.
 func TestReplayWhileThePartnerAnswers503(t *testing.T) {
-	s := newReplayStack(t)
+	s := newOpsStack(t, sim.Options{})
 	s.produce(t, nil, ids("busy", 8)...)
 	s.st.Sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{503: 1}, RetryAfter: time.Second, Endpoints: []string{sim.EndpointAccrual}})
 	s.tick = 50 * time.Millisecond
-	code, out, errs := s.cli(t, "replay", "--topic", "loyalty.purchase", "--partition", "1", "--from-offset", "0",
+	code, out, errs := s.cli(t, "replay", "--topic", s.topics.Purchase, "--partition", "1", "--from-offset", "0",
 		"--api-max-attempts", "2", "--record-attempts", "1000", "--record-backoff", "1ms", "--breaker-failures", "4", "--fail-fast")
 	if code != 1 || !strings.Contains(errs, "loyalty-bridge replay: still failing, replay later: 0 of 4 planned records replayed, 4 not finished") {
 		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
@@ -103,7 +103,7 @@ func TestReplayWhileThePartnerAnswers503(t *testing.T) {
 // A replay while the partner refuses the credentials: the lines say so,
 // and --fail-fast gives up once the auth hold holds the records.
 func TestReplayWhileCredentialsAreRefused(t *testing.T) {
-	s := newReplayStack(t)
+	s := newOpsStack(t, sim.Options{})
 	s.produce(t, nil, ids("auth", 8)...)
 	s.st.Sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{503: 1}, RetryAfter: sim.NoRetryAfter, Endpoints: []string{sim.EndpointAccrual}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -112,7 +112,7 @@ func TestReplayWhileCredentialsAreRefused(t *testing.T) {
 	exit := make(chan int, 1)
 	go func() {
 		exit <- run(ctx, env{stdin: strings.NewReader(""), stdout: &out, stderr: &errs, lookup: s.lookup, tick: 50 * time.Millisecond},
-			[]string{"replay", "--topic", "loyalty.purchase", "--partition", "0", "--from-offset", "0", "--api-max-attempts", "1",
+			[]string{"replay", "--topic", s.topics.Purchase, "--partition", "0", "--from-offset", "0", "--api-max-attempts", "1",
 				"--record-attempts", "1000", "--record-backoff", "20ms", "--breaker-failures", "off", "--fail-fast"})
 	}()
 	// Once the records are retrying (a retry is no reason to give up),
@@ -151,13 +151,13 @@ func TestReplayWhileCredentialsAreRefused(t *testing.T) {
 // logs (tokens obtained, the Kafka client's chatter), whatever the
 // partner does.
 func TestReplayStderrIsProgressAndWarnings(t *testing.T) {
-	s := newReplayStack(t)
+	s := newOpsStack(t, sim.Options{})
 	delete(s.envs, "LOYALTY_BRIDGE_LOG_LEVEL")         // replay's own default
 	s.envs["LOYALTY_BRIDGE_INCLUDE_ORIGINAL"] = "true" // a warning at start
 	s.produce(t, nil, ids("clean", 6)...)
 	s.st.Sim.SetFaults(sim.Faults{Latency: 30 * time.Millisecond})
 	s.tick = 20 * time.Millisecond
-	code, out, errs := s.cli(t, "replay", "--topic", "loyalty.purchase", "--since", "1h", "--max-in-flight", "1")
+	code, out, errs := s.cli(t, "replay", "--topic", s.topics.Purchase, "--since", "1h", "--max-in-flight", "1")
 	if code != 0 || outcome(t, out, "APPLIED") != 6 {
 		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errs)
 	}
@@ -165,7 +165,7 @@ func TestReplayStderrIsProgressAndWarnings(t *testing.T) {
 	warnings := 0
 	for _, l := range strings.Split(strings.TrimSuffix(errs, "\n"), "\n") {
 		switch {
-		case progress.MatchString(l), strings.HasPrefix(l, "replaying loyalty.purchase/"):
+		case progress.MatchString(l), strings.HasPrefix(l, "replaying "+s.topics.Purchase+"/"):
 		case strings.HasPrefix(l, `{"level":"warn"`):
 			warnings++
 		default:
