@@ -22,6 +22,9 @@
 // listeners, its private CA, a client certificate and the SASL users.
 // SecureCluster reads it, or skips a test when it is unset.
 //
+// A real cluster has no kfake ControlKey: Requests shows a test the
+// requests its own clients send (through their dialer), on either cluster.
+//
 // The package starts no broker (scripts/kafka does) and builds no client
 // for the code under test: each suite does that with the options it tests.
 package realkafka
