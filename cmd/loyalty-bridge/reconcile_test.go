@@ -90,6 +90,10 @@ func TestReconcile(t *testing.T) {
 	s := newReconcileStack(t)
 	stop := s.live(t, nil)
 	s.produce(t, nil, "P-0", "P-1", "P-2", "P-3") // members 1 to 4, 5000 VND: 5 points each
+	// F-0 refunds P-2: it must find P-2 applied. The bridge reads the
+	// topics independently, and a refund read first is ORIGINAL_NOT_FOUND
+	// (on a real broker the purchase and refund fetches interleave).
+	s.replies(t, s.topics.Purchase+".result", 4)
 	refunds := s.topics.RefundRedemption
 	now := time.Now()
 	m := sim.MemberID
@@ -98,7 +102,6 @@ func TestReconcile(t *testing.T) {
 		&events.RedemptionRequested{TransactionID: "R-1", LoyaltyID: m(6), TransactionDate: now, Amount: 300, UsedPoint: 30},
 		&events.PurchaseRefunded{TransactionID: "F-0", OriginalTransactionID: "P-2", LoyaltyID: m(3), RefundAmount: 2500, RefundDate: now},
 		&events.RedemptionRequested{TransactionID: "R-big", LoyaltyID: m(7), TransactionDate: now, Amount: 1, UsedPoint: 999_999_999})
-	s.replies(t, s.topics.Purchase+".result", 4)
 	s.replies(t, refunds+".result", 3)
 	s.replies(t, refunds+".error", 1) // R-big: INSUFFICIENT_POINT
 	stop()
@@ -205,11 +208,11 @@ func TestReconcileFollowsThePartnerProfile(t *testing.T) {
 	s.envs["LOYALTY_BRIDGE_API_PARTNER_KEY"], s.envs["LOYALTY_BRIDGE_API_PARTNER_KEY_ID"] = s.st.PartnerKeyPath, s.st.PartnerKeyID
 	stop := s.live(t, func(c *config.Config) { c.Partner.Profile = other })
 	s.produce(t, nil, "P-0", "P-1", "P-2")
+	s.replies(t, s.topics.Purchase+".result", 3) // before F-0, its refund, is read (see TestReconcile)
 	refunds, m, now := s.topics.RefundRedemption, sim.MemberID, time.Now()
 	s.produceEvents(t, refunds,
 		&events.RedemptionRequested{TransactionID: "R-0", LoyaltyID: m(5), TransactionDate: now, Amount: 700, UsedPoint: 70},
 		&events.PurchaseRefunded{TransactionID: "F-0", OriginalTransactionID: "P-2", LoyaltyID: m(3), RefundAmount: 2500, RefundDate: now})
-	s.replies(t, s.topics.Purchase+".result", 3)
 	s.replies(t, refunds+".result", 2)
 	stop()
 
