@@ -286,6 +286,7 @@ func TestCapacityFlags(t *testing.T) {
 	for {
 		req, _ := http.NewRequest(http.MethodGet, s.base+sim.PathCustomerInfo+sim.MemberID(1), nil)
 		req.Header.Set("Authorization", auth)
+		req.Header.Set("Content-Type", "application/json")
 		res, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -597,9 +597,10 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payloa
 		return attemptResult{err: errors.New("cannot build request")}
 	}
 	req.Header.Set("Accept", "application/json")
-	if payload != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	// The spec lists Content-Type as required on every business endpoint,
+	// the bodiless GETs included: a gateway that enforces it refuses a GET
+	// without one.
+	req.Header.Set("Content-Type", "application/json")
 	tok.SetAuthHeader(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -471,3 +471,60 @@ func TestRedirectNotFollowed(t *testing.T) {
 		t.Fatalf("%d requests reached the Location", n)
 	}
 }
+
+// Every business call carries the two headers the spec lists as required
+// for every endpoint of its Endpoints section, the bodiless GETs included.
+func TestEveryCallSendsRequiredHeaders(t *testing.T) {
+	type seen struct{ path, contentType, auth string }
+	var (
+		mu  sync.Mutex
+		got []seen
+	)
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, seen{r.URL.Path, r.Header.Get("Content-Type"), r.Header.Get("Authorization")})
+		mu.Unlock()
+		fail(w, 400, `{"code":"X","message":"refused"}`)
+	}, nil)
+	ctx := context.Background()
+	calls := map[string]func() error{
+		"user-profile":     func() error { _, _, err := f.client.CustomerInfo(ctx, "LB1"); return err },
+		"user-profile-ext": func() error { _, _, err := f.client.CustomerProfile(ctx, "LB1"); return err },
+		"onboard": func() error {
+			_, _, err := f.client.Onboard(ctx, loyalty.OnboardRequest{ExternalID: "E1"})
+			return err
+		},
+		"link-member": func() error {
+			_, _, err := f.client.Link(ctx, loyalty.LinkRequest{LoyaltyID: "LB1", PartnerMemberID: "P1"})
+			return err
+		},
+		"unlink-member": func() error {
+			_, _, err := f.client.Unlink(ctx, loyalty.LinkRequest{LoyaltyID: "LB1", PartnerMemberID: "P1"})
+			return err
+		},
+		"point-accrual": func() error { _, _, err := f.client.Accrue(ctx, accrual); return err },
+		"point-redemption": func() error {
+			_, _, err := f.client.Redeem(ctx, loyalty.RedemptionRequest{LoyaltyID: "LB1", TransactionID: "R1",
+				TransactionDate: "2026-11-27T10:00:00.000Z", UsedPoint: 1, Sign: "ready-made"})
+			return err
+		},
+		"lookup-transaction": func() error {
+			_, _, err := f.client.LookupTransaction(ctx, loyalty.LookupRequest{LoyaltyID: "LB1", TransactionID: "T1"})
+			return err
+		},
+	}
+	for name, call := range calls {
+		mu.Lock()
+		got = nil
+		mu.Unlock()
+		var be *loyalty.BusinessError
+		if err := call(); !errors.As(err, &be) {
+			t.Fatalf("%s: want the stub's refusal, got %v", name, err)
+		}
+		mu.Lock()
+		if len(got) != 1 || got[0].contentType != "application/json" || got[0].auth != "Bearer tok-1" {
+			t.Errorf("%s: requests %+v, want one with Content-Type application/json and the bearer token", name, got)
+		}
+		mu.Unlock()
+	}
+}

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"crypto"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -447,5 +448,60 @@ func TestLookup(t *testing.T) {
 		"unknown member":          {map[string]string{"loyaltyId": "LB12345678", "transactionId": "T-1"}, sim.CodeMemberNotFound},
 	} {
 		t.Run(name, func(t *testing.T) { wantError(t, lookup(tc.body), 400, tc.code) })
+	}
+}
+
+// The spec lists Authorization and Content-Type as required on every
+// business endpoint, the GETs included; a request without either is
+// refused before it is handled, with the error envelope of the spec's
+// error section (onboarding's own envelope for onboarding).
+func TestRequiredHeaders(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, tc := range []struct {
+		method, path string
+		onboarding   bool
+	}{
+		{http.MethodGet, sim.PathCustomerInfo + sim.MemberID(1), false},
+		{http.MethodGet, sim.PathCustomerProfile + sim.MemberID(1), false},
+		{http.MethodPost, sim.PathOnboard, true},
+		{http.MethodPost, sim.PathLink, false},
+		{http.MethodPost, sim.PathUnlink, false},
+		{http.MethodPost, sim.PathRedemption, false},
+		{http.MethodPost, sim.PathAccrual, false},
+		{http.MethodPost, sim.PathLookup, false},
+	} {
+		for _, ct := range []string{"", "text/plain"} {
+			t.Run(tc.path+" Content-Type "+ct, func(t *testing.T) {
+				var body io.Reader
+				if tc.method == http.MethodPost {
+					body = strings.NewReader(`{}`)
+				}
+				req, _ := http.NewRequest(tc.method, e.srv.URL+tc.path, body)
+				req.Header.Set("Authorization", "Bearer "+e.bearer())
+				if ct != "" {
+					req.Header.Set("Content-Type", ct)
+				}
+				r := e.send(req)
+				if !tc.onboarding {
+					wantError(t, r, 400, sim.CodeInvalidRequest)
+					return
+				}
+				errs, _ := r.body["errors"].(map[string]any)
+				data, _ := r.body["data"].(map[string]any)
+				if r.status != 400 || errs["code"] != "0001" || errs["errorCode"] != "BAD_REQUEST" ||
+					!strings.HasPrefix(fmt.Sprint(data["resultUrl"]), sim.OnboardingResultURL+"?errorCode="+sim.ReasonInvalidRequest) {
+					t.Fatalf("onboarding without Content-Type: %d %s", r.status, r.raw)
+				}
+			})
+		}
+		t.Run(tc.path+" without Authorization", func(t *testing.T) {
+			wantError(t, e.call(tc.method, tc.path, nil, "-"), 401, sim.CodeUnauthorized)
+		})
+	}
+	if e.sim.TotalCalls(sim.EndpointCustomerInfo) == 0 {
+		t.Fatal("no request reached the simulator")
+	}
+	if m, _ := e.sim.Member(sim.MemberID(1)); m.Linked || m.Balance != 10_000 {
+		t.Fatalf("a refused request changed the member: %+v", m)
 	}
 }

@@ -57,7 +57,9 @@
 //     errors.errorCode: MEMBER_NOT_FOUND (unknown loyaltyId on any member,
 //     point or lookup endpoint; the profile's first member-not-found code), INSUFFICIENT_POINT, DUPLICATE_TRANSACTION,
 //     INVALID_SIGN, INVALID_REQUEST (missing or mistyped field, malformed
-//     JSON, wrong Content-Type, limits; 413 when the body exceeds 1 MiB),
+//     JSON, a Content-Type other than application/json on any business
+//     endpoint, GETs included, as the spec requires the header of every one;
+//     limits; 413 when the body exceeds 1 MiB),
 //     TRANSACTION_NOT_FOUND (also when the transaction belongs to another
 //     loyaltyId), PARTNER_MEMBER_ID_IN_USE (link with a partnerMemberId
 //     already linked to another member), and 401 UNAUTHORIZED with

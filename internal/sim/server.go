@@ -153,6 +153,26 @@ type route struct {
 	write  bool // a write: ApplyThen500Rate applies
 	bearer bool // needs a valid access token: a business endpoint, limited by Options.Capacity
 	handle func(s *Server, c *call) reply
+	// refuse answers a request refused before its handler (a wrong
+	// Content-Type); nil: the error envelope with INVALID_REQUEST.
+	refuse func(msg string) reply
+}
+
+// checkContentType refuses a business request whose Content-Type is not
+// application/json: the spec lists the header as required on every
+// business endpoint, the GETs included, and its error section answers a
+// bad request with the error envelope and 400. The zero reply means the
+// header is right.
+func (rt *route) checkContentType(r *http.Request) reply {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err == nil && mt == "application/json" {
+		return reply{}
+	}
+	const msg = "Content-Type must be application/json"
+	if rt.refuse != nil {
+		return rt.refuse(msg)
+	}
+	return badRequest(CodeInvalidRequest, msg)
 }
 
 // call is one request being handled.
@@ -176,7 +196,8 @@ func (s *Server) routes() *http.ServeMux {
 		PathCustomerInfo + "{loyaltyId}": {name: EndpointCustomerInfo, method: http.MethodGet, bearer: true, handle: (*Server).handleCustomerInfo},
 		PathCustomerProfile + "{loyaltyId}": {name: EndpointCustomerProfile, method: http.MethodGet, bearer: true,
 			handle: (*Server).handleCustomerProfile},
-		PathOnboard:    {name: EndpointOnboard, method: http.MethodPost, write: true, bearer: true, handle: (*Server).handleOnboard},
+		PathOnboard: {name: EndpointOnboard, method: http.MethodPost, write: true, bearer: true, handle: (*Server).handleOnboard,
+			refuse: func(string) reply { return onboardFail(ReasonInvalidRequest, "") }},
 		PathLink:       {name: EndpointLink, method: http.MethodPost, write: true, bearer: true, handle: (*Server).handleLink},
 		PathUnlink:     {name: EndpointUnlink, method: http.MethodPost, write: true, bearer: true, handle: (*Server).handleUnlink},
 		PathRedemption: {name: EndpointRedemption, method: http.MethodPost, write: true, bearer: true, handle: (*Server).handleRedemption},
@@ -293,6 +314,9 @@ func (s *Server) serve(rt *route) http.HandlerFunc {
 		var rep reply
 		if rt.bearer {
 			rep = s.authorize(r)
+		}
+		if rep.status == 0 && rt.bearer {
+			rep = rt.checkContentType(r)
 		}
 		if rep.status == 0 {
 			rep = rt.handle(s, c)
@@ -456,14 +480,9 @@ func readBody(c *call) ([]byte, error) {
 	return b, err
 }
 
-// jsonBody checks the Content-Type and reads the body of a business call;
-// the reply is set when either is wrong.
+// jsonBody reads the body of a business call (serve has checked its
+// Content-Type); the reply is set when it cannot be read.
 func jsonBody(c *call) ([]byte, *reply) {
-	mt, _, err := mime.ParseMediaType(c.r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		rep := badRequest(CodeInvalidRequest, "Content-Type must be application/json")
-		return nil, &rep
-	}
 	b, err := readBody(c)
 	if err != nil {
 		rep := badRequest(CodeInvalidRequest, "could not read the request body")

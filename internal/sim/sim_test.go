@@ -195,9 +195,8 @@ func (e *env) call(method, path string, body any, token string) resp {
 		rd = bytes.NewReader(j)
 	}
 	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	// As the spec lists it: on every business call, GETs included.
+	req.Header.Set("Content-Type", "application/json")
 	switch token {
 	case "":
 		req.Header.Set("Authorization", "Bearer "+e.bearer())

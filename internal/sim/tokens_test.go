@@ -204,6 +204,7 @@ func TestBusinessAuth(t *testing.T) {
 	// The scheme is case-insensitive.
 	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
 	req.Header.Set("Authorization", "bearer "+e.bearer())
+	req.Header.Set("Content-Type", "application/json")
 	successData(t, e.send(req), "object")
 	if n := e.sim.Calls(sim.EndpointCustomerInfo, 401); n != 5 {
 		t.Fatalf("401s counted %d", n)
