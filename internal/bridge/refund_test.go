@@ -41,7 +41,7 @@ func (s *stack) clawed(member int, earned int64) int64 {
 	if !ok {
 		s.t.Fatalf("member %d unknown", member)
 	}
-	return sim.DefaultInitialBalance + earned - m.Balance
+	return sim.DefaultInitialBalance + earned - int64(m.Balance)
 }
 
 // points is a refund result's clawed-back points (usedPoint and points

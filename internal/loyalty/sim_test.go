@@ -12,7 +12,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/callimit"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,10 +21,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/callimit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
@@ -662,5 +665,63 @@ func TestSimWriteGateClosedWhileQueued(t *testing.T) {
 	}
 	if n := calls.InUse(); n != 0 {
 		t.Errorf("%d call slots held after the write; want 0", n)
+	}
+}
+
+// A partner may redeem a fractional usedPoint (the spec says only
+// "positive number"); the client reads the lookup's fractional
+// transactionPoint as the partner profile says.
+func TestSimFractionalPoints(t *testing.T) {
+	for _, tc := range []struct {
+		frac partnerprofile.Fractions
+		want int64 // -1: a malformed answer
+	}{{partnerprofile.FractionsRefuse, -1}, {partnerprofile.FractionsRoundHalfUp, 13}} {
+		t.Run(string(tc.frac), func(t *testing.T) {
+			e := newSimEnv(t, simConfig{mod: func(o *loyalty.Options) { o.FractionalPoints = tc.frac }})
+			// The bridge never redeems a fraction: another client of the
+			// partner did, with a sign of its own.
+			key := ecKey(t)
+			e.sim.AddPartnerKey(sim.PartnerKey{KID: "other-client", Key: key.Public()})
+			now := time.Now()
+			tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": sim.DefaultClientID, "aud": signing.RedemptionSignAudience,
+				"typ": signing.RedemptionSignType, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix(), "jti": "j-1",
+				"loyaltyId": sim.MemberID(3), "transactionId": "R-half", "usedPoint": 12.5, "transactionAmount": 10,
+				"transactionDate": "2026-11-27T10:00:00.000Z"})
+			tok.Header["kid"] = "other-client"
+			sign, err := tok.SignedString(key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			access, err := e.cache.Token(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := fmt.Sprintf(`{"transactionId":"R-half","transactionDate":"2026-11-27T10:00:00.000Z","transactionAmount":10,"loyaltyId":%q,"usedPoint":12.5,"sign":%q}`,
+				sim.MemberID(3), sign)
+			req, _ := http.NewRequest(http.MethodPost, e.srv.URL+sim.PathRedemption, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			access.SetAuthHeader(req)
+			hc := &http.Client{}
+			defer hc.CloseIdleConnections()
+			res, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 {
+				t.Fatalf("fractional redemption: %d %s", res.StatusCode, raw)
+			}
+			got, _, err := e.client.LookupTransaction(context.Background(), loyalty.LookupRequest{LoyaltyID: sim.MemberID(3), TransactionID: "R-half"})
+			switch {
+			case tc.want < 0:
+				var me *loyalty.MalformedResponseError
+				if !errors.As(err, &me) || !strings.Contains(err.Error(), "fractional") {
+					t.Fatalf("want a malformed answer naming the fraction, got %v %v", got, err)
+				}
+			case err != nil || got.TransactionPoint != tc.want:
+				t.Fatalf("got %+v %v, want %d points", got, err, tc.want)
+			}
+		})
 	}
 }

@@ -210,7 +210,7 @@ func TestAccrual(t *testing.T) {
 		t.Fatalf("accrual %v", d)
 	}
 	if m, _ := e.sim.Member(sim.MemberID(1)); m.Balance != 10_000+150 {
-		t.Fatalf("balance %d, want floor(150999 × 0.001) more", m.Balance)
+		t.Fatalf("balance %v, want floor(150999 × 0.001) more", m.Balance)
 	}
 	rec := shape(t, "record", successData(t, e.post(sim.PathLookup, map[string]string{"loyaltyId": sim.MemberID(1), "transactionId": "T-1"}), "object"), recordShape)
 	if rec["transactionPoint"] != 150.0 || rec["transactionAmount"] != 150999.0 || rec["transactionType"] != "ACCRUAL" ||
@@ -283,7 +283,7 @@ func TestDuplicateReturnOriginal(t *testing.T) {
 		t.Fatalf("first %v, again %v", r1, r2)
 	}
 	if m, _ := e.sim.Member(sim.MemberID(1)); m.Balance != 10_000+5-7 || e.sim.Effects("T-1") != 1 || e.sim.Effects("R-1") != 1 {
-		t.Fatalf("balance %d, ledger %v", m.Balance, e.sim.Ledger())
+		t.Fatalf("balance %v, ledger %v", m.Balance, e.sim.Ledger())
 	}
 	if p, err := sim.ParseDuplicatePolicy("return-original"); err != nil || p != sim.DuplicateReturnOriginal || p.String() != "return-original" {
 		t.Fatal(p, err)
@@ -308,7 +308,7 @@ func TestDuplicateApply(t *testing.T) {
 		successData(t, e.post(sim.PathRedemption, e.redemption(1, "R-1", 7, 10, "2026-11-22", nil)), "object")
 	}
 	if m, _ := e.sim.Member(sim.MemberID(1)); m.Balance != 10_000+3*5-3*7 {
-		t.Fatalf("balance %d, ledger %v", m.Balance, e.sim.Ledger())
+		t.Fatalf("balance %v, ledger %v", m.Balance, e.sim.Ledger())
 	}
 	if got := e.sim.EffectsOver(1); len(got) != 2 || got["T-1"] != 2 || got["R-1"] != 3 || e.sim.Effects("T-2") != 1 {
 		t.Fatalf("effects over 1: %v", got)
@@ -370,7 +370,7 @@ func TestRedemption(t *testing.T) {
 	// ES256 by the key registered without a kid; usedPoint sent as 3.0 is 3.
 	successData(t, e.post(sim.PathRedemption, e.redemption(5, "R-ec", 3.0, 0, "d", nil, ecPartner())), "object")
 	if m, _ := e.sim.Member(sim.MemberID(5)); m.Balance != 10_000-43 {
-		t.Fatalf("balance %d", m.Balance)
+		t.Fatalf("balance %v", m.Balance)
 	}
 
 	stranger := ecKey(t)
@@ -384,7 +384,9 @@ func TestRedemption(t *testing.T) {
 		{"unknown member", e.redemption(99, "R-x", 1, 1, "d", nil), sim.CodeMemberNotFound},
 		{"usedPoint 0", e.redemption(5, "R-x", 0, 1, "d", nil), sim.CodeInvalidRequest},
 		{"usedPoint negative", e.redemption(5, "R-x", -5, 1, "d", nil), sim.CodeInvalidRequest},
-		{"usedPoint fractional", e.redemption(5, "R-x", 1.5, 1, "d", nil), sim.CodeInvalidRequest},
+		{"usedPoint past a thousandth", e.redemption(5, "R-x", 1.0005, 1, "d", nil), sim.CodeInvalidRequest},
+		{"usedPoint a string", e.redemption(5, "R-x", "1", 1, "d", nil), sim.CodeInvalidRequest},
+		{"usedPoint null", e.redemption(5, "R-x", nil, 1, "d", nil), sim.CodeInvalidRequest},
 		{"negative amount", e.redemption(5, "R-x", 1, -1, "d", nil), sim.CodeInvalidRequest},
 		{"sign: wrong key", e.redemption(5, "R-x", 1, 1, "d", nil, stranger), sim.CodeInvalidSign},
 		{"sign: expired", e.redemption(5, "R-x", 1, 1, "d", func(c claims) { c["exp"] = e.clk.Now().Add(-time.Second).Unix() }), sim.CodeInvalidSign},
@@ -503,5 +505,28 @@ func TestRequiredHeaders(t *testing.T) {
 	}
 	if m, _ := e.sim.Member(sim.MemberID(1)); m.Linked || m.Balance != 10_000 {
 		t.Fatalf("a refused request changed the member: %+v", m)
+	}
+}
+
+// The spec says only that usedPoint is "a positive number": a fractional
+// one is redeemed exactly (to a thousandth), and answered as sent.
+func TestFractionalUsedPoint(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, tc := range []struct {
+		used any
+		want float64
+	}{{12.5, 12.5}, {0.125, 0.125}, {3.0, 3}} {
+		tx := fmt.Sprintf("R-%v", tc.used)
+		d := successData(t, e.post(sim.PathRedemption, e.redemption(7, tx, tc.used, 10, "2026-11-22", nil)), "object").(map[string]any)
+		if d["usedPoint"] != tc.want {
+			t.Fatalf("usedPoint %v answered %v", tc.used, d["usedPoint"])
+		}
+		rec := successData(t, e.post(sim.PathLookup, map[string]string{"loyaltyId": sim.MemberID(7), "transactionId": tx}), "object").(map[string]any)
+		if rec["transactionPoint"] != tc.want {
+			t.Fatalf("lookup of %v: transactionPoint %v", tc.used, rec["transactionPoint"])
+		}
+	}
+	if m, _ := e.sim.Member(sim.MemberID(7)); m.Balance != 10_000-12.5-0.125-3 {
+		t.Fatalf("balance %v", m.Balance)
 	}
 }

@@ -16,7 +16,9 @@
 // on first use from their index, so a large population costs nothing
 // until touched), each with Options.InitialBalance points, not linked.
 // Onboarding adds members with the next ids. Accrual credits
-// floor(transactionAmount × EarnRate) points; redemption debits usedPoint;
+// floor(transactionAmount × EarnRate) points; redemption debits usedPoint,
+// which may be fractional (the spec says only "positive number"; it is
+// kept exact to a thousandth, and a finer one is refused);
 // both are recorded as transactions found again by lookup-transaction-id
 // through bitReference or transactionId. The ledger (Effects, Ledger,
 // EffectsOver) counts how often each transactionId was applied, which is

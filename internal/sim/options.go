@@ -220,9 +220,10 @@ type Options struct {
 	// Profile is how the Server answers where the spec is silent: the
 	// first of its not-found, member-not-found and duplicate codes, its transactionType of
 	// each kind and the first of its applied statuses. Zero value: the
-	// defaults (partnerprofile.Default). Its date formats and fractional
-	// points do not change the Server, which reads either date format and
-	// answers whole points.
+	// defaults (partnerprofile.Default). Its date formats do not change
+	// the Server, which reads either; its fractional points do not either:
+	// the Server answers a redemption's usedPoint as it was sent, a
+	// fraction included.
 	Profile partnerprofile.Profile
 	// StampProcessingTime makes a lookup's transactionTime the time the
 	// Server processed the write, not the transactionDate sent: the spec

@@ -42,16 +42,18 @@ type redemptionRequest struct {
 	TransactionDate   string   `json:"transactionDate"`
 	TransactionAmount *float64 `json:"transactionAmount"`
 	LoyaltyID         string   `json:"loyaltyId"`
-	UsedPoint         *float64 `json:"usedPoint"`
-	Sign              string   `json:"sign"`
+	// UsedPoint is kept as its text: the spec says only "positive number",
+	// and a fraction is read exactly (parseMilli).
+	UsedPoint json.RawMessage `json:"usedPoint"`
+	Sign      string          `json:"sign"`
 }
 
 type redemptionResult struct {
-	RequestID     string `json:"requestId"`
-	TransactionID string `json:"transactionId"`
-	BitReference  string `json:"bitReference"`
-	UsedPoint     int64  `json:"usedPoint"`
-	Timestamp     string `json:"timestamp"`
+	RequestID     string      `json:"requestId"`
+	TransactionID string      `json:"transactionId"`
+	BitReference  string      `json:"bitReference"`
+	UsedPoint     json.Number `json:"usedPoint"`
+	Timestamp     string      `json:"timestamp"`
 }
 
 type lookupRequest struct {
@@ -61,17 +63,17 @@ type lookupRequest struct {
 }
 
 type transactionRecord struct {
-	TransactionPoint  int64   `json:"transactionPoint"`
-	TransactionAmount float64 `json:"transactionAmount"`
-	TransactionSource string  `json:"transactionSource"`
-	TransactionType   string  `json:"transactionType"`
-	TransactionID     string  `json:"transactionId"`
-	BitReference      string  `json:"bitReference"`
-	Sponsor           string  `json:"sponsor"`
-	Status            string  `json:"status"`
-	TransactionTime   string  `json:"transactionTime"`
-	RequestID         string  `json:"requestId"`
-	Timestamp         string  `json:"timestamp"`
+	TransactionPoint  json.Number `json:"transactionPoint"`
+	TransactionAmount float64     `json:"transactionAmount"`
+	TransactionSource string      `json:"transactionSource"`
+	TransactionType   string      `json:"transactionType"`
+	TransactionID     string      `json:"transactionId"`
+	BitReference      string      `json:"bitReference"`
+	Sponsor           string      `json:"sponsor"`
+	Status            string      `json:"status"`
+	TransactionTime   string      `json:"transactionTime"`
+	RequestID         string      `json:"requestId"`
+	Timestamp         string      `json:"timestamp"`
 }
 
 // signClaims are the claims a redemption sign must carry. Pointers tell a
@@ -125,6 +127,12 @@ func parseDateText(s string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// isNull reports whether raw is absent or null.
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
 func missingFields(pairs ...any) []string {
 	var out []string
 	for i := 0; i+1 < len(pairs); i += 2 {
@@ -163,7 +171,7 @@ func (s *Server) handleAccrual(c *call) reply {
 	if a.TransactionCurrency == "" {
 		a.TransactionCurrency = "VND"
 	}
-	points := int64(math.Floor(*a.TransactionAmount * s.opts.EarnRate))
+	points := wholePoints(int64(math.Floor(*a.TransactionAmount * s.opts.EarnRate)))
 	now := s.now()
 
 	s.st.mu.Lock()
@@ -207,16 +215,20 @@ func (s *Server) handleRedemption(c *call) reply {
 	}
 	if m := missingFields("transactionId", rq.TransactionID == "", "transactionDate", rq.TransactionDate == "",
 		"transactionAmount", rq.TransactionAmount == nil, "loyaltyId", rq.LoyaltyID == "",
-		"usedPoint", rq.UsedPoint == nil, "sign", rq.Sign == ""); m != nil {
+		"usedPoint", isNull(rq.UsedPoint), "sign", rq.Sign == ""); m != nil {
 		return invalid("required: %s", strings.Join(m, ", "))
 	}
-	switch used := *rq.UsedPoint; {
-	case *rq.TransactionAmount < 0 || *rq.TransactionAmount > maxAmount:
+	if *rq.TransactionAmount < 0 || *rq.TransactionAmount > maxAmount {
 		return invalid("transactionAmount must be a non-negative number (at most %g)", maxAmount)
-	case used <= 0 || used > maxAmount || used != math.Trunc(used):
-		return invalid("usedPoint must be a positive whole number (at most %g)", maxAmount)
 	}
-	usedPoint := int64(*rq.UsedPoint)
+	if bytes.TrimSpace(rq.UsedPoint)[0] == '"' {
+		return invalid("usedPoint: wrong JSON type (want number)")
+	}
+	usedText := json.Number(bytes.TrimSpace(rq.UsedPoint))
+	usedPoint, msg := parseMilli("usedPoint", usedText)
+	if msg != "" {
+		return invalid("%s", msg)
+	}
 	now := s.now()
 
 	// Member first (as a real service resolves it before anything else),
@@ -251,7 +263,7 @@ func (s *Server) handleRedemption(c *call) reply {
 	t := &txn{kind: s.opts.Profile.RedemptionType, loyaltyID: m.id, transactionID: rq.TransactionID, bitReference: s.st.bitRef(),
 		requestID: uuid.NewString(), points: usedPoint, amount: *rq.TransactionAmount, at: now, txTime: txTime}
 	t.result = redemptionResult{RequestID: t.requestID, TransactionID: t.transactionID, BitReference: t.bitReference,
-		UsedPoint: usedPoint, Timestamp: now.UTC().Format(isoMillisUTC)}
+		UsedPoint: usedPoint.number(), Timestamp: now.UTC().Format(isoMillisUTC)}
 	m.balance -= usedPoint
 	if !dup {
 		s.st.redemptions[t.transactionID] = t
@@ -277,7 +289,7 @@ func (s *Server) verifySign(rq *redemptionRequest) string {
 	if c.TransactionID == nil || *c.TransactionID != rq.TransactionID {
 		differ = append(differ, "transactionId")
 	}
-	if c.UsedPoint == nil || *c.UsedPoint != *rq.UsedPoint {
+	if used, err := json.Number(bytes.TrimSpace(rq.UsedPoint)).Float64(); c.UsedPoint == nil || err != nil || *c.UsedPoint != used {
 		differ = append(differ, "usedPoint")
 	}
 	if c.TransactionAmount == nil || *c.TransactionAmount != *rq.TransactionAmount {
@@ -330,7 +342,7 @@ func (s *Server) handleLookup(c *call) reply {
 		return badRequest(s.opts.Profile.NotFoundCodes[0], "Transaction not found")
 	}
 	return ok(transactionRecord{
-		TransactionPoint: t.points, TransactionAmount: t.amount, TransactionSource: TransactionSource,
+		TransactionPoint: t.points.number(), TransactionAmount: t.amount, TransactionSource: TransactionSource,
 		TransactionType: t.kind, TransactionID: t.transactionID, BitReference: t.bitReference, Sponsor: SponsorName,
 		Status: s.opts.Profile.AppliedStatuses[0], TransactionTime: t.txTime.In(ict).Format(isoMillisZoned), RequestID: t.requestID,
 		Timestamp: t.at.UTC().Format(isoMillisUTC),

@@ -41,7 +41,7 @@ type member struct {
 	ekyc, status, tier, sponsor         string
 	nationalID, passport                string
 	externalID                          string
-	balance                             int64
+	balance                             milli
 	linked                              bool
 	partnerMemberID                     string
 }
@@ -53,7 +53,7 @@ type txn struct {
 	transactionID string
 	bitReference  string
 	requestID     string
-	points        int64
+	points        milli
 	amount        float64
 	at            time.Time // when applied
 	txTime        time.Time // the partner's transactionDate, else at
@@ -67,7 +67,7 @@ type txn struct {
 type state struct {
 	mu          sync.Mutex
 	seeded      int
-	initBalance int64
+	initBalance milli
 	members     map[string]*member
 	nextMember  int
 	externalIDs map[string]string // externalId → loyaltyId
@@ -80,7 +80,7 @@ type state struct {
 }
 
 func (st *state) init(o Options) {
-	st.seeded, st.initBalance = o.Members, o.InitialBalance
+	st.seeded, st.initBalance = o.Members, wholePoints(o.InitialBalance)
 	st.members = map[string]*member{}
 	st.nextMember = o.Members + 1
 	st.externalIDs = map[string]string{}
@@ -145,14 +145,16 @@ func (st *state) bitRef() string {
 // MemberState is a member as the simulator holds it (tests and the admin
 // API read it; it may hold personal data, so never log it).
 type MemberState struct {
-	LoyaltyID       string `json:"loyaltyId"`
-	Balance         int64  `json:"balance"`
-	Linked          bool   `json:"linked"`
-	PartnerMemberID string `json:"partnerMemberId,omitempty"`
-	ExternalID      string `json:"externalId,omitempty"`
-	Status          string `json:"status"`
-	EKYCStatus      string `json:"eKycStatus"`
-	TierClass       string `json:"tierClass"`
+	LoyaltyID string `json:"loyaltyId"`
+	// Balance is in points; it has a fraction once a fractional usedPoint
+	// was redeemed.
+	Balance         float64 `json:"balance"`
+	Linked          bool    `json:"linked"`
+	PartnerMemberID string  `json:"partnerMemberId,omitempty"`
+	ExternalID      string  `json:"externalId,omitempty"`
+	Status          string  `json:"status"`
+	EKYCStatus      string  `json:"eKycStatus"`
+	TierClass       string  `json:"tierClass"`
 }
 
 // Member returns the state of a seeded or onboarded member.
@@ -163,7 +165,7 @@ func (s *Server) Member(loyaltyID string) (MemberState, bool) {
 	if m == nil {
 		return MemberState{}, false
 	}
-	return MemberState{LoyaltyID: m.id, Balance: m.balance, Linked: m.linked, PartnerMemberID: m.partnerMemberID,
+	return MemberState{LoyaltyID: m.id, Balance: m.balance.float(), Linked: m.linked, PartnerMemberID: m.partnerMemberID,
 		ExternalID: m.externalID, Status: m.status, EKYCStatus: m.ekyc, TierClass: m.tier}, true
 }
 

@@ -65,7 +65,7 @@ func (s *Server) EditTransaction(transactionID string, e TransactionEdit) (creat
 		created = true
 	}
 	if e.Points != nil {
-		t.points = *e.Points
+		t.points = wholePoints(*e.Points)
 	}
 	if e.Amount != nil {
 		t.amount = *e.Amount
@@ -75,7 +75,7 @@ func (s *Server) EditTransaction(transactionID string, e TransactionEdit) (creat
 			LoyaltyID: t.loyaltyID, Timestamp: t.at.UTC().Format(isoMillisUTC), RequestID: t.requestID}
 	} else {
 		t.result = redemptionResult{RequestID: t.requestID, TransactionID: t.transactionID, BitReference: t.bitReference,
-			UsedPoint: t.points, Timestamp: t.at.UTC().Format(isoMillisUTC)}
+			UsedPoint: t.points.number(), Timestamp: t.at.UTC().Format(isoMillisUTC)}
 	}
 	return created, nil
 }

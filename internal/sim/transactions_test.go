@@ -28,7 +28,7 @@ func TestAdminTransactions(t *testing.T) {
 		t.Fatalf("edited record %v", rec)
 	}
 	if m, _ := e.sim.Member(sim.MemberID(1)); m.Balance != 10_005 {
-		t.Fatalf("balance %d moved", m.Balance)
+		t.Fatalf("balance %v moved", m.Balance)
 	}
 
 	if r := e.admin(http.MethodPut, "transactions/R-9", tok, `{"kind":"REDEMPTION","loyaltyId":"`+sim.MemberID(1)+`","points":7,"amount":70}`); r.status != 200 || r.body["created"] != true {
