@@ -19,7 +19,11 @@ type Partner struct {
 	Profile partnerprofile.Profile
 
 	accrualDate, redemptionDate, legacyDate *choice[partnerprofile.DateFormat]
+	accrualType, redemptionType             *choice[partnerprofile.DateType]
 	fractions                               *choice[partnerprofile.Fractions]
+	keyed                                   *choice[partnerprofile.Keyed]
+	signJTI, tokenJTI                       *choice[partnerprofile.JTI]
+	signClaims                              *signClaimsFlag
 	legacy                                  partnerprofile.DateFormat
 }
 
@@ -50,9 +54,31 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 	fs.Var(listFlag{&pr.FailedStatuses}, "partner-failed-statuses",
 		"transaction statuses that mean recorded but not applied, comma-separated (default none; a status in neither list holds the record)")
 	p.accrualDate = defineChoice(fs, &pr.AccrualDateFormat, "partner-accrual-date-format", pr.AccrualDateFormat,
-		partnerprofile.ParseDateFormat, "accrual transactionDate on the wire: epoch-millis (a JSON number) or iso8601")
+		partnerprofile.ParseDateFormat, "accrual transactionDate on the wire: epoch-millis, epoch-seconds, iso8601 or layout:LAYOUT (a Go layout, written in UTC)")
+	p.accrualType = defineChoice(fs, &pr.AccrualDateType, "partner-accrual-date-type", "",
+		partnerprofile.ParseDateType, "JSON type of the accrual transactionDate: number (epoch formats only) or string (default number for an epoch format, as in the spec's example, else string)")
 	p.redemptionDate = defineChoice(fs, &pr.RedemptionDateFormat, "partner-redemption-date-format", pr.RedemptionDateFormat,
-		partnerprofile.ParseDateFormat, "redemption transactionDate (a string, also signed): iso8601 or epoch-millis")
+		partnerprofile.ParseDateFormat, "redemption transactionDate (also signed): epoch-millis, epoch-seconds, iso8601 or layout:LAYOUT")
+	p.redemptionType = defineChoice(fs, &pr.RedemptionDateType, "partner-redemption-date-type", pr.RedemptionDateType,
+		partnerprofile.ParseDateType, "JSON type of the redemption transactionDate: string (the spec's type) or number (epoch formats only)")
+	p.keyed = defineChoice(fs, &pr.UnsetKeyed, "partner-unset-keyed-fields", pr.UnsetKeyed, partnerprofile.ParseKeyed,
+		"an onboarding's idNumber or passportNumber without a value (the spec: each \"required when the other is null\"): absent (key left out) or null")
+	j := &pr.JWT
+	fs.StringVar(&j.Algorithm, "partner-jwt-algorithm", "", "algorithm of the sign and partner token: RS256, PS256 or ES256 (default the --partner-key's: RS256 for RSA, ES256 for P-256)")
+	fs.StringVar(&j.Issuer, "partner-jwt-issuer", "", "iss claim of the sign and partner token (default --client-id)")
+	fs.StringVar(&j.Sign.Audience, "partner-sign-audience", j.Sign.Audience, "aud claim of the redemption sign (none: left out)")
+	fs.StringVar(&j.Sign.Type, "partner-sign-type", j.Sign.Type, "typ claim of the redemption sign (none: left out; the header's typ stays JWT)")
+	fs.DurationVar(&j.Sign.Lifetime, "partner-sign-lifetime", j.Sign.Lifetime, fmt.Sprintf("exp - iat of the redemption sign (at most %s)", partnerprofile.MaxJWTLifetime))
+	p.signJTI = defineChoice(fs, &j.Sign.JTI, "partner-sign-jti", j.Sign.JTI, partnerprofile.ParseJTI,
+		"jti of the redemption sign: random (new for every sign), transaction-id or none")
+	p.signClaims = &signClaimsFlag{p: &j.SignClaims}
+	fs.Var(p.signClaims, "partner-sign-claims", "redemption body fields the sign covers, comma-separated, each field[=claim][:string] "+
+		"(claim: its name in the sign, default the field's; :string puts the value's text in a JSON string, default the value as in the body)")
+	fs.StringVar(&j.PartnerToken.Audience, "partner-token-audience", j.PartnerToken.Audience, "aud claim of the partner token traded at exchange-token (none: left out)")
+	fs.StringVar(&j.PartnerToken.Type, "partner-token-type", j.PartnerToken.Type, "typ claim of the partner token (none: left out)")
+	fs.DurationVar(&j.PartnerToken.Lifetime, "partner-token-lifetime", j.PartnerToken.Lifetime, fmt.Sprintf("exp - iat of the partner token (at most %s)", partnerprofile.MaxJWTLifetime))
+	p.tokenJTI = defineChoice(fs, &j.PartnerToken.JTI, "partner-token-jti", j.PartnerToken.JTI, partnerprofile.ParseJTI,
+		"jti of the partner token: random or none")
 	p.fractions = defineChoice(fs, &pr.FractionalPoints, "partner-fractional-points", pr.FractionalPoints,
 		partnerprofile.ParseFractions, "a fractional transactionPoint or usedPoint in an answer: refuse (a malformed answer) or round-half-up")
 	fs.Var(listFlag{&pr.ResultURLParams}, "partner-result-url-params",
@@ -65,8 +91,11 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 // PartnerFlags are the section's flags, which are also the keys of a
 // profile file (loyalty-sim --profile, or the bridge's --config).
 var PartnerFlags = []string{"partner-not-found-codes", "partner-member-not-found-codes", "partner-duplicate-codes", "partner-accrual-type", "partner-redemption-type",
-	"partner-applied-statuses", "partner-failed-statuses", "partner-accrual-date-format", "partner-redemption-date-format",
-	"partner-fractional-points", "partner-result-url-params"}
+	"partner-applied-statuses", "partner-failed-statuses", "partner-accrual-date-format", "partner-accrual-date-type",
+	"partner-redemption-date-format", "partner-redemption-date-type", "partner-unset-keyed-fields",
+	"partner-fractional-points", "partner-result-url-params",
+	"partner-jwt-algorithm", "partner-jwt-issuer", "partner-sign-audience", "partner-sign-type", "partner-sign-lifetime", "partner-sign-jti",
+	"partner-sign-claims", "partner-token-audience", "partner-token-type", "partner-token-lifetime", "partner-token-jti"}
 
 // DefineLegacy defines --transaction-date-format, the accrual date
 // format's flag before the profile, bound to
@@ -85,7 +114,12 @@ func (p *Partner) Validate() error {
 		"partner-redemption-date-format": p.redemptionDate, LegacyDateFormatFlag: p.legacyDate} {
 		errs = append(errs, c.check(name))
 	}
-	errs = append(errs, p.fractions.check("partner-fractional-points"))
+	errs = append(errs, p.fractions.check("partner-fractional-points"), p.keyed.check("partner-unset-keyed-fields"),
+		p.accrualType.check("partner-accrual-date-type"), p.redemptionType.check("partner-redemption-date-type"),
+		p.signJTI.check("partner-sign-jti"), p.tokenJTI.check("partner-token-jti"))
+	if p.signClaims != nil && p.signClaims.err != nil {
+		errs = append(errs, fmt.Errorf("--partner-sign-claims: %w", p.signClaims.err))
+	}
 	if p.legacyDate.given() && p.legacy != "" {
 		switch {
 		case !p.accrualDate.given():
@@ -123,5 +157,41 @@ func (l listFlag) Set(s string) error {
 		}
 	}
 	*l.p = out
+	return nil
+}
+
+// signClaimsFlag is --partner-sign-claims: a comma-separated list of
+// field[=claim][:string]. A bad entry is kept for Validate.
+type signClaimsFlag struct {
+	p   *[]partnerprofile.SignClaim
+	err error
+}
+
+func (f *signClaimsFlag) String() string {
+	if f == nil || f.p == nil {
+		return ""
+	}
+	out := make([]string, len(*f.p))
+	for i, c := range *f.p {
+		out[i] = c.String()
+	}
+	return strings.Join(out, ",")
+}
+
+func (f *signClaimsFlag) Set(s string) error {
+	var out []partnerprofile.SignClaim
+	f.err = nil
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		c, err := partnerprofile.ParseSignClaim(v)
+		if err != nil {
+			f.err = err
+			return nil
+		}
+		out = append(out, c)
+	}
+	*f.p = out
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
@@ -26,6 +27,20 @@ partner-accrual-date-format: iso8601
 partner-redemption-date-format: epoch-millis
 partner-fractional-points: round-half-up
 partner-result-url-params: [errorCode]
+partner-accrual-date-type: string
+partner-redemption-date-type: number
+partner-unset-keyed-fields: "null"
+partner-jwt-algorithm: PS256
+partner-jwt-issuer: shop-1
+partner-sign-audience: loyalty
+partner-sign-type: none
+partner-sign-lifetime: 1m
+partner-sign-jti: transaction-id
+partner-sign-claims: [transactionId=txn, "usedPoint:string"]
+partner-token-audience: none
+partner-token-type: pt
+partner-token-lifetime: 90s
+partner-token-jti: none
 `
 	if err := os.WriteFile(file, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
@@ -39,7 +54,12 @@ partner-result-url-params: [errorCode]
 		DuplicateCodes: []string{"TXN_DUPLICATE"},
 		AccrualType:    "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED", "POSTED"}, FailedStatuses: []string{"FAILED"},
 		AccrualDateFormat: partnerprofile.DateISO8601, RedemptionDateFormat: partnerprofile.DateEpochMillis,
-		FractionalPoints: partnerprofile.FractionsRoundHalfUp, ResultURLParams: []string{"errorCode"}}
+		FractionalPoints: partnerprofile.FractionsRoundHalfUp, ResultURLParams: []string{"errorCode"},
+		AccrualDateType: partnerprofile.DateString, RedemptionDateType: partnerprofile.DateNumber, UnsetKeyed: partnerprofile.KeyedNull,
+		JWT: partnerprofile.JWT{Algorithm: "PS256", Issuer: "shop-1",
+			Sign:         partnerprofile.Claims{Audience: "loyalty", Type: "none", Lifetime: time.Minute, JTI: partnerprofile.JTITransactionID},
+			PartnerToken: partnerprofile.Claims{Audience: "none", Type: "pt", Lifetime: 90 * time.Second, JTI: partnerprofile.JTINone},
+			SignClaims:   []partnerprofile.SignClaim{{Field: "transactionId", Claim: "txn"}, {Field: "usedPoint", Encoding: partnerprofile.ClaimAsString}}}}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -79,8 +99,9 @@ partner-result-url-params: [errorCode]
 			err: "--transaction-date-format iso8601 and --partner-accrual-date-format epoch-millis differ"},
 		{name: "contradictions", args: []string{"--partner-not-found-codes", "X", "--partner-duplicate-codes", "X",
 			"--partner-accrual-type", "T", "--partner-redemption-type", "T", "--partner-failed-statuses", "SUCCESS",
-			"--partner-fractional-points", "floor", "--partner-redemption-date-format", "julian"},
-			err: `code "X" is both|same transactionType "T"|status "SUCCESS" is both|--partner-fractional-points "floor"|--partner-redemption-date-format "julian"`},
+			"--partner-fractional-points", "floor", "--partner-redemption-date-format", "julian",
+			"--partner-sign-claims", "usedPoint:hex", "--partner-accrual-date-type", "date", "--partner-token-jti", "transaction-id"},
+			err: `--partner-sign-claims: sign claim "usedPoint:hex"|--partner-accrual-date-type "date"|partner token jti transaction-id|code "X" is both|same transactionType "T"|status "SUCCESS" is both|--partner-fractional-points "floor"|--partner-redemption-date-format "julian"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := parse(t, tc.args, env(tc.env))

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -21,44 +20,9 @@ const (
 	DefaultAccrualDateFormat    = DateEpochMillis
 	DefaultRedemptionDateFormat = DateISO8601
 	DefaultFractionalPoints     = FractionsRefuse
+	DefaultRedemptionDateType   = DateString
+	DefaultUnsetKeyed           = KeyedAbsent
 )
-
-// DateFormat says how a transactionDate travels.
-type DateFormat string
-
-// Date formats. The spec declares the accrual transactionDate a string but
-// its example sends a number of epoch milliseconds, hence the accrual
-// default; the redemption transactionDate is a string in either format
-// (its text is also signed).
-const (
-	// DateEpochMillis: milliseconds since the epoch; a JSON number for an
-	// accrual, a string of digits for a redemption.
-	DateEpochMillis DateFormat = "epoch-millis"
-	// DateISO8601: RFC 3339 in UTC with milliseconds,
-	// 2026-11-23T10:00:00.000Z.
-	DateISO8601 DateFormat = "iso8601"
-)
-
-// ParseDateFormat accepts "epoch-millis" and "iso8601" ("" gives "", which
-// WithDefaults fills).
-func ParseDateFormat(s string) (DateFormat, error) {
-	switch f := DateFormat(s); f {
-	case "", DateEpochMillis, DateISO8601:
-		return f, nil
-	}
-	return "", fmt.Errorf("date format %q: want epoch-millis or iso8601", s)
-}
-
-// ISOMillis is the layout of DateISO8601.
-const ISOMillis = "2006-01-02T15:04:05.000Z07:00"
-
-// Format writes t as the text of f (epoch milliseconds as digits).
-func (f DateFormat) Format(t time.Time) string {
-	if f == DateEpochMillis {
-		return strconv.FormatInt(t.UnixMilli(), 10)
-	}
-	return t.UTC().Format(ISOMillis)
-}
 
 // Fractions says what a fractional point value (transactionPoint,
 // usedPoint) in an answer means. The spec types points as "number" without
@@ -128,8 +92,18 @@ type Profile struct {
 	// the bridge holds the record rather than guess.
 	FailedStatuses []string
 	// AccrualDateFormat and RedemptionDateFormat are the transactionDate
-	// formats the bridge sends.
+	// formats the bridge sends, and AccrualDateType and
+	// RedemptionDateType their JSON types (see DateType for the
+	// defaults).
 	AccrualDateFormat, RedemptionDateFormat DateFormat
+	AccrualDateType, RedemptionDateType     DateType
+	// UnsetKeyed is how an onboarding's idNumber or passportNumber goes
+	// when the member has none: the spec marks both required, each
+	// "required when the other is null".
+	UnsetKeyed Keyed
+	// JWT is what the partner requires of the JWTs the bridge signs: the
+	// redemption sign and the partner token.
+	JWT JWT
 	// FractionalPoints is what a fractional point value in an answer means.
 	FractionalPoints Fractions
 	// ResultURLParams are the query parameters of data.resultUrl that an
@@ -176,6 +150,11 @@ func (p Profile) WithDefaults() Profile {
 	if p.FractionalPoints == "" {
 		p.FractionalPoints = DefaultFractionalPoints
 	}
+	// AccrualDateType stays empty when not given: its default follows the
+	// format (AccrualDate), which a caller may still change.
+	p.RedemptionDateType = p.RedemptionDateEncoding().Type
+	p.UnsetKeyed = p.Keyed()
+	p.JWT = p.JWT.WithDefaults()
 	return p
 }
 
@@ -211,11 +190,16 @@ func (p Profile) Validate() error {
 	if p.AccrualType == p.RedemptionType {
 		bad("accrual and redemption have the same transactionType %q", p.AccrualType)
 	}
-	if _, err := ParseDateFormat(string(p.AccrualDateFormat)); err != nil {
-		bad("accrual %v", err)
+	for kind, d := range map[string]DateEncoding{"accrual": p.AccrualDate(), "redemption": p.RedemptionDateEncoding()} {
+		if err := d.validate(); err != nil {
+			bad("%s %v", kind, err)
+		}
 	}
-	if _, err := ParseDateFormat(string(p.RedemptionDateFormat)); err != nil {
-		bad("redemption %v", err)
+	if _, err := ParseKeyed(string(p.UnsetKeyed)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := p.JWT.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := ParseFractions(string(p.FractionalPoints)); err != nil {
 		errs = append(errs, err)
@@ -299,13 +283,29 @@ func (p Profile) IsDuplicate(code string) bool {
 	return code != "" && in(p.DuplicateCodes, DefaultDuplicateCode, code)
 }
 
-// RedemptionDate is t as a redemption transactionDate.
+// RedemptionDate is t as the text of a redemption transactionDate (its
+// digits when it travels as a number).
 func (p Profile) RedemptionDate(t time.Time) string {
-	return or(p.RedemptionDateFormat, DefaultRedemptionDateFormat).Format(t)
+	return p.RedemptionDateEncoding().Format.Format(t)
 }
 
 // AccrualFormat is the accrual transactionDate format.
 func (p Profile) AccrualFormat() DateFormat { return or(p.AccrualDateFormat, DefaultAccrualDateFormat) }
+
+// AccrualDate is how an accrual transactionDate travels.
+func (p Profile) AccrualDate() DateEncoding {
+	f := p.AccrualFormat()
+	return DateEncoding{Format: f, Type: or(p.AccrualDateType, f.naturalType())}
+}
+
+// RedemptionDateEncoding is how a redemption transactionDate travels.
+func (p Profile) RedemptionDateEncoding() DateEncoding {
+	return DateEncoding{Format: or(p.RedemptionDateFormat, DefaultRedemptionDateFormat),
+		Type: or(p.RedemptionDateType, DefaultRedemptionDateType)}
+}
+
+// Keyed is how an unset idNumber or passportNumber goes.
+func (p Profile) Keyed() Keyed { return or(p.UnsetKeyed, DefaultUnsetKeyed) }
 
 // Fractions is what a fractional point value means.
 func (p Profile) Fractions() Fractions { return or(p.FractionalPoints, DefaultFractionalPoints) }

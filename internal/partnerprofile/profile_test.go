@@ -17,6 +17,14 @@ func TestZeroIsDefault(t *testing.T) {
 		DuplicateCodes: []string{"DUPLICATE_TRANSACTION"},
 		AccrualType:    "ACCRUAL", RedemptionType: "REDEMPTION", AppliedStatuses: []string{"SUCCESS"},
 		AccrualDateFormat: partnerprofile.DateEpochMillis, RedemptionDateFormat: partnerprofile.DateISO8601,
+		RedemptionDateType: partnerprofile.DateString, UnsetKeyed: partnerprofile.KeyedAbsent,
+		JWT: partnerprofile.JWT{
+			Sign: partnerprofile.Claims{Audience: "/api-point/partner/v1/point-redemption-with-token", Type: "redemption-sign",
+				Lifetime: 2 * time.Minute, JTI: partnerprofile.JTIRandom},
+			PartnerToken: partnerprofile.Claims{Audience: "/api-identity/public/v1/exchange-token", Type: "partner-token",
+				Lifetime: 2 * time.Minute, JTI: partnerprofile.JTIRandom},
+			SignClaims: []partnerprofile.SignClaim{{"loyaltyId", "loyaltyId", "body"}, {"transactionId", "transactionId", "body"},
+				{"usedPoint", "usedPoint", "body"}, {"transactionAmount", "transactionAmount", "body"}, {"transactionDate", "transactionDate", "body"}}},
 		FractionalPoints: partnerprofile.FractionsRefuse}
 	if !reflect.DeepEqual(d, want) {
 		t.Fatalf("Default %+v", d)
