@@ -303,8 +303,7 @@ func (p clientPartner) Accrue(ctx context.Context, r loyalty.AccrualRequest) (*l
 
 func (p clientPartner) Redeem(ctx context.Context, r loyalty.RedemptionRequest) (*loyalty.RedemptionResult, error) {
 	if r.Sign == "" && p.signer != nil {
-		s, err := p.signer.RedemptionSign(signing.Redemption{LoyaltyID: r.LoyaltyID, TransactionID: r.TransactionID,
-			UsedPoint: r.UsedPoint, TransactionAmount: r.TransactionAmount, TransactionDate: r.TransactionDate})
+		s, err := p.signer.RedemptionSign(loyalty.SignedFields(r))
 		if err != nil {
 			return nil, &recordFailure{cat: events.CategoryInternal, err: fmt.Errorf("bridge: sign redemption %s: %w", r.TransactionID, err)}
 		}

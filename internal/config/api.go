@@ -333,7 +333,8 @@ func (a *API) Build(o BuildOptions) (_ *APIClient, err error) {
 				}
 			}
 		}
-		signer, warning, err := signing.LoadFile(a.PartnerKey, signing.Options{Issuer: a.ClientID, KID: a.PartnerKeyID, OnReload: onReload})
+		signer, warning, err := signing.LoadFile(a.PartnerKey, signing.Options{Issuer: a.ClientID, KID: a.PartnerKeyID, OnReload: onReload,
+			Profile: o.Profile})
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("--partner-key: %w", err)
@@ -362,8 +363,8 @@ func (a *API) Build(o BuildOptions) (_ *APIClient, err error) {
 	}
 	c.Tokens = tokensource.NewCache(grant, copts)
 	opts := loyalty.Options{BaseURL: a.BaseURL, HTTPClient: hc, Tokens: c.Tokens, Timeout: a.Timeout, MaxResponseBytes: a.MaxResponseBytes,
-		Retry:             loyalty.RetryPolicy{MaxAttempts: a.MaxAttempts, MaxElapsed: a.MaxElapsed},
-		AccrualDateFormat: o.Profile.AccrualFormat(), FractionalPoints: o.Profile.Fractions(), Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, Calls: o.Calls, OnCalls: o.OnCalls, Sleep: o.Wait,
+		Retry:   loyalty.RetryPolicy{MaxAttempts: a.MaxAttempts, MaxElapsed: a.MaxElapsed},
+		Profile: o.Profile, Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, Calls: o.Calls, OnCalls: o.OnCalls, Sleep: o.Wait,
 		WriteGate: o.WriteGate}
 	if c.Signer != nil {
 		opts.Signer = c.Signer

@@ -86,12 +86,16 @@ type Options struct {
 	Retry            RetryPolicy
 	// Signer signs redemptions that arrive without a sign.
 	Signer RedemptionSigner
-	// AccrualDateFormat is used for an AccrualRequest whose
-	// TransactionDate.Format is empty (default epoch-millis).
+	// Profile is the partner profile's wire: how the accrual and
+	// redemption transactionDates travel, whether an unset idNumber or
+	// passportNumber is left out or sent as null, and what a fractional
+	// point value in an answer means. Zero value: the simulator's.
+	Profile partnerprofile.Profile
+	// AccrualDateFormat, when set, is the accrual date format instead of
+	// the Profile's (the setting before the profile).
 	AccrualDateFormat DateFormat
-	// FractionalPoints is what a fractional transactionPoint or usedPoint
-	// in an answer means (default partnerprofile.DefaultFractionalPoints:
-	// a malformed answer).
+	// FractionalPoints, when set, replaces the Profile's (the setting
+	// before the profile).
 	FractionalPoints partnerprofile.Fractions
 	Logger           *zap.Logger // default no-op; retries are logged at debug
 	// OnRetry, when set, is called before each retry with the endpoint name
@@ -154,7 +158,7 @@ type Client struct {
 	maxBody int // Options.MaxResponseBytes
 	retry   RetryPolicy
 	signer  RedemptionSigner
-	datefmt DateFormat
+	prof    partnerprofile.Profile // AccrualDateFormat and FractionalPoints applied
 	frac    partnerprofile.Fractions
 	log     *zap.Logger
 	onRetry func(string)
@@ -186,16 +190,24 @@ func New(opts Options) (*Client, error) {
 	if opts.MaxResponseBytes < 0 || opts.MaxResponseBytes > MaxResponseBytesLimit {
 		errs = append(errs, fmt.Errorf("loyalty: MaxResponseBytes %d: want 1 to %d (0: %d)", opts.MaxResponseBytes, MaxResponseBytesLimit, DefaultMaxResponseBytes))
 	}
-	df, err := ParseDateFormat(string(opts.AccrualDateFormat))
-	if err != nil {
-		errs = append(errs, fmt.Errorf("loyalty: AccrualDateFormat: %w", err))
+	prof := opts.Profile
+	if opts.AccrualDateFormat != "" {
+		if _, err := partnerprofile.ParseDateFormat(string(opts.AccrualDateFormat)); err != nil {
+			errs = append(errs, fmt.Errorf("loyalty: AccrualDateFormat: %w", err))
+		}
+		prof.AccrualDateFormat = opts.AccrualDateFormat
 	}
-	frac, err := partnerprofile.ParseFractions(string(opts.FractionalPoints))
-	if err != nil {
-		errs = append(errs, fmt.Errorf("loyalty: FractionalPoints: %w", err))
+	if opts.FractionalPoints != "" {
+		if _, err := partnerprofile.ParseFractions(string(opts.FractionalPoints)); err != nil {
+			errs = append(errs, fmt.Errorf("loyalty: FractionalPoints: %w", err))
+		}
+		prof.FractionalPoints = opts.FractionalPoints
+	}
+	if err := opts.Profile.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("loyalty: Profile: %w", err))
 	}
 	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), tokens: opts.Tokens, hc: opts.HTTPClient,
-		timeout: opts.Timeout, maxBody: opts.MaxResponseBytes, retry: r, signer: opts.Signer, datefmt: df, frac: partnerprofile.Profile{FractionalPoints: frac}.Fractions(), log: opts.Logger,
+		timeout: opts.Timeout, maxBody: opts.MaxResponseBytes, retry: r, signer: opts.Signer, prof: prof, frac: prof.Fractions(), log: opts.Logger,
 		onRetry: opts.OnRetry, onCalls: opts.OnCalls, sleep: opts.Sleep, rand: opts.Rand, now: opts.Now, calls: opts.Calls,
 		gate: opts.WriteGate}
 	if c.calls == nil && opts.MaxCalls > 0 {

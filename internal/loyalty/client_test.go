@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
@@ -526,5 +527,80 @@ func TestEveryCallSendsRequiredHeaders(t *testing.T) {
 			t.Errorf("%s: requests %+v, want one with Content-Type application/json and the bearer token", name, got)
 		}
 		mu.Unlock()
+	}
+}
+
+// The profile's wire choices reach the body: each date in its format and
+// JSON type, an unset idNumber or passportNumber left out or null.
+func TestWireChoicesInBodies(t *testing.T) {
+	at := time.UnixMilli(1763805600123)
+	for _, tc := range []struct {
+		name                 string
+		prof                 partnerprofile.Profile
+		accrual, redemption  string // transactionDate as sent
+		passport, idNumber   string // as sent; "" when absent
+		redemptionDateOnWire string // RedemptionRequest.TransactionDate
+	}{
+		{name: "default", accrual: `1763805600123`, redemption: `"2025-11-22T10:00:00.123Z"`, idNumber: `"079"`,
+			redemptionDateOnWire: "2025-11-22T10:00:00.123Z"},
+		{name: "strings and nulls", prof: partnerprofile.Profile{AccrualDateType: partnerprofile.DateString,
+			RedemptionDateFormat: partnerprofile.DateEpochMillis, UnsetKeyed: partnerprofile.KeyedNull},
+			accrual: `"1763805600123"`, redemption: `"1763805600123"`, idNumber: `"079"`, passport: `null`, redemptionDateOnWire: "1763805600123"},
+		{name: "seconds as numbers, a layout", prof: partnerprofile.Profile{AccrualDateFormat: partnerprofile.DateEpochSeconds,
+			RedemptionDateFormat: "layout:2006-01-02 15:04:05"},
+			accrual: `1763805600`, redemption: `"2025-11-22 10:00:00"`, idNumber: `"079"`, redemptionDateOnWire: "2025-11-22 10:00:00"},
+		{name: "redemption date a number", prof: partnerprofile.Profile{RedemptionDateFormat: partnerprofile.DateEpochSeconds,
+			RedemptionDateType: partnerprofile.DateNumber},
+			accrual: `1763805600123`, redemption: `1763805600`, idNumber: `"079"`, redemptionDateOnWire: "1763805600"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				mu  sync.Mutex
+				got = map[string]map[string]json.RawMessage{}
+			)
+			f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+				var body map[string]json.RawMessage
+				_ = json.NewDecoder(r.Body).Decode(&body)
+				mu.Lock()
+				got[r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]] = body
+				mu.Unlock()
+				fail(w, 400, `{"code":"X","message":"refused"}`)
+			}, func(o *loyalty.Options) { o.Profile = tc.prof })
+			ctx := context.Background()
+			_, _, _ = f.client.Accrue(ctx, loyalty.AccrualRequest{LoyaltyID: "LB1", TransactionID: "T1", TransactionDate: loyalty.TransactionDate{Time: at}})
+			rd := tc.prof.RedemptionDate(at)
+			if rd != tc.redemptionDateOnWire {
+				t.Fatalf("redemption date text %s", rd)
+			}
+			_, _, _ = f.client.Redeem(ctx, loyalty.RedemptionRequest{LoyaltyID: "LB1", TransactionID: "R1", TransactionDate: rd, UsedPoint: 1, Sign: "s"})
+			_, _, _ = f.client.Onboard(ctx, loyalty.OnboardRequest{ExternalID: "E1", IDNumber: "079"})
+			mu.Lock()
+			defer mu.Unlock()
+			onboard := got["onboard"]
+			for what, pair := range map[string][2]string{
+				"accrual date":    {string(got["point-accrual"]["transactionDate"]), tc.accrual},
+				"redemption date": {string(got["point-redemption-with-token"]["transactionDate"]), tc.redemption},
+				"idNumber":        {string(onboard["idNumber"]), tc.idNumber},
+				"passportNumber":  {string(onboard["passportNumber"]), tc.passport},
+			} {
+				if pair[0] != pair[1] {
+					t.Errorf("%s sent as %s, want %s", what, pair[0], pair[1])
+				}
+			}
+			if _, keyed := onboard["passportNumber"]; keyed != (tc.passport != "") {
+				t.Errorf("passportNumber keyed %v, want %v", keyed, tc.passport != "")
+			}
+		})
+	}
+	// A redemption date the profile sends as a number must be digits.
+	f := newFixture(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(500) },
+		func(o *loyalty.Options) {
+			o.Profile = partnerprofile.Profile{RedemptionDateFormat: partnerprofile.DateEpochMillis, RedemptionDateType: partnerprofile.DateNumber}
+		})
+	_, info, err := f.client.Redeem(context.Background(), loyalty.RedemptionRequest{LoyaltyID: "LB1", TransactionID: "R1",
+		TransactionDate: "2026-11-27", UsedPoint: 1, Sign: "s"})
+	var ve *loyalty.ValidationError
+	if !errors.As(err, &ve) || info.Attempts != 0 || !strings.Contains(err.Error(), "epoch-millis as a JSON number") {
+		t.Fatalf("want a validation error before any call, got %v (%d attempts)", err, info.Attempts)
 	}
 }

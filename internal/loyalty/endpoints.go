@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 )
 
@@ -64,7 +65,7 @@ func (c *Client) Onboard(ctx context.Context, r OnboardRequest) (*OnboardedMembe
 	if err := require(epOnboard.name, ref, r.ExternalID != "", "externalId is required"); err != nil {
 		return nil, CallInfo{}, err
 	}
-	return call[OnboardedMember](ctx, c, epOnboard, "", ref, r)
+	return call[OnboardedMember](ctx, c, epOnboard, "", ref, r.wire(c.prof.Keyed()))
 }
 
 // Link is POST user/link-member. A write. "Already linked" is a
@@ -113,15 +114,22 @@ func (c *Client) Redeem(ctx context.Context, r RedemptionRequest) (*RedemptionRe
 		r.Sign != "" || c.signer != nil, "sign is required (no partner key configured)"); err != nil {
 		return nil, CallInfo{}, err
 	}
+	date := c.prof.RedemptionDateEncoding()
+	// Only a number is checked: any text is a JSON string, and the
+	// partner, not the client, says which it reads.
+	if _, err := date.Format.Parse(r.TransactionDate); err != nil && date.Type == partnerprofile.DateNumber {
+		return nil, CallInfo{}, &ValidationError{Op: epRedemption.name, Ref: ref,
+			Problems: []string{fmt.Sprintf("transactionDate is not %s: %v", date, err)}}
+	}
 	if r.Sign == "" {
-		s, err := c.signer.RedemptionSign(signing.Redemption{LoyaltyID: r.LoyaltyID, TransactionID: r.TransactionID,
-			UsedPoint: r.UsedPoint, TransactionAmount: r.TransactionAmount, TransactionDate: r.TransactionDate})
+		s, err := c.signer.RedemptionSign(SignedFields(r))
 		if err != nil {
 			return nil, CallInfo{}, fmt.Errorf("%s%w", prefix(epRedemption.name, ref), err)
 		}
 		r.Sign = s
 	}
-	w, info, err := call[redemptionWire](ctx, c, epRedemption, "", ref, r)
+	body := redemptionBody{RedemptionRequest: r, TransactionDate: date.TextJSON(r.TransactionDate)}
+	w, info, err := call[redemptionWire](ctx, c, epRedemption, "", ref, body)
 	if err != nil {
 		return nil, info, err
 	}
@@ -130,6 +138,12 @@ func (c *Client) Redeem(ctx context.Context, r RedemptionRequest) (*RedemptionRe
 		return nil, info, malformed(epRedemption, ref, &info, err)
 	}
 	return res, info, nil
+}
+
+// SignedFields are the fields of r a sign may cover.
+func SignedFields(r RedemptionRequest) signing.Redemption {
+	return signing.Redemption{LoyaltyID: r.LoyaltyID, TransactionID: r.TransactionID, UsedPoint: r.UsedPoint,
+		TransactionAmount: r.TransactionAmount, TransactionDate: r.TransactionDate, TransactionDes: r.TransactionDes}
 }
 
 // Accrue is POST point-accrual. A write. An empty TransactionCurrency is
@@ -148,7 +162,8 @@ func (c *Client) Accrue(ctx context.Context, r AccrualRequest) (*AccrualResult, 
 		r.TransactionCurrency = "VND"
 	}
 	if r.TransactionDate.Format == "" {
-		r.TransactionDate.Format = c.datefmt
+		f := c.prof.AccrualDate()
+		r.TransactionDate.Format, r.TransactionDate.Type = f.Format, f.Type
 	}
 	w, info, err := call[accrualWire](ctx, c, epAccrual, "", ref, r)
 	if err != nil {

@@ -57,6 +57,29 @@ type OnboardRequest struct {
 	MemberCode string `json:"memberCode,omitempty"`
 }
 
+// onboardKeyed is an OnboardRequest whose unset idNumber and
+// passportNumber go as null (partnerprofile.KeyedNull): its fields shadow
+// the request's own.
+type onboardKeyed struct {
+	OnboardRequest
+	IDNumber       *string `json:"idNumber"`
+	PassportNumber *string `json:"passportNumber"`
+}
+
+// wire is r as the profile's keyed encoding sends it.
+func (r OnboardRequest) wire(k partnerprofile.Keyed) any {
+	if k != partnerprofile.KeyedNull {
+		return r
+	}
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	return onboardKeyed{OnboardRequest: r, IDNumber: opt(r.IDNumber), PassportNumber: opt(r.PassportNumber)}
+}
+
 // OnboardedMember is returned by Onboard.
 type OnboardedMember struct {
 	Phone      string `json:"phone"`
@@ -83,15 +106,16 @@ type LinkResult struct {
 // formats; the names here are kept for the client's callers).
 type DateFormat = partnerprofile.DateFormat
 
-// Accrual transactionDate formats. The spec declares a string but its
-// example sends a number of epoch milliseconds, hence the default.
+// Accrual transactionDate formats (partnerprofile has the others). The
+// spec declares a string but its example sends a number of epoch
+// milliseconds, hence the default.
 const (
 	DateEpochMillis = partnerprofile.DateEpochMillis // JSON number, ms since the epoch (default)
 	DateISO8601     = partnerprofile.DateISO8601     // JSON string, RFC 3339 UTC with milliseconds
 )
 
-// ParseDateFormat accepts "epoch-millis" and "iso8601" ("" gives the
-// accrual default).
+// ParseDateFormat accepts the partnerprofile.DateFormat values ("" gives
+// the accrual default).
 func ParseDateFormat(s string) (DateFormat, error) {
 	f, err := partnerprofile.ParseDateFormat(s)
 	if f == "" && err == nil {
@@ -100,23 +124,21 @@ func ParseDateFormat(s string) (DateFormat, error) {
 	return f, err
 }
 
-const isoMillis = partnerprofile.ISOMillis
-
 // TransactionDate is an accrual transactionDate. It marshals as Format
-// says (the client fills an empty Format from Options.AccrualDateFormat);
-// it unmarshals from either a number of epoch milliseconds or an RFC 3339
-// string, remembering which.
+// and Type say (the client fills an empty Format, and its Type, from the
+// profile; an empty Type is a number for an epoch format, a string
+// otherwise); it unmarshals from either a number of epoch milliseconds or
+// an RFC 3339 string, remembering which.
 type TransactionDate struct {
 	Time   time.Time
 	Format DateFormat
+	Type   partnerprofile.DateType
 }
 
 // MarshalJSON implements json.Marshaler.
 func (d TransactionDate) MarshalJSON() ([]byte, error) {
-	if d.Format == DateISO8601 {
-		return []byte(`"` + d.Time.UTC().Format(isoMillis) + `"`), nil
-	}
-	return strconv.AppendInt(nil, d.Time.UnixMilli(), 10), nil
+	f := partnerprofile.Profile{AccrualDateFormat: d.Format, AccrualDateType: d.Type}.AccrualDate()
+	return f.JSON(d.Time), nil
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -171,7 +193,9 @@ type AccrualResult struct {
 }
 
 // RedemptionRequest is the Point Redemption With Token body. When Sign is
-// empty the client signs with Options.Signer.
+// empty the client signs with Options.Signer. TransactionDate is the
+// date's text in the profile's format; the client sends it as the
+// profile's JSON type (its digits as a number, if so).
 type RedemptionRequest struct {
 	TransactionID     string  `json:"transactionId"`
 	TransactionDes    string  `json:"transactionDes,omitempty"`
@@ -180,6 +204,13 @@ type RedemptionRequest struct {
 	LoyaltyID         string  `json:"loyaltyId"`
 	UsedPoint         int64   `json:"usedPoint"`
 	Sign              string  `json:"sign"`
+}
+
+// redemptionBody is a RedemptionRequest as it travels: its
+// transactionDate in the profile's JSON type.
+type redemptionBody struct {
+	RedemptionRequest
+	TransactionDate json.RawMessage `json:"transactionDate"`
 }
 
 // RedemptionResult is the data of a redemption answer.

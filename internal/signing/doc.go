@@ -10,25 +10,35 @@
 // rotated Kubernetes Secret takes effect without a restart. A new key that
 // cannot be used leaves the last good one in place.
 //
-// Claims (the spec names none; these are fixed with the simulator,
-// internal/sim, which reads the constants of this package):
+// Claims. The spec names none ("How sign is computed and what it covers:
+// not shown"; "Claims required in the partner token: not shown"): they are
+// the partner profile's JWT section (partnerprofile.JWT, the
+// --partner-jwt-*, --partner-sign-* and --partner-token-* settings), which
+// the simulator (internal/sim) verifies the same way. Its defaults, the
+// claims this package has always made:
 //
-//   - redemption sign: iss, aud = RedemptionSignAudience, typ =
-//     RedemptionSignType, iat, exp (short: SignTTL, default 2 minutes,
-//     never more than MaxSignTTL, 5), jti random, and loyaltyId,
-//     transactionId, usedPoint, transactionAmount, transactionDate exactly
-//     as they travel in the request body (transactionDate is the body's
-//     string, untouched);
+//   - redemption sign: iss (the client_id), aud = RedemptionSignAudience,
+//     typ = RedemptionSignType, iat, exp (short: 2 minutes, never more
+//     than MaxSignTTL, 5), jti random, and loyaltyId, transactionId,
+//     usedPoint, transactionAmount, transactionDate exactly as they travel
+//     in the request body (transactionDate is the body's text, untouched);
 //   - partner token: iss, aud = PartnerTokenAudience, typ =
-//     PartnerTokenType, iat, exp (PartnerTokenTTL, default 2 minutes, never
-//     more than MaxPartnerTokenTTL, 5), jti random.
+//     PartnerTokenType, iat, exp (2 minutes, never more than
+//     MaxPartnerTokenTTL, 5), jti random.
 //
-// aud and typ keep one kind from being accepted as the other. jti is 128
-// bits from crypto/rand, new at every call: the service accepts each jti
-// once, so a sign or partner token is good for one request and a retry
-// needs a new one (the bridge signs each attempt afresh). Only registered
-// claims and typ are added, which a verifier that does not know them
-// ignores.
+// A profile may name another algorithm (PS256 of an RSA key), iss, aud
+// and typ (or none), lifetime, jti (random, the transactionId, or none)
+// and the body fields a sign covers, each under a claim name of its own
+// and as in the body or as a string. RedemptionSignClaims and
+// PartnerTokenClaims show what would be signed (`loyalty-bridge api sign
+// --explain` prints them).
+//
+// By default aud and typ keep one kind from being accepted as the other.
+// A random jti is 128 bits from crypto/rand, new at every call: the
+// service accepts each jti once, so a sign or partner token is good for
+// one request and a retry needs a new one (the bridge signs each attempt
+// afresh). Only registered claims and typ are added, which a verifier
+// that does not know them ignores.
 //
 // The package owns key parsing and token minting only. It never logs, and no
 // error it returns contains key material or a token.

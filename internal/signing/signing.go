@@ -7,42 +7,46 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/secretfile"
 )
 
 // MaxPartnerTokenTTL is the longest lifetime the partner API accepts for a
 // partner token (its exp may be at most five minutes ahead).
-const MaxPartnerTokenTTL = 5 * time.Minute
+const MaxPartnerTokenTTL = partnerprofile.MaxJWTLifetime
 
 // MaxSignTTL is the longest lifetime (exp − iat) given to a redemption
 // sign. A sign is made for one request sent at once; the simulator refuses
 // longer-lived ones by default (sim.DefaultMaxSignLifetime reads this).
-const MaxSignTTL = 5 * time.Minute
+const MaxSignTTL = partnerprofile.MaxJWTLifetime
 
-// The `aud` and `typ` claims that tell the two JWTs apart, so that neither
-// is accepted where the other is expected. aud names the endpoint the JWT
-// is for, by the spec's path (independent of {base_url}); typ is a claim,
-// as Keycloak types its own tokens, while the header's `typ` stays "JWT"
-// (some verifiers accept no other value there).
+// The default `aud` and `typ` claims that tell the two JWTs apart, so that
+// neither is accepted where the other is expected (the partner profile's
+// JWT section may name others). aud names the endpoint the JWT is for, by
+// the spec's path (independent of {base_url}); typ is a claim, as Keycloak
+// types its own tokens, while the header's `typ` stays "JWT" (some
+// verifiers accept no other value there).
 const (
-	RedemptionSignAudience = "/api-point/partner/v1/point-redemption-with-token"
-	RedemptionSignType     = "redemption-sign"
-	PartnerTokenAudience   = "/api-identity/public/v1/exchange-token"
-	PartnerTokenType       = "partner-token"
+	RedemptionSignAudience = partnerprofile.DefaultSignAudience
+	RedemptionSignType     = partnerprofile.DefaultSignType
+	PartnerTokenAudience   = partnerprofile.DefaultPartnerTokenAudience
+	PartnerTokenType       = partnerprofile.DefaultPartnerTokenType
 )
 
 // Defaults of Options.
 const (
-	DefaultSignTTL         = 2 * time.Minute
-	DefaultPartnerTokenTTL = 2 * time.Minute
+	DefaultSignTTL         = partnerprofile.DefaultSignLifetime
+	DefaultPartnerTokenTTL = partnerprofile.DefaultPartnerTokenLifetime
 )
 
 // Options configures a Signer. Issuer is required; the rest have defaults.
@@ -52,12 +56,19 @@ type Options struct {
 	// KID, when set, is put in the JWT header as `kid` so the service can
 	// pick the registered public key.
 	KID string
-	// SignTTL is the lifetime of a redemption sign (default 2 minutes, at
-	// most MaxSignTTL).
+	// SignTTL is the lifetime of a redemption sign (default the
+	// Profile's, 2 minutes unless it says otherwise; at most MaxSignTTL).
 	SignTTL time.Duration
-	// PartnerTokenTTL is the lifetime of a partner token (default 2
-	// minutes, at most MaxPartnerTokenTTL).
+	// PartnerTokenTTL is the lifetime of a partner token (default the
+	// Profile's, 2 minutes unless it says otherwise; at most
+	// MaxPartnerTokenTTL).
 	PartnerTokenTTL time.Duration
+	// Profile is the partner profile: its JWT section says the algorithm,
+	// iss, aud, typ, jti and which redemption body fields the sign covers,
+	// and its redemption date encoding how transactionDate travels (a
+	// claim "as in the body" follows it). Zero value: the claims the
+	// package has always made.
+	Profile partnerprofile.Profile
 	// Now is the clock (default time.Now); tests and simulators with a
 	// fake clock set it.
 	Now func() time.Time
@@ -76,6 +87,8 @@ type Signer struct {
 	issuer   string
 	signTTL  time.Duration
 	tokenTTL time.Duration
+	jwt      partnerprofile.JWT
+	date     partnerprofile.DateEncoding // of a redemption
 	now      func() time.Time
 	file     *secretfile.File // nil unless LoadFile made the Signer
 	onReload func(warning string, err error)
@@ -89,18 +102,28 @@ type signingKey struct {
 	algorithm string
 }
 
-func newSigningKey(key crypto.Signer) (*signingKey, error) {
+// newSigningKey is key with the algorithm alg ("": the key's own).
+func newSigningKey(key crypto.Signer, alg string) (*signingKey, error) {
 	switch k := key.(type) {
 	case *rsa.PrivateKey:
 		if k.N.BitLen() < 2048 {
 			return nil, ErrUnsupportedKey
 		}
-		return &signingKey{key: key, method: jwt.SigningMethodRS256, algorithm: "RS256"}, nil
+		switch alg {
+		case "", partnerprofile.AlgRS256:
+			return &signingKey{key: key, method: jwt.SigningMethodRS256, algorithm: partnerprofile.AlgRS256}, nil
+		case partnerprofile.AlgPS256:
+			return &signingKey{key: key, method: jwt.SigningMethodPS256, algorithm: partnerprofile.AlgPS256}, nil
+		}
+		return nil, fmt.Errorf("signing: algorithm %s needs a P-256 ECDSA key, and the key is RSA", alg)
 	case *ecdsa.PrivateKey:
 		if k.Curve != elliptic.P256() {
 			return nil, ErrUnsupportedKey
 		}
-		return &signingKey{key: key, method: jwt.SigningMethodES256, algorithm: "ES256"}, nil
+		if alg != "" && alg != partnerprofile.AlgES256 {
+			return nil, fmt.Errorf("signing: algorithm %s needs an RSA key, and the key is ECDSA P-256", alg)
+		}
+		return &signingKey{key: key, method: jwt.SigningMethodES256, algorithm: partnerprofile.AlgES256}, nil
 	}
 	return nil, ErrUnsupportedKey
 }
@@ -185,7 +208,7 @@ func (s *Signer) reload() {
 		var key crypto.Signer
 		if key, err = ParsePrivateKeyPEM(data); err == nil {
 			var k *signingKey
-			if k, err = newSigningKey(key); err == nil {
+			if k, err = newSigningKey(key, s.jwt.Algorithm); err == nil {
 				s.key.Store(k)
 			}
 		}
@@ -198,13 +221,17 @@ func (s *Signer) reload() {
 	}
 }
 
-// New returns a Signer for key: RS256 for an RSA key, ES256 for a P-256
-// ECDSA key.
+// New returns a Signer for key: by default RS256 for an RSA key, ES256
+// for a P-256 ECDSA key (opts.Profile may ask PS256 of an RSA key).
 func New(key crypto.Signer, opts Options) (*Signer, error) {
-	s := &Signer{kid: opts.KID, issuer: opts.Issuer, signTTL: opts.SignTTL,
-		tokenTTL: opts.PartnerTokenTTL, now: opts.Now}
 	var errs []error
-	if k, err := newSigningKey(key); err != nil {
+	if err := opts.Profile.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("signing: partner profile: %w", err))
+	}
+	prof := opts.Profile.WithDefaults()
+	s := &Signer{kid: opts.KID, issuer: prof.JWT.IssuerFor(opts.Issuer), signTTL: opts.SignTTL,
+		tokenTTL: opts.PartnerTokenTTL, now: opts.Now, jwt: prof.JWT, date: prof.RedemptionDateEncoding()}
+	if k, err := newSigningKey(key, s.jwt.Algorithm); err != nil {
 		errs = append(errs, err)
 	} else {
 		s.key.Store(k)
@@ -213,10 +240,10 @@ func New(key crypto.Signer, opts Options) (*Signer, error) {
 		errs = append(errs, errors.New("signing: Issuer (the partner client_id) is required"))
 	}
 	if s.signTTL == 0 {
-		s.signTTL = DefaultSignTTL
+		s.signTTL = s.jwt.Sign.Lifetime
 	}
 	if s.tokenTTL == 0 {
-		s.tokenTTL = DefaultPartnerTokenTTL
+		s.tokenTTL = s.jwt.PartnerToken.Lifetime
 	}
 	if s.signTTL < 0 || s.signTTL > MaxSignTTL {
 		errs = append(errs, fmt.Errorf("signing: SignTTL must be in (0, %s]", MaxSignTTL))
@@ -243,21 +270,27 @@ func (s *Signer) KID() string { return s.kid }
 // Algorithm is "RS256" or "ES256", that of the key in use.
 func (s *Signer) Algorithm() string { return s.key.Load().algorithm }
 
-// Issuer is the `iss` claim (the partner client_id).
+// Issuer is the `iss` claim (the partner client_id unless the profile
+// names another).
 func (s *Signer) Issuer() string { return s.issuer }
 
-// Redemption is what a redemption sign covers; each field must equal the
-// request body's.
+// Redemption is what a redemption sign may cover; each field must equal
+// the request body's. Which fields the sign covers, and under which
+// claim names, is the profile's (partnerprofile.JWT.SignClaims).
 type Redemption struct {
 	LoyaltyID         string
 	TransactionID     string
 	UsedPoint         int64
 	TransactionAmount float64
-	// TransactionDate is the body's string, byte for byte.
+	// TransactionDate is the body's text, byte for byte (its digits when
+	// the profile sends it as a JSON number).
 	TransactionDate string
+	// TransactionDes is the body's transactionDes ("" when it has none).
+	TransactionDes string
 }
 
-// RedemptionClaims are the claims of a redemption sign.
+// RedemptionClaims are the claims of a redemption sign of the default
+// profile, for a reader that decodes one.
 type RedemptionClaims struct {
 	jwt.RegisteredClaims
 	Type              string  `json:"typ"`
@@ -268,54 +301,127 @@ type RedemptionClaims struct {
 	TransactionDate   string  `json:"transactionDate"`
 }
 
-// RedemptionSign returns the `sign` JWT for r: aud RedemptionSignAudience,
-// typ RedemptionSignType, a random jti, exp SignTTL after iat. Every call
-// makes a new sign (a new jti): a sign is good for one request.
+// RedemptionSign returns the `sign` JWT for r, with the claims of
+// RedemptionSignClaims. Every call makes a new sign (with the default
+// profile, a new jti): a sign is good for one request.
 func (s *Signer) RedemptionSign(r Redemption) (string, error) {
-	if r.TransactionID == "" || r.LoyaltyID == "" {
-		return "", errors.New("signing: redemption sign needs loyaltyId and transactionId")
-	}
-	now := s.now()
-	c := RedemptionClaims{
-		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer:    s.issuer,
-			Audience:  jwt.ClaimStrings{RedemptionSignAudience},
-			IssuedAt:  jwt.NewNumericDate(now),
-			ExpiresAt: jwt.NewNumericDate(now.Add(s.signTTL)),
-			ID:        rand.Text(),
-		},
-		Type:              RedemptionSignType,
-		LoyaltyID:         r.LoyaltyID,
-		TransactionID:     r.TransactionID,
-		UsedPoint:         r.UsedPoint,
-		TransactionAmount: r.TransactionAmount,
-		TransactionDate:   r.TransactionDate,
+	c, err := s.RedemptionSignClaims(r)
+	if err != nil {
+		return "", err
 	}
 	return s.sign(c, "redemption sign", r.TransactionID)
 }
 
-// PartnerTokenClaims are the claims of a partner token.
+// RedemptionSignClaims are the claims a sign of r carries, as the profile
+// says: iss, aud, typ, iat, exp (the sign's lifetime after iat), jti, and
+// the body fields it covers, each as it travels in the body or as a
+// string. By default aud RedemptionSignAudience, typ RedemptionSignType, a
+// random jti, and loyaltyId, transactionId, usedPoint, transactionAmount
+// and transactionDate as in the body.
+func (s *Signer) RedemptionSignClaims(r Redemption) (jwt.MapClaims, error) {
+	if r.TransactionID == "" || r.LoyaltyID == "" {
+		return nil, errors.New("signing: redemption sign needs loyaltyId and transactionId")
+	}
+	c := s.registered(s.jwt.Sign, s.signTTL, r.TransactionID)
+	for _, f := range s.jwt.SignClaims {
+		v, err := s.bodyValue(r, f.Field)
+		if err != nil {
+			return nil, fmt.Errorf("signing: redemption sign for transaction %s: %w", r.TransactionID, err)
+		}
+		if f.Encoding == partnerprofile.ClaimAsString {
+			if text, isString := v.(string); !isString {
+				v = fmt.Sprint(jsonText(v))
+			} else {
+				v = text
+			}
+		}
+		c[f.Claim] = v
+	}
+	return c, nil
+}
+
+// bodyValue is field of r as a JSON value travels in the body.
+func (s *Signer) bodyValue(r Redemption, field string) (any, error) {
+	switch field {
+	case "loyaltyId":
+		return r.LoyaltyID, nil
+	case "transactionId":
+		return r.TransactionID, nil
+	case "usedPoint":
+		return r.UsedPoint, nil
+	case "transactionAmount":
+		return r.TransactionAmount, nil
+	case "transactionDes":
+		return r.TransactionDes, nil
+	case "transactionDate":
+		if s.date.Type != partnerprofile.DateNumber {
+			return r.TransactionDate, nil
+		}
+		n, err := strconv.ParseInt(r.TransactionDate, 10, 64)
+		if err != nil {
+			return nil, errors.New("transactionDate travels as a JSON number (the partner profile) but is not one")
+		}
+		return n, nil
+	}
+	return nil, fmt.Errorf("no body field %q", field)
+}
+
+// jsonText is v's JSON text, as encoding/json writes it in the body.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// registered are the registered claims of a JWT of kind k.
+func (s *Signer) registered(k partnerprofile.Claims, ttl time.Duration, txID string) jwt.MapClaims {
+	now := s.now()
+	c := jwt.MapClaims{"iss": s.issuer, "iat": jwt.NewNumericDate(now), "exp": jwt.NewNumericDate(now.Add(ttl))}
+	if k.Audience != partnerprofile.None {
+		c["aud"] = jwt.ClaimStrings{k.Audience}
+	}
+	if k.Type != partnerprofile.None {
+		c["typ"] = k.Type
+	}
+	switch k.JTI {
+	case partnerprofile.JTIRandom:
+		c["jti"] = rand.Text()
+	case partnerprofile.JTITransactionID:
+		c["jti"] = txID
+	}
+	return c
+}
+
+// PartnerToken returns a fresh partner token for exchange-token, with the
+// claims of PartnerTokenClaims.
+func (s *Signer) PartnerToken() (string, error) {
+	return s.sign(s.PartnerTokenClaims(), "partner token", "")
+}
+
+// PartnerTokenClaims are the claims a new partner token carries: iss,
+// iat, exp (the token's lifetime after iat), and as the profile says aud,
+// typ and jti; by default aud PartnerTokenAudience, typ PartnerTokenType
+// and a random jti, which the service accepts once.
+func (s *Signer) PartnerTokenClaims() jwt.MapClaims {
+	return s.registered(s.jwt.PartnerToken, s.tokenTTL, "")
+}
+
+// PartnerTokenClaims are the claims of a partner token of the default
+// profile, for a reader that decodes one.
 type PartnerTokenClaims struct {
 	jwt.RegisteredClaims
 	Type string `json:"typ"`
 }
 
-// PartnerToken returns a fresh partner token for exchange-token: iss, aud
-// PartnerTokenAudience, typ PartnerTokenType, iat, exp PartnerTokenTTL
-// after iat and a random jti. The service accepts each jti once.
-func (s *Signer) PartnerToken() (string, error) {
-	now := s.now()
-	c := PartnerTokenClaims{
-		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer:    s.issuer,
-			Audience:  jwt.ClaimStrings{PartnerTokenAudience},
-			IssuedAt:  jwt.NewNumericDate(now),
-			ExpiresAt: jwt.NewNumericDate(now.Add(s.tokenTTL)),
-			ID:        rand.Text(),
-		},
-		Type: PartnerTokenType,
+// Header is the JOSE header of the JWTs the Signer makes.
+func (s *Signer) Header() map[string]any {
+	h := map[string]any{"alg": s.Algorithm(), "typ": "JWT"}
+	if s.kid != "" {
+		h["kid"] = s.kid
 	}
-	return s.sign(c, "partner token", "")
+	return h
 }
 
 func (s *Signer) sign(c jwt.Claims, what, txID string) (string, error) {

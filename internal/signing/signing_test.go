@@ -11,6 +11,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/goleak"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 )
 
@@ -322,7 +324,7 @@ func TestLoadFileFollowsTheFile(t *testing.T) {
 func verify(t *testing.T, tok string, pub crypto.PublicKey, claims jwt.Claims) *jwt.Token {
 	t.Helper()
 	parsed, err := jwt.ParseWithClaims(tok, claims, func(*jwt.Token) (any, error) { return pub, nil },
-		jwt.WithValidMethods([]string{"RS256", "ES256"}), jwt.WithTimeFunc(func() time.Time { return fixed }))
+		jwt.WithValidMethods([]string{"RS256", "PS256", "ES256"}), jwt.WithTimeFunc(func() time.Time { return fixed }))
 	if err != nil {
 		t.Fatalf("verify: %v", err)
 	}
@@ -402,5 +404,51 @@ func TestTamperedSignFailsVerification(t *testing.T) {
 	_, err = jwt.Parse(tampered, func(*jwt.Token) (any, error) { return s.PublicKey(), nil }, jwt.WithTimeFunc(func() time.Time { return fixed }))
 	if err == nil {
 		t.Fatal("tampered token verified")
+	}
+}
+
+// Another partner's profile: every claim the profile names is made as it
+// says, and nothing of the default's is left over.
+func TestProfileClaims(t *testing.T) {
+	prof := partnerprofile.Profile{RedemptionDateFormat: partnerprofile.DateEpochSeconds, RedemptionDateType: partnerprofile.DateNumber,
+		JWT: partnerprofile.JWT{Algorithm: partnerprofile.AlgPS256, Issuer: "shop-1",
+			Sign:         partnerprofile.Claims{Audience: "loyalty", Type: partnerprofile.None, Lifetime: time.Minute, JTI: partnerprofile.JTITransactionID},
+			PartnerToken: partnerprofile.Claims{Audience: partnerprofile.None, Type: "pt", Lifetime: 90 * time.Second, JTI: partnerprofile.JTINone},
+			SignClaims: []partnerprofile.SignClaim{{Field: "transactionId", Claim: "txn"}, {Field: "usedPoint", Encoding: partnerprofile.ClaimAsString},
+				{Field: "transactionDate"}, {Field: "transactionDes", Claim: "des"}}}}
+	s, err := signing.New(testRSA(t), signing.Options{Issuer: "client-id", Profile: prof, Now: func() time.Time { return fixed }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := s.RedemptionSign(signing.Redemption{LoyaltyID: "LB1", TransactionID: "tx-1", UsedPoint: 40, TransactionAmount: 10,
+		TransactionDate: "1795428000", TransactionDes: "voucher"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c jwt.MapClaims
+	parsed := verify(t, tok, s.PublicKey(), &c)
+	want := jwt.MapClaims{"iss": "shop-1", "aud": []any{"loyalty"}, "iat": float64(fixed.Unix()), "exp": float64(fixed.Add(time.Minute).Unix()),
+		"jti": "tx-1", "txn": "tx-1", "usedPoint": "40", "transactionDate": float64(1795428000), "des": "voucher"}
+	if parsed.Header["alg"] != "PS256" || !reflect.DeepEqual(c, want) {
+		t.Fatalf("header %v claims\n%v, want\n%v", parsed.Header, c, want)
+	}
+	tok, err = s.PartnerToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = jwt.MapClaims{}
+	verify(t, tok, s.PublicKey(), &c)
+	want = jwt.MapClaims{"iss": "shop-1", "typ": "pt", "iat": float64(fixed.Unix()), "exp": float64(fixed.Add(90 * time.Second).Unix())}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("partner token claims %v, want %v", c, want)
+	}
+	// A date that the profile sends as a number must be one.
+	if _, err := s.RedemptionSign(signing.Redemption{LoyaltyID: "LB1", TransactionID: "tx-1", UsedPoint: 1, TransactionDate: "2026-11-27"}); err == nil ||
+		!strings.Contains(err.Error(), "transactionDate travels as a JSON number") {
+		t.Fatalf("want the date refused, got %v", err)
+	}
+	// The algorithm must fit the key.
+	if _, err := signing.New(testEC(t), signing.Options{Issuer: "p", Profile: prof}); err == nil || !strings.Contains(err.Error(), "PS256 needs an RSA key") {
+		t.Fatalf("PS256 with an EC key: %v", err)
 	}
 }
