@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
 
 // Profiles.
@@ -213,6 +216,9 @@ func (s *Server) handleOnboard(c *call) reply {
 	if err := json.Unmarshal(b, &o); err != nil {
 		return onboardFail(ReasonInvalidRequest, "")
 	}
+	if reason, field := s.checkKeyed(b); reason != "" {
+		return onboardFail(reason, field)
+	}
 	now := s.now()
 	if reason, field := o.validate(now); reason != "" {
 		return onboardFail(reason, field)
@@ -238,6 +244,29 @@ func (s *Server) handleOnboard(c *call) reply {
 	s.log.Info("member onboarded", zap.String("loyaltyId", id))
 	return ok(onboardedMember{Phone: m.phone, FullName: m.fullName, FirstName: m.first, LastName: m.last,
 		MemberCode: id, CreatedAt: now.UTC().Format(isoMillisUTC)})
+}
+
+// checkKeyed refuses, under StrictWire, an unset idNumber or
+// passportNumber not sent as the profile says: a missing key when it says
+// null, a null when it says absent.
+func (s *Server) checkKeyed(body []byte) (reason, field string) {
+	if !s.opts.StrictWire {
+		return "", ""
+	}
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(body, &keys) != nil {
+		return "", "" // reported by the decoding of the request
+	}
+	for _, f := range []string{"idNumber", "passportNumber"} {
+		raw, keyed := keys[f]
+		switch null := keyed && string(bytes.TrimSpace(raw)) == "null"; {
+		case s.opts.Profile.Keyed() == partnerprofile.KeyedNull && !keyed:
+			return ReasonMissingField, f
+		case s.opts.Profile.Keyed() == partnerprofile.KeyedAbsent && null:
+			return ReasonInvalidRequest, f
+		}
+	}
+	return "", ""
 }
 
 // Link state machine.

@@ -41,11 +41,7 @@ func (m milli) float() float64 { return float64(m) / milliPerPoint }
 // a thousandth; msg says what is wrong ("" when nothing), naming field and
 // never quoting the input.
 func parseMilli(field string, n json.Number) (milli, string) {
-	s := string(n)
-	if len(s) > 64 || strings.ContainsAny(s, "eE") && !smallExponent(s) {
-		return 0, fmt.Sprintf("%s must be a positive number (at most %g)", field, maxAmount)
-	}
-	r, ok := new(big.Rat).SetString(s)
+	r, ok := exactNumber(n)
 	if !ok || r.Sign() <= 0 || r.Cmp(new(big.Rat).SetFloat64(maxAmount)) > 0 {
 		return 0, fmt.Sprintf("%s must be a positive number (at most %g)", field, maxAmount)
 	}
@@ -54,6 +50,17 @@ func parseMilli(field string, n json.Number) (milli, string) {
 		return 0, fmt.Sprintf("%s has more than 3 decimal places (the simulator keeps points to a thousandth)", field)
 	}
 	return milli(r.Num().Int64()), ""
+}
+
+// exactNumber reads n exactly, refusing over 64 characters or an exponent
+// beyond ±40, which would cost the reading far more than any point value
+// needs.
+func exactNumber(n json.Number) (*big.Rat, bool) {
+	s := string(n)
+	if len(s) > 64 || strings.ContainsAny(s, "eE") && !smallExponent(s) {
+		return nil, false
+	}
+	return new(big.Rat).SetString(s)
 }
 
 // smallExponent reports whether the exponent of s is within ±40, so that

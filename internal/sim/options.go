@@ -225,6 +225,15 @@ type Options struct {
 	// the Server answers a redemption's usedPoint as it was sent, a
 	// fraction included.
 	Profile partnerprofile.Profile
+	// StrictWire makes the Server require the Profile's wire choices where
+	// the spec leaves them open, as a strict partner would: each
+	// transactionDate in the profile's format and JSON type only, and an
+	// onboarding's unset idNumber or passportNumber left out
+	// (partnerprofile.KeyedAbsent: a null is refused) or keyed with null
+	// (KeyedNull: a missing key is refused). Without it the Server reads
+	// either date format and type, and either form of an unset document.
+	// The sign's and partner token's claims are always the Profile's.
+	StrictWire bool
 	// StampProcessingTime makes a lookup's transactionTime the time the
 	// Server processed the write, not the transactionDate sent: the spec
 	// does not say which a partner answers, and by default the Server

@@ -3,10 +3,14 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
 
 // partnerJWT is one kind of JWT a partner signs: the exchange-token partner
@@ -14,15 +18,31 @@ import (
 // kind.
 type partnerJWT struct {
 	name     string // in messages: "partner token" or "sign"
-	aud, typ string
+	aud, typ string // partnerprofile.None: not checked
+	jti      partnerprofile.JTI
+	iss      string
+	algs     []string
 	skew     time.Duration
 	parser   *jwt.Parser
 }
 
-func (s *Server) partnerJWTKind(name, aud, typ string) partnerJWT {
-	return partnerJWT{name: name, aud: aud, typ: typ, skew: s.opts.ClockSkew, parser: jwt.NewParser(
-		jwt.WithValidMethods([]string{"RS256", "ES256"}), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
-		jwt.WithIssuer(s.opts.ClientID), jwt.WithAudience(aud), jwt.WithLeeway(s.opts.ClockSkew), jwt.WithTimeFunc(s.now))}
+// partnerJWTKind is the kind name with the claims c of the Server's
+// profile (partnerprofile.JWT): its algorithm (default RS256 or ES256, by
+// the key), iss (default the client_id), aud and typ (none: not checked)
+// and jti.
+func (s *Server) partnerJWTKind(name string, c partnerprofile.Claims) partnerJWT {
+	k := partnerJWT{name: name, aud: c.Audience, typ: c.Type, jti: c.JTI, iss: s.opts.Profile.JWT.IssuerFor(s.opts.ClientID),
+		algs: []string{partnerprofile.AlgRS256, partnerprofile.AlgES256}, skew: s.opts.ClockSkew}
+	if a := s.opts.Profile.JWT.Algorithm; a != "" {
+		k.algs = []string{a}
+	}
+	opts := []jwt.ParserOption{jwt.WithValidMethods(k.algs), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
+		jwt.WithIssuer(k.iss), jwt.WithLeeway(s.opts.ClockSkew), jwt.WithTimeFunc(s.now)}
+	if k.aud != partnerprofile.None {
+		opts = append(opts, jwt.WithAudience(k.aud))
+	}
+	k.parser = jwt.NewParser(opts...)
+	return k
 }
 
 // partnerClaims are the claims every partner JWT carries.
@@ -39,8 +59,10 @@ type partnerClaims struct {
 // when valid) that never quotes the token. It does not use the jti up:
 // see useJTI.
 func (s *Server) verifyPartnerJWT(token string, k *partnerJWT, claims jwt.Claims, pc *partnerClaims) string {
-	_, err := k.parser.ParseWithClaims(token, claims, s.partnerKeyFunc)
+	tok, err := k.parser.ParseWithClaims(token, claims, s.partnerKeyFunc)
 	switch {
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid) && tok != nil && tok.Method != nil && !slices.Contains(k.algs, tok.Method.Alg()):
+		return fmt.Sprintf("%s alg %s is not %s", k.name, tok.Method.Alg(), strings.Join(k.algs, " or "))
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
 		return k.name + " not signed by a registered partner key"
 	case errors.Is(err, jwt.ErrTokenInvalidClaims):
@@ -53,9 +75,9 @@ func (s *Server) verifyPartnerJWT(token string, k *partnerJWT, claims jwt.Claims
 		return k.name + " lacks iat"
 	case !pc.ExpiresAt.After(pc.IssuedAt.Time):
 		return k.name + " exp is not after iat"
-	case pc.Typ != k.typ:
+	case k.typ != partnerprofile.None && pc.Typ != k.typ:
 		return fmt.Sprintf("%s typ is not %s", k.name, k.typ)
-	case pc.ID == "":
+	case k.jti != partnerprofile.JTINone && pc.ID == "":
 		return k.name + " lacks jti"
 	}
 	return ""
@@ -76,7 +98,7 @@ func (k *partnerJWT) claimProblem(pc *partnerClaims, err error) string {
 	case pc.Issuer == "":
 		return "lacks iss"
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return "iss is not the client_id"
+		return "iss is not " + k.iss
 	case len(pc.Audience) == 0:
 		return "lacks aud"
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
@@ -89,6 +111,9 @@ func (k *partnerJWT) claimProblem(pc *partnerClaims, err error) string {
 // check, once: it returns a refusal message, or "". Call it last, so that
 // a JWT refused for another reason does not use its jti up.
 func (s *Server) useJTI(k *partnerJWT, pc *partnerClaims) string {
+	if k.jti == partnerprofile.JTINone {
+		return "" // the partner's profile asks no jti: there is nothing to replay-check by
+	}
 	out, changed := s.replay.use(replayKey{k.typ, pc.ID}, s.forgetJTIAt(pc.ExpiresAt.Time), s.now())
 	if changed {
 		if out == replayFull {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
 
 // maxAmount bounds transactionAmount and usedPoint so that points stay far
@@ -37,11 +39,13 @@ type accrualResult struct {
 }
 
 type redemptionRequest struct {
-	TransactionID     string   `json:"transactionId"`
-	TransactionDes    string   `json:"transactionDes"`
-	TransactionDate   string   `json:"transactionDate"`
-	TransactionAmount *float64 `json:"transactionAmount"`
-	LoyaltyID         string   `json:"loyaltyId"`
+	TransactionID  string `json:"transactionId"`
+	TransactionDes string `json:"transactionDes"`
+	// TransactionDate is kept raw: a string by the spec's table, a number
+	// for a partner whose profile says so.
+	TransactionDate   json.RawMessage `json:"transactionDate"`
+	TransactionAmount *float64        `json:"transactionAmount"`
+	LoyaltyID         string          `json:"loyaltyId"`
 	// UsedPoint is kept as its text: the spec says only "positive number",
 	// and a fraction is read exactly (parseMilli).
 	UsedPoint json.RawMessage `json:"usedPoint"`
@@ -76,15 +80,19 @@ type transactionRecord struct {
 	Timestamp         string      `json:"timestamp"`
 }
 
-// signClaims are the claims a redemption sign must carry. Pointers tell a
-// missing claim from a zero one.
+// signClaims are a redemption sign's claims: the registered ones, and
+// every claim raw, to compare the body fields the profile says it covers.
 type signClaims struct {
 	partnerClaims
-	LoyaltyID         *string  `json:"loyaltyId"`
-	TransactionID     *string  `json:"transactionId"`
-	UsedPoint         *float64 `json:"usedPoint"`
-	TransactionAmount *float64 `json:"transactionAmount"`
-	TransactionDate   *string  `json:"transactionDate"`
+	all map[string]json.RawMessage
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (c *signClaims) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, &c.partnerClaims); err != nil {
+		return err
+	}
+	return json.Unmarshal(b, &c.all)
 }
 
 func invalid(format string, args ...any) reply {
@@ -157,9 +165,17 @@ func (s *Server) handleAccrual(c *call) reply {
 		"transactionAmount", a.TransactionAmount == nil); m != nil {
 		return invalid("required: %s", strings.Join(m, ", "))
 	}
-	txTime, okDate := parseTxDate(a.TransactionDate)
+	// The profile's encoding first: epoch seconds read as milliseconds
+	// would be a date in 1970.
+	txTime, strictErr := s.opts.Profile.AccrualDate().Read(a.TransactionDate)
+	okDate := strictErr == nil
+	if !okDate && !s.opts.StrictWire {
+		txTime, okDate = parseTxDate(a.TransactionDate)
+	}
 	switch {
-	case !okDate:
+	case strictErr != nil && s.opts.StrictWire:
+		return invalid("transactionDate: %v", strictErr)
+	case !okDate && !s.opts.StrictWire:
 		return invalid("transactionDate: want epoch milliseconds (number or digit string) or an ISO 8601 string")
 	case *a.TransactionAmount < 0 || *a.TransactionAmount > maxAmount:
 		return invalid("transactionAmount must be a non-negative number (at most %g)", maxAmount)
@@ -213,7 +229,9 @@ func (s *Server) handleRedemption(c *call) reply {
 	if err := json.Unmarshal(b, &rq); err != nil {
 		return invalid("%s", decodeProblem(err))
 	}
-	if m := missingFields("transactionId", rq.TransactionID == "", "transactionDate", rq.TransactionDate == "",
+	var body map[string]json.RawMessage
+	_ = json.Unmarshal(b, &body) // an object: it decoded into rq
+	if m := missingFields("transactionId", rq.TransactionID == "", "transactionDate", isNull(rq.TransactionDate) || string(rq.TransactionDate) == `""`,
 		"transactionAmount", rq.TransactionAmount == nil, "loyaltyId", rq.LoyaltyID == "",
 		"usedPoint", isNull(rq.UsedPoint), "sign", rq.Sign == ""); m != nil {
 		return invalid("required: %s", strings.Join(m, ", "))
@@ -239,11 +257,14 @@ func (s *Server) handleRedemption(c *call) reply {
 	if !known {
 		return s.memberNotFound()
 	}
-	if msg := s.verifySign(&rq); msg != "" {
+	txTime, dateErr := s.redemptionDate(rq.TransactionDate)
+	if dateErr != "" {
+		return invalid("transactionDate: %s", dateErr)
+	}
+	if msg := s.verifySign(&rq, body); msg != "" {
 		return badRequest(CodeInvalidSign, msg)
 	}
-	txTime, okDate := parseDateText(rq.TransactionDate)
-	if !okDate || s.opts.StampProcessingTime {
+	if txTime.IsZero() || s.opts.StampProcessingTime {
 		txTime = now
 	}
 
@@ -273,8 +294,33 @@ func (s *Server) handleRedemption(c *call) reply {
 	return ok(t.result)
 }
 
-// verifySign checks the redemption's sign against the body; "" when valid.
-func (s *Server) verifySign(rq *redemptionRequest) string {
+// redemptionDate reads a redemption's transactionDate: under StrictWire
+// only in the profile's encoding, otherwise in it or as any string (the
+// zero time when the Server cannot read it: the processing time is used).
+// It returns a message when refused.
+func (s *Server) redemptionDate(raw json.RawMessage) (time.Time, string) {
+	t, err := s.opts.Profile.RedemptionDateEncoding().Read(raw)
+	switch {
+	case err == nil:
+		return t, ""
+	case s.opts.StrictWire:
+		return time.Time{}, err.Error()
+	}
+	raw = bytes.TrimSpace(raw)
+	if raw[0] != '"' {
+		// The spec's type, unless the profile's encoding (read above) is
+		// a number.
+		return time.Time{}, "wrong JSON type (want string)"
+	}
+	var text string
+	_ = json.Unmarshal(raw, &text)
+	t, _ = parseDateText(text)
+	return t, ""
+}
+
+// verifySign checks the redemption's sign against the body (raw, by
+// field): the claims of the Server's profile; "" when valid.
+func (s *Server) verifySign(rq *redemptionRequest, body map[string]json.RawMessage) string {
 	var c signClaims
 	if msg := s.verifyPartnerJWT(rq.Sign, &s.signJWT, &c, &c.partnerClaims); msg != "" {
 		return msg
@@ -282,26 +328,71 @@ func (s *Server) verifySign(rq *redemptionRequest) string {
 	if life := c.ExpiresAt.Sub(c.IssuedAt.Time); life > s.opts.MaxSignLifetime {
 		return fmt.Sprintf("sign lifetime (exp - iat) %s is over the %s allowed", life, s.opts.MaxSignLifetime)
 	}
+	if s.signJWT.jti == partnerprofile.JTITransactionID && c.ID != rq.TransactionID {
+		return "sign jti is not the transactionId"
+	}
 	var differ []string
-	if c.LoyaltyID == nil || *c.LoyaltyID != rq.LoyaltyID {
-		differ = append(differ, "loyaltyId")
-	}
-	if c.TransactionID == nil || *c.TransactionID != rq.TransactionID {
-		differ = append(differ, "transactionId")
-	}
-	if used, err := json.Number(bytes.TrimSpace(rq.UsedPoint)).Float64(); c.UsedPoint == nil || err != nil || *c.UsedPoint != used {
-		differ = append(differ, "usedPoint")
-	}
-	if c.TransactionAmount == nil || *c.TransactionAmount != *rq.TransactionAmount {
-		differ = append(differ, "transactionAmount")
-	}
-	if c.TransactionDate == nil || *c.TransactionDate != rq.TransactionDate {
-		differ = append(differ, "transactionDate")
+	for _, f := range s.opts.Profile.JWT.SignClaims {
+		if !claimMatches(c.all[f.Claim], body[f.Field], f.Encoding) {
+			differ = append(differ, f.Claim)
+		}
 	}
 	if differ != nil {
 		return "sign claims missing or differing from the body: " + strings.Join(differ, ", ")
 	}
 	return s.useJTI(&s.signJWT, &c.partnerClaims)
+}
+
+// claimMatches reports whether a sign claim carries the body field's value
+// in encoding enc: the same JSON value (numbers compared exactly, so 3
+// and 3.0 agree), or, as a string, the field's text. An absent body field
+// matches only an empty string or an absent or null claim.
+func claimMatches(claim, field json.RawMessage, enc partnerprofile.ClaimEncoding) bool {
+	cv, cok := jsonValue(claim)
+	fv, fok := jsonValue(field)
+	if !fok {
+		return !cok || cv == nil || cv == ""
+	}
+	if !cok {
+		return false
+	}
+	if enc == partnerprofile.ClaimAsString {
+		text, isString := cv.(string)
+		if !isString {
+			return false
+		}
+		if n, isNumber := fv.(json.Number); isNumber {
+			cv = json.Number(text)
+			fv = n
+		} else {
+			cv = text
+		}
+	}
+	cn, cNum := cv.(json.Number)
+	fn, fNum := fv.(json.Number)
+	if cNum || fNum {
+		if !cNum || !fNum {
+			return false
+		}
+		a, aok := exactNumber(cn)
+		b, bok := exactNumber(fn)
+		return aok && bok && a.Cmp(b) == 0
+	}
+	return cv == fv
+}
+
+// jsonValue decodes raw (numbers as json.Number); ok is false when raw is
+// absent.
+func jsonValue(raw json.RawMessage) (v any, ok bool) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
+	}
+	return v, true
 }
 
 func (s *Server) handleLookup(c *call) reply {

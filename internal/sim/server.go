@@ -20,7 +20,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 )
 
 // Endpoint names, as used by Calls, TotalCalls and Faults.Endpoints. They
@@ -136,8 +135,8 @@ func New(opts Options) (*Server, error) {
 		calls: map[callKey]int{}, totals: map[string]int{}, overCapacity: map[string]int{},
 		overCapacityMsg: fmt.Sprintf("more than %d requests at once", o.Capacity),
 	}
-	s.exchangeJWT = s.partnerJWTKind("partner token", signing.PartnerTokenAudience, signing.PartnerTokenType)
-	s.signJWT = s.partnerJWTKind("sign", signing.RedemptionSignAudience, signing.RedemptionSignType)
+	s.exchangeJWT = s.partnerJWTKind("partner token", o.Profile.JWT.PartnerToken)
+	s.signJWT = s.partnerJWTKind("sign", o.Profile.JWT.Sign)
 	s.kid, s.jwks = jwksFor(&key.PublicKey)
 	s.replay.init(o.ReplayCacheSize)
 	s.tokens.init(o.AccessTokenTTL, o.RefreshTokenTTL)

@@ -369,7 +369,7 @@ func (s *Server) partnerKeyFunc(t *jwt.Token) (any, error) {
 	for _, k := range s.partnerKeys {
 		switch k.Key.(type) {
 		case *rsa.PublicKey:
-			if t.Method.Alg() != "RS256" {
+			if alg := t.Method.Alg(); alg != "RS256" && alg != "PS256" {
 				continue
 			}
 		case *ecdsa.PublicKey:
