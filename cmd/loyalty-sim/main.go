@@ -25,6 +25,7 @@ import (
 
 	bridgeconfig "github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
 
@@ -92,6 +93,9 @@ func parse(e env, args []string) (*config, error) {
 	fs.DurationVar(&o.ClockSkew, "clock-skew", sim.DefaultClockSkew, "partner JWTs: how far the partner's clock may be off (iat ahead, exp behind; at most "+sim.MaxClockSkew.String()+")")
 	fs.DurationVar(&o.MaxSignLifetime, "max-sign-lifetime", sim.DefaultMaxSignLifetime, "redemption sign: longest exp - iat accepted")
 	fs.IntVar(&o.ReplayCacheSize, "replay-cache-size", sim.DefaultReplayCacheSize, "partner JWTs: most jtis remembered to refuse replays (when full of unexpired ones, new JWTs are refused)")
+	fs.BoolVar(&o.StrictWire, "strict-wire", false, "require the profile's wire choices where the spec leaves them open, as a strict partner would: "+
+		"each transactionDate in --partner-*-date-format and -type only, an unset idNumber/passportNumber as --partner-unset-keyed-fields says "+
+		"(the sign's and partner token's claims are always the profile's)")
 	fs.StringVar(&c.duplicatePolicy, "duplicate-policy", "reject", "a transactionId sent twice: reject (400, the duplicate code), return-original (200, the first answer again) or apply (applied again, as a partner without duplicate detection)")
 	fs.IntVar(&o.Capacity, "capacity", sim.DefaultCapacity, "business requests handled at once (0: unlimited); the excess is answered --over-capacity-status at once (token endpoints are not limited)")
 	fs.IntVar(&o.OverCapacityStatus, "over-capacity-status", sim.DefaultOverCapacityStatus, "status of a business request beyond --capacity: 429 or 503 (with --retry-after)")
@@ -308,6 +312,8 @@ func banner(w io.Writer, addr string, c *config) {
   password:      %s
   members:       %s … %s, %d points each; earn rate %g point/unit; duplicates: %s
   profile:       not found %s, member not found %s, duplicate %s, types %s/%s, status %s
+  wire:          accrual date %s, redemption date %s, unset id documents %s (%s)
+  sign claims:   %s; iss %s, aud %s, typ %s, jti %s
   partner keys:  %d registered (exchange-token, redemption sign)
   partner JWTs:  clock skew %s, sign lifetime at most %s, each jti once (%d remembered at most)
   capacity:      %s
@@ -315,5 +321,22 @@ func banner(w io.Writer, addr string, c *config) {
 `, base, base, sim.PathToken, o.ClientID, shown(o.ClientSecret, sim.DefaultClientSecret), o.Username,
 		shown(o.Password, sim.DefaultPassword), sim.MemberID(1), sim.MemberID(o.Members), o.InitialBalance, o.EarnRate,
 		o.DuplicatePolicy, o.Profile.NotFoundCodes[0], o.Profile.MemberNotFoundCodes[0], o.Profile.DuplicateCodes[0], o.Profile.AccrualType, o.Profile.RedemptionType,
-		o.Profile.AppliedStatuses[0], len(o.PartnerKeys), o.ClockSkew, o.MaxSignLifetime, o.ReplayCacheSize, capacity, admin)
+		o.Profile.AppliedStatuses[0], o.Profile.AccrualDate(), o.Profile.RedemptionDateEncoding(), o.Profile.Keyed(), strictness(o.StrictWire),
+		signClaims(o.Profile.JWT.SignClaims), o.Profile.JWT.IssuerFor(o.ClientID), o.Profile.JWT.Sign.Audience, o.Profile.JWT.Sign.Type, o.Profile.JWT.Sign.JTI,
+		len(o.PartnerKeys), o.ClockSkew, o.MaxSignLifetime, o.ReplayCacheSize, capacity, admin)
+}
+
+func strictness(strict bool) string {
+	if strict {
+		return "required: --strict-wire"
+	}
+	return "either form read"
+}
+
+func signClaims(cs []partnerprofile.SignClaim) string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.String()
+	}
+	return strings.Join(out, ",")
 }
