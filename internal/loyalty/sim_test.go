@@ -51,6 +51,9 @@ type simConfig struct {
 	mod      func(*loyalty.Options)
 	password string
 	exchange bool
+	// profile is the bridge side's partner profile (signer and client);
+	// the simulator's is simOpts.Profile.
+	profile partnerprofile.Profile
 }
 
 func ecKey(t testing.TB) *ecdsa.PrivateKey {
@@ -66,7 +69,7 @@ func newSimEnv(t testing.TB, cfg simConfig) *simEnv {
 	key := ecKey(t)
 	e := &simEnv{sleeps: &sleeps{}}
 	var err error
-	if e.signer, err = signing.New(key, signing.Options{Issuer: sim.DefaultClientID, KID: "partner-1", Now: cfg.now}); err != nil {
+	if e.signer, err = signing.New(key, signing.Options{Issuer: sim.DefaultClientID, KID: "partner-1", Now: cfg.now, Profile: cfg.profile}); err != nil {
 		t.Fatal(err)
 	}
 	so := cfg.simOpts
@@ -108,7 +111,7 @@ func newSimEnv(t testing.TB, cfg simConfig) *simEnv {
 	e.seen = &recordingSource{src: grant}
 	e.cache = tokensource.NewCache(e.seen, tokensource.CacheOptions{Now: cfg.now, Logger: log})
 	opts := loyalty.Options{BaseURL: e.srv.URL, Tokens: e.cache, HTTPClient: hc, Signer: e.signer, Logger: log,
-		Timeout: 5 * time.Second, Sleep: e.sleeps.Sleep}
+		Timeout: 5 * time.Second, Sleep: e.sleeps.Sleep, Profile: cfg.profile}
 	if cfg.mod != nil {
 		cfg.mod(&opts)
 	}
@@ -723,5 +726,76 @@ func TestSimFractionalPoints(t *testing.T) {
 				t.Fatalf("got %+v %v, want %d points", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// otherPartner is a partner whose profile differs from the default in
+// every open wire choice and JWT claim.
+func otherPartner() partnerprofile.Profile {
+	return partnerprofile.Profile{AccrualDateType: partnerprofile.DateString,
+		RedemptionDateFormat: partnerprofile.DateEpochSeconds, RedemptionDateType: partnerprofile.DateNumber,
+		UnsetKeyed: partnerprofile.KeyedNull,
+		JWT: partnerprofile.JWT{Issuer: "shop-1",
+			Sign:         partnerprofile.Claims{Audience: "loyalty", Type: partnerprofile.None, Lifetime: time.Minute, JTI: partnerprofile.JTITransactionID},
+			PartnerToken: partnerprofile.Claims{Audience: "loyalty-identity", Type: "pt"},
+			SignClaims: []partnerprofile.SignClaim{{Field: "transactionId", Claim: "txn"}, {Field: "usedPoint", Encoding: partnerprofile.ClaimAsString},
+				{Field: "transactionDate"}, {Field: "loyaltyId"}}}}
+}
+
+// A bridge set to another partner's profile works against a simulator
+// that requires that profile, every write and the exchange grant
+// included; against a simulator of the default profile it fails naming
+// the claim refused.
+func TestSimOtherPartnerProfile(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	e := newSimEnv(t, simConfig{exchange: true, profile: otherPartner(),
+		simOpts: sim.Options{Profile: otherPartner(), StrictWire: true}})
+	if _, _, err := e.client.Accrue(ctx, loyalty.AccrualRequest{LoyaltyID: sim.MemberID(1), TransactionID: "T-1",
+		TransactionDate: loyalty.TransactionDate{Time: at}, TransactionAmount: 10000}); err != nil {
+		t.Fatalf("accrual: %v", err)
+	}
+	res, _, err := e.client.Redeem(ctx, loyalty.RedemptionRequest{LoyaltyID: sim.MemberID(1), TransactionID: "R-1",
+		TransactionDate: otherPartner().RedemptionDate(at), TransactionAmount: 10, UsedPoint: 4})
+	if err != nil || res.UsedPoint != 4 {
+		t.Fatalf("redemption: %+v %v", res, err)
+	}
+	if _, _, err := e.client.Onboard(ctx, loyalty.OnboardRequest{Phone: "0901234567", FullName: "Nguyen Van An", Gender: "male",
+		Birthday: "1990-01-31", IsKYC: true, IDNumber: "079201001234", PlaceOfIssue: "Ha Noi", PlaceOfBirth: "Hai Phong",
+		IssueDate: "2020-01-15", ExpireDate: "2035-01-15", Nationality: "VNM", Address: "12 Ly Thuong Kiet", ExternalID: "P-1"}); err != nil {
+		t.Fatalf("onboarding: %v", err)
+	}
+
+	// The same bridge against the default partner: the partner token is
+	// refused at the exchange, naming the first claim refused (iss).
+	d := newSimEnv(t, simConfig{exchange: true, profile: otherPartner(), simOpts: sim.Options{StrictWire: true}})
+	_, err = d.cache.Token(ctx)
+	if err == nil || !strings.Contains(err.Error(), "partner token iss is not "+sim.DefaultClientID) {
+		t.Fatalf("want the partner token refused for its iss, got %v", err)
+	}
+	// With the issuer agreed, the aud is named.
+	agreed := otherPartner()
+	agreed.JWT.Issuer = ""
+	d = newSimEnv(t, simConfig{exchange: true, profile: agreed, simOpts: sim.Options{StrictWire: true}})
+	if _, err = d.cache.Token(ctx); err == nil || !strings.Contains(err.Error(), "partner token aud is not "+signing.PartnerTokenAudience) {
+		t.Fatalf("want the partner token refused for its aud, got %v", err)
+	}
+	// A password-grant bridge of that profile gets its token; its
+	// redemption date, a number, is refused, and with the date agreed its
+	// sign is, naming the claim.
+	d = newSimEnv(t, simConfig{profile: otherPartner(), simOpts: sim.Options{}})
+	_, _, err = d.client.Redeem(ctx, loyalty.RedemptionRequest{LoyaltyID: sim.MemberID(1), TransactionID: "R-1",
+		TransactionDate: otherPartner().RedemptionDate(at), TransactionAmount: 10, UsedPoint: 4})
+	var be *loyalty.BusinessError
+	if !errors.As(err, &be) || be.Code != sim.CodeInvalidRequest || !strings.Contains(be.Message, "transactionDate") {
+		t.Fatalf("want the date refused, got %v", err)
+	}
+	agreed = otherPartner()
+	agreed.RedemptionDateFormat, agreed.RedemptionDateType = "", ""
+	d = newSimEnv(t, simConfig{profile: agreed, simOpts: sim.Options{}})
+	_, _, err = d.client.Redeem(ctx, loyalty.RedemptionRequest{LoyaltyID: sim.MemberID(1), TransactionID: "R-1",
+		TransactionDate: agreed.RedemptionDate(at), TransactionAmount: 10, UsedPoint: 4})
+	if !errors.As(err, &be) || be.Code != sim.CodeInvalidSign || !strings.Contains(be.Message, "sign iss is not "+sim.DefaultClientID) {
+		t.Fatalf("want the sign refused naming iss, got %v", err)
 	}
 }

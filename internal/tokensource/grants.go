@@ -72,6 +72,7 @@ type errorResponse struct {
 	Errors           *struct {
 		Code      string `json:"code"`
 		ErrorCode string `json:"errorCode"`
+		Message   string `json:"message"`
 	} `json:"errors"`
 }
 
@@ -120,6 +121,9 @@ func (p poster) post(ctx context.Context, grant, target, contentType string, bod
 				if e.Code == "" {
 					e.Code = sanitizeCode(er.Errors.ErrorCode)
 				}
+				// exchange-token's reason, such as which claim of the
+				// partner token was refused: what an operator must fix.
+				e.Description = sanitizeDescription(er.Errors.Message)
 			}
 		}
 		return Token{}, e
