@@ -93,7 +93,8 @@ func runAPI(ctx context.Context, e env, args []string) error {
 		return &exitError{code: 2, err: err}
 	}
 	defer stack.Close()
-	out, err := exec(ctx, apicall.Conn{Client: stack.Client, Tokens: stack.Tokens, Grant: string(cfg.Grant)}, body)
+	out, err := exec(ctx, apicall.Conn{Client: stack.Client, Tokens: stack.Tokens, Grant: string(cfg.Grant), Signer: stack.Signer,
+		Profile: partner.Build()}, body)
 	if err != nil {
 		return apiFailure(e, err)
 	}

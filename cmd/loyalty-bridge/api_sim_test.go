@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -183,4 +184,68 @@ func noLeaks(t *testing.T) {
 	t.Helper()
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+}
+
+// api sign --explain prints the claims the profile makes, and never a JWT
+// or the key; a profile the partner does not share is refused by it at
+// the first call that carries the JWT, naming the claim.
+func TestAPISignExplain(t *testing.T) {
+	noLeaks(t)
+	s := newAPIStack(t)
+	req := []string{"--loyalty-id", sim.MemberID(1), "--transaction-id", "R-1", "--amount", "10", "--points", "4"}
+	for _, tc := range []struct {
+		name    string
+		profile []string
+		aud     any
+		covers  []any
+		used    any
+	}{
+		{"default", nil, []any{"/api-point/partner/v1/point-redemption-with-token"},
+			[]any{"loyaltyId", "transactionId", "usedPoint", "transactionAmount", "transactionDate"}, 4.0},
+		{"another partner", []string{"--partner-sign-audience", "loyalty", "--partner-sign-claims", "transactionId=txn,usedPoint:string"},
+			[]any{"loyalty"}, []any{"transactionId=txn", "usedPoint:string"}, "4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, stderr := s.api(t, "", append(append([]string{"sign", "--explain"}, req...), tc.profile...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var x struct {
+				Sign         struct{ Header, Claims map[string]any }
+				Covers       []any
+				Body         map[string]any
+				PartnerToken struct{ Claims map[string]any }
+			}
+			if err := json.Unmarshal([]byte(out), &x); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if strings.Contains(out, "eyJ") || strings.Contains(out, "PRIVATE KEY") || x.Body["sign"] != "***" {
+				t.Fatalf("a credential in the explanation: %s", out)
+			}
+			c := x.Sign.Claims
+			if fmt.Sprint(c["aud"]) != fmt.Sprint(tc.aud) || fmt.Sprint(x.Covers) != fmt.Sprint(tc.covers) ||
+				x.Sign.Header["alg"] != "ES256" || x.Sign.Header["kid"] != "cli" || c["iss"] != sim.DefaultClientID {
+				t.Fatalf("explanation %s", out)
+			}
+			if used := c["usedPoint"]; used != tc.used {
+				t.Fatalf("usedPoint claim %#v, want %#v", used, tc.used)
+			}
+			if x.PartnerToken.Claims["typ"] != "partner-token" || x.Body["usedPoint"] != 4.0 {
+				t.Fatalf("explanation %s", out)
+			}
+		})
+	}
+	if code, _, stderr := s.api(t, "", append([]string{"sign"}, req...)...); code != 2 || !strings.Contains(stderr, "never printed") {
+		t.Fatalf("sign without --explain: exit %d %s", code, stderr)
+	}
+	// Against the simulator's default profile, the first call carrying a
+	// JWT made otherwise names the claim refused.
+	code, out, stderr := s.api(t, "", append(append([]string{"redeem"}, req...), "--partner-sign-audience", "loyalty")...)
+	if code != apiExitBusiness || !strings.Contains(out, "sign aud is not /api-point/partner/v1/point-redemption-with-token") {
+		t.Fatalf("redeem with another sign aud: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, _, stderr = s.api(t, "", "token", "--grant", "exchange", "--partner-token-type", "pt")
+	if code != apiExitAuth || !strings.Contains(stderr, "partner token typ is not partner-token") {
+		t.Fatalf("token with another partner token typ: exit %d %s", code, stderr)
+	}
 }

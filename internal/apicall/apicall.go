@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
@@ -20,6 +22,10 @@ type Conn struct {
 	Client *loyalty.Client
 	Tokens tokensource.Source
 	Grant  string // the grant Tokens uses, reported by the token call
+	// Signer is the partner-key signer (nil without a partner key), and
+	// Profile the partner profile the client and signer follow.
+	Signer  *signing.Signer
+	Profile partnerprofile.Profile
 }
 
 // Func makes a call once its flag set is parsed; body is the JSON request
@@ -59,6 +65,8 @@ func Calls() map[string]Call {
 		"accrue":      {"Point Accrual: --loyalty-id --transaction-id --amount [--date --currency ...]", false, accrue},
 		"redeem":      {"Point Redemption With Token: --loyalty-id --transaction-id --amount --points (signs with --partner-key)", false, redeem},
 		"lookup":      {"Lookup Transaction: --loyalty-id and --transaction-id or --bit-reference", false, lookup},
+		"sign": {"--explain: the claims of the sign a redemption would carry, and of a partner token, as the profile makes them (secrets masked); calls nothing",
+			false, sign},
 	}
 }
 
@@ -263,19 +271,21 @@ func accrue(fs *flag.FlagSet) callFunc {
 	}
 }
 
-func redeem(fs *flag.FlagSet) callFunc {
+// redemptionFlags puts a redemption's request flags on fs and returns the
+// builder of the request from the body and the flags given.
+func redemptionFlags(fs *flag.FlagSet) func(c Conn, body []byte, set map[string]bool) (loyalty.RedemptionRequest, error) {
 	var f loyalty.RedemptionRequest
 	fs.StringVar(&f.LoyaltyID, "loyalty-id", "", "member loyaltyId")
 	fs.StringVar(&f.TransactionID, "transaction-id", "", "partner transaction id")
 	fs.StringVar(&f.TransactionDes, "description", "", "transactionDes")
-	fs.StringVar(&f.TransactionDate, "date", "", "transactionDate string (default now, RFC 3339)")
+	fs.StringVar(&f.TransactionDate, "date", "", "transactionDate text, in --partner-redemption-date-format (default now)")
 	fs.Float64Var(&f.TransactionAmount, "amount", 0, "transactionAmount (≥ 0)")
 	fs.Int64Var(&f.UsedPoint, "points", 0, "usedPoint (> 0)")
 	fs.StringVar(&f.Sign, "sign", "", "a ready-made sign JWT (default: signed with --partner-key)")
-	return func(ctx context.Context, c Conn, body []byte, set map[string]bool) (any, error) {
+	return func(c Conn, body []byte, set map[string]bool) (loyalty.RedemptionRequest, error) {
 		var r loyalty.RedemptionRequest
 		if err := decode(body, &r); err != nil {
-			return nil, err
+			return r, err
 		}
 		over(set, "loyalty-id", &r.LoyaltyID, f.LoyaltyID)
 		over(set, "transaction-id", &r.TransactionID, f.TransactionID)
@@ -285,10 +295,78 @@ func redeem(fs *flag.FlagSet) callFunc {
 		over(set, "points", &r.UsedPoint, f.UsedPoint)
 		over(set, "sign", &r.Sign, f.Sign)
 		if r.TransactionDate == "" {
-			r.TransactionDate = time.Now().UTC().Format(time.RFC3339)
+			r.TransactionDate = c.Profile.RedemptionDate(time.Now())
+		}
+		return r, nil
+	}
+}
+
+func redeem(fs *flag.FlagSet) callFunc {
+	build := redemptionFlags(fs)
+	return func(ctx context.Context, c Conn, body []byte, set map[string]bool) (any, error) {
+		r, err := build(c, body, set)
+		if err != nil {
+			return nil, err
 		}
 		v, _, err := c.Client.Redeem(ctx, r)
 		return v, err
+	}
+}
+
+// Masked stands for a secret in an explanation.
+const Masked = "***"
+
+// JWTExplanation is a JWT's header and claims.
+type JWTExplanation struct {
+	Header map[string]any `json:"header"`
+	Claims map[string]any `json:"claims"`
+}
+
+// Explanation is what `api sign --explain` prints: the JWTs the partner
+// profile makes, for an integrator to hold against the partner's
+// documentation. It carries no key and no JWT: the sign in Body is Masked.
+type Explanation struct {
+	Sign JWTExplanation `json:"sign"`
+	// Covers is each body field the sign covers, as the profile's setting
+	// writes it: field[=claim][:string].
+	Covers []string `json:"covers"`
+	// Body is the redemption as it would be sent.
+	Body         json.RawMessage `json:"body"`
+	PartnerToken JWTExplanation  `json:"partnerToken"`
+}
+
+func sign(fs *flag.FlagSet) callFunc {
+	explain := fs.Bool("explain", false, "print the claims (required: a sign is a credential, never printed)")
+	build := redemptionFlags(fs)
+	return func(_ context.Context, c Conn, body []byte, set map[string]bool) (any, error) {
+		if !*explain {
+			return nil, &UsageError{"api sign prints only its --explain: a sign is a credential, never printed (api redeem signs and sends one)"}
+		}
+		if c.Signer == nil {
+			return nil, &UsageError{"api sign --explain needs --partner-key: the claims are those its signer makes"}
+		}
+		r, err := build(c, body, set)
+		if err != nil {
+			return nil, err
+		}
+		if r.LoyaltyID == "" || r.TransactionID == "" {
+			return nil, &UsageError{"api sign --explain needs --loyalty-id and --transaction-id (the claims cover them)"}
+		}
+		var x Explanation
+		claims, err := c.Signer.RedemptionSignClaims(loyalty.SignedFields(r))
+		if err != nil {
+			return nil, &UsageError{err.Error()}
+		}
+		x.Sign = JWTExplanation{Header: c.Signer.Header(), Claims: claims}
+		for _, f := range c.Profile.WithDefaults().JWT.SignClaims {
+			x.Covers = append(x.Covers, f.String())
+		}
+		r.Sign = Masked
+		if x.Body, err = loyalty.EncodeRedemption(c.Profile, r); err != nil {
+			return nil, &UsageError{err.Error()}
+		}
+		x.PartnerToken = JWTExplanation{Header: c.Signer.Header(), Claims: c.Signer.PartnerTokenClaims()}
+		return x, nil
 	}
 }
 

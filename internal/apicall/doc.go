@@ -1,7 +1,8 @@
 // Package apicall calls one partner API endpoint by name, its request built
 // from flags and an optional JSON body: the calls of `loyalty-bridge api`
 // (token, profile, profile-ext, onboard, link, unlink, accrue, redeem,
-// lookup).
+// lookup), and sign --explain, which calls nothing and prints the claims
+// the partner profile puts in a sign and a partner token.
 //
 // Calls lists them. A Call's Define puts its request flags on a flag set
 // and returns the Func that, once the set is parsed, builds the request (a

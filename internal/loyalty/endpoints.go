@@ -2,6 +2,7 @@ package loyalty
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -114,12 +115,8 @@ func (c *Client) Redeem(ctx context.Context, r RedemptionRequest) (*RedemptionRe
 		r.Sign != "" || c.signer != nil, "sign is required (no partner key configured)"); err != nil {
 		return nil, CallInfo{}, err
 	}
-	date := c.prof.RedemptionDateEncoding()
-	// Only a number is checked: any text is a JSON string, and the
-	// partner, not the client, says which it reads.
-	if _, err := date.Format.Parse(r.TransactionDate); err != nil && date.Type == partnerprofile.DateNumber {
-		return nil, CallInfo{}, &ValidationError{Op: epRedemption.name, Ref: ref,
-			Problems: []string{fmt.Sprintf("transactionDate is not %s: %v", date, err)}}
+	if _, err := EncodeRedemption(c.prof, r); err != nil {
+		return nil, CallInfo{}, &ValidationError{Op: epRedemption.name, Ref: ref, Problems: []string{err.Error()}}
 	}
 	if r.Sign == "" {
 		s, err := c.signer.RedemptionSign(SignedFields(r))
@@ -128,7 +125,10 @@ func (c *Client) Redeem(ctx context.Context, r RedemptionRequest) (*RedemptionRe
 		}
 		r.Sign = s
 	}
-	body := redemptionBody{RedemptionRequest: r, TransactionDate: date.TextJSON(r.TransactionDate)}
+	body, err := EncodeRedemption(c.prof, r)
+	if err != nil {
+		return nil, CallInfo{}, &ValidationError{Op: epRedemption.name, Ref: ref, Problems: []string{err.Error()}}
+	}
 	w, info, err := call[redemptionWire](ctx, c, epRedemption, "", ref, body)
 	if err != nil {
 		return nil, info, err
@@ -138,6 +138,22 @@ func (c *Client) Redeem(ctx context.Context, r RedemptionRequest) (*RedemptionRe
 		return nil, info, malformed(epRedemption, ref, &info, err)
 	}
 	return res, info, nil
+}
+
+// EncodeRedemption is r's body as the client sends it under profile p:
+// its transactionDate in p's JSON type. A date p sends as a number must
+// be its digits; any text goes as a string, since the partner, not the
+// client, says which it reads.
+func EncodeRedemption(p partnerprofile.Profile, r RedemptionRequest) (json.RawMessage, error) {
+	date := p.RedemptionDateEncoding()
+	if _, err := date.Format.Parse(r.TransactionDate); err != nil && date.Type == partnerprofile.DateNumber {
+		return nil, fmt.Errorf("transactionDate is not %s: %w", date, err)
+	}
+	b, err := json.Marshal(redemptionBody{RedemptionRequest: r, TransactionDate: date.TextJSON(r.TransactionDate)})
+	if err != nil {
+		return nil, fmt.Errorf("body does not encode: %w", err)
+	}
+	return b, nil
 }
 
 // SignedFields are the fields of r a sign may cover.
