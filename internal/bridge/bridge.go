@@ -246,7 +246,7 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 	if err != nil {
 		return b.failure(j, events.CategoryInternal, "", err)
 	}
-	p := clientPartner{c: b.o.Client, signer: b.o.Signer}
+	p := clientPartner{c: b.o.Client, signer: b.o.Signer, prof: b.o.Profile}
 	r, err := b.policy(&j.st, h)(ctx, p)
 	if ctx.Err() != nil {
 		// Abandoned (revoked, lost, or shutdown past its drain): the next

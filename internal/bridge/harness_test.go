@@ -39,6 +39,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
@@ -67,6 +68,9 @@ type stackOpts struct {
 	clientSigner bool
 	// password overrides the client's password (a wrong one: AUTH).
 	password string
+	// profile is the bridge side's partner profile (signer, client and
+	// bridge); the simulator's is sim.Profile.
+	profile partnerprofile.Profile
 }
 
 // stack is one test's world. Everything is closed by t.Cleanup.
@@ -78,7 +82,9 @@ type stack struct {
 	simURL  string
 	codec   *codec.Codec
 	client  *loyalty.Client
+	tokens  *tokensource.Cache
 	signer  *signing.Signer
+	profile partnerprofile.Profile
 	metrics *telemetry.Metrics
 	logs    *syncBuffer
 	log     *zap.Logger
@@ -120,7 +126,7 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s := &stack{t: t, logs: &syncBuffer{}, metrics: telemetry.NewMetrics()}
+	s := &stack{t: t, logs: &syncBuffer{}, metrics: telemetry.NewMetrics(), profile: o.profile}
 	// Every line the bridge, client and token cache write, at debug, as
 	// JSON: what the PII canaries are checked against.
 	s.log = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(s.logs), zap.DebugLevel))
@@ -149,7 +155,7 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.signer, err = signing.New(key, signing.Options{Issuer: sim.DefaultClientID, KID: partnerKID}); err != nil {
+	if s.signer, err = signing.New(key, signing.Options{Issuer: sim.DefaultClientID, KID: partnerKID, Profile: o.profile}); err != nil {
 		t.Fatal(err)
 	}
 	so := o.sim
@@ -193,9 +199,9 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lo := loyalty.Options{BaseURL: srv.URL, HTTPClient: hc, Timeout: 5 * time.Second, Logger: s.log,
-		Tokens: tokensource.NewCache(grant, tokensource.CacheOptions{Logger: s.log}),
-		Retry:  loyalty.RetryPolicy{MaxAttempts: 2, Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond, MaxRetryAfter: 20 * time.Millisecond}}
+	s.tokens = tokensource.NewCache(grant, tokensource.CacheOptions{Logger: s.log})
+	lo := loyalty.Options{BaseURL: srv.URL, HTTPClient: hc, Timeout: 5 * time.Second, Logger: s.log, Tokens: s.tokens, Profile: o.profile,
+		Retry: loyalty.RetryPolicy{MaxAttempts: 2, Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond, MaxRetryAfter: 20 * time.Millisecond}}
 	if o.clientSigner {
 		lo.Signer = s.signer
 	}
@@ -209,7 +215,7 @@ func newStack(t testing.TB, o stackOpts) *stack {
 func (s *stack) bridge(mod func(*bridge.Options)) *bridge.Bridge {
 	s.t.Helper()
 	o := bridge.Options{Client: s.client, Codec: s.codec, Signer: s.signer, RetryBackoff: 5 * time.Millisecond,
-		Metrics: s.metrics, Logger: s.log}
+		Metrics: s.metrics, Logger: s.log, Profile: s.profile}
 	if mod != nil {
 		mod(&o)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnertext"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 )
@@ -294,6 +295,7 @@ func (g *guardedPartner) writeFailed(ctx context.Context, loyaltyID, txID string
 type clientPartner struct {
 	c      *loyalty.Client
 	signer *signing.Signer
+	prof   partnerprofile.Profile
 }
 
 func (p clientPartner) Accrue(ctx context.Context, r loyalty.AccrualRequest) (*loyalty.AccrualResult, error) {
@@ -302,6 +304,7 @@ func (p clientPartner) Accrue(ctx context.Context, r loyalty.AccrualRequest) (*l
 }
 
 func (p clientPartner) Redeem(ctx context.Context, r loyalty.RedemptionRequest) (*loyalty.RedemptionResult, error) {
+	ours := r.Sign == "" // signed here or by the client, not passed through
 	if r.Sign == "" && p.signer != nil {
 		s, err := p.signer.RedemptionSign(loyalty.SignedFields(r))
 		if err != nil {
@@ -310,7 +313,26 @@ func (p clientPartner) Redeem(ctx context.Context, r loyalty.RedemptionRequest) 
 		r.Sign = s
 	}
 	res, _, err := p.c.Redeem(ctx, r)
+	if ours {
+		err = signRefused(p.prof, err)
+	}
 	return res, err
+}
+
+// signRefused makes a refusal of a sign the bridge made a refusal of the
+// credentials: the partner does not take the JWTs the bridge's settings
+// or key make, which no record can fix and no retry changes. The auth
+// hold then holds every record, with one log line and its metrics, until
+// an attempt is taken. A passed-through sign refused stays that record's
+// business error.
+func signRefused(prof partnerprofile.Profile, err error) error {
+	var be *loyalty.BusinessError
+	if !errors.As(err, &be) || !prof.IsSignRefused(be.APICode()) {
+		return err
+	}
+	return &loyalty.AuthError{Op: be.Op, Ref: be.Ref, HTTPStatus: be.HTTPStatus, Code: be.APICode(),
+		Err: fmt.Errorf("the partner refused the sign the bridge made (%q): check --partner-key and the --partner-jwt-* and --partner-sign-* settings against the partner's documentation (loyalty-bridge api sign --explain): %w",
+			partnertext.Scrubber{}.Text(be.Message), be)}
 }
 
 func (p clientPartner) LookupTransaction(ctx context.Context, r loyalty.LookupRequest) (*loyalty.Transaction, error) {

@@ -47,6 +47,8 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 		"error codes of a call naming a loyaltyId the partner does not know, comma-separated (a lookup refused with one found nothing)")
 	fs.Var(listFlag{&pr.DuplicateCodes}, "partner-duplicate-codes",
 		"error codes of a write refused because its transactionId was seen before, comma-separated")
+	fs.Var(listFlag{&pr.SignRefusedCodes}, "partner-sign-refused-codes",
+		"error codes of a redemption refused for its sign, comma-separated: a sign the bridge made refused so holds records (its --partner-jwt-*/--partner-sign-* settings or key are wrong) instead of writing error events")
 	fs.StringVar(&pr.AccrualType, "partner-accrual-type", pr.AccrualType, "transactionType of an accrual in lookup answers")
 	fs.StringVar(&pr.RedemptionType, "partner-redemption-type", pr.RedemptionType, "transactionType of a redemption in lookup answers")
 	fs.Var(listFlag{&pr.AppliedStatuses}, "partner-applied-statuses",
@@ -90,7 +92,7 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 
 // PartnerFlags are the section's flags, which are also the keys of a
 // profile file (loyalty-sim --profile, or the bridge's --config).
-var PartnerFlags = []string{"partner-not-found-codes", "partner-member-not-found-codes", "partner-duplicate-codes", "partner-accrual-type", "partner-redemption-type",
+var PartnerFlags = []string{"partner-not-found-codes", "partner-member-not-found-codes", "partner-duplicate-codes", "partner-sign-refused-codes", "partner-accrual-type", "partner-redemption-type",
 	"partner-applied-statuses", "partner-failed-statuses", "partner-accrual-date-format", "partner-accrual-date-type",
 	"partner-redemption-date-format", "partner-redemption-date-type", "partner-unset-keyed-fields",
 	"partner-fractional-points", "partner-result-url-params",

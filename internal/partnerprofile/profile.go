@@ -22,6 +22,7 @@ const (
 	DefaultFractionalPoints     = FractionsRefuse
 	DefaultRedemptionDateType   = DateString
 	DefaultUnsetKeyed           = KeyedAbsent
+	DefaultSignRefusedCode      = "INVALID_SIGN"
 )
 
 // Fractions says what a fractional point value (transactionPoint,
@@ -104,6 +105,11 @@ type Profile struct {
 	// JWT is what the partner requires of the JWTs the bridge signs: the
 	// redemption sign and the partner token.
 	JWT JWT
+	// SignRefusedCodes are the error codes of a redemption refused for its
+	// sign. A sign the bridge made refused so says its JWT settings or key
+	// do not match the partner's: the bridge holds records, as for refused
+	// credentials, rather than write error events.
+	SignRefusedCodes []string
 	// FractionalPoints is what a fractional point value in an answer means.
 	FractionalPoints Fractions
 	// ResultURLParams are the query parameters of data.resultUrl that an
@@ -136,6 +142,7 @@ func (p Profile) WithDefaults() Profile {
 	p.NotFoundCodes = list(p.NotFoundCodes, DefaultNotFoundCode)
 	p.MemberNotFoundCodes = list(p.MemberNotFoundCodes, DefaultMemberNotFoundCode)
 	p.DuplicateCodes = list(p.DuplicateCodes, DefaultDuplicateCode)
+	p.SignRefusedCodes = list(p.SignRefusedCodes, DefaultSignRefusedCode)
 	p.AppliedStatuses = list(p.AppliedStatuses, DefaultAppliedStatus)
 	p.FailedStatuses = slices.Clone(p.FailedStatuses)
 	p.ResultURLParams = slices.Clone(p.ResultURLParams)
@@ -166,7 +173,7 @@ func (p Profile) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for name, l := range map[string][]string{"not-found codes": p.NotFoundCodes, "member-not-found codes": p.MemberNotFoundCodes,
-		"duplicate codes":  p.DuplicateCodes,
+		"duplicate codes": p.DuplicateCodes, "sign-refused codes": p.SignRefusedCodes,
 		"applied statuses": p.AppliedStatuses, "failed statuses": p.FailedStatuses, "result URL parameters": p.ResultURLParams} {
 		if slices.ContainsFunc(l, func(s string) bool { return strings.TrimSpace(s) == "" }) {
 			bad("%s: an empty entry", name)
@@ -276,6 +283,11 @@ func (p Profile) IsNotFound(code string) bool {
 // codes.
 func (p Profile) IsMemberNotFound(code string) bool {
 	return code != "" && in(p.MemberNotFoundCodes, DefaultMemberNotFoundCode, code)
+}
+
+// IsSignRefused reports whether code is one of the sign-refused codes.
+func (p Profile) IsSignRefused(code string) bool {
+	return code != "" && in(p.SignRefusedCodes, DefaultSignRefusedCode, code)
 }
 
 // IsDuplicate reports whether code is one of the duplicate codes.

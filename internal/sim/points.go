@@ -262,7 +262,7 @@ func (s *Server) handleRedemption(c *call) reply {
 		return invalid("transactionDate: %s", dateErr)
 	}
 	if msg := s.verifySign(&rq, body); msg != "" {
-		return badRequest(CodeInvalidSign, msg)
+		return badRequest(s.opts.Profile.SignRefusedCodes[0], msg)
 	}
 	if txTime.IsZero() || s.opts.StampProcessingTime {
 		txTime = now

@@ -452,7 +452,7 @@ const (
 	CodeMemberNotFound       = partnerprofile.DefaultMemberNotFoundCode
 	CodeInsufficientPoint    = "INSUFFICIENT_POINT"
 	CodeDuplicateTransaction = partnerprofile.DefaultDuplicateCode
-	CodeInvalidSign          = "INVALID_SIGN"
+	CodeInvalidSign          = partnerprofile.DefaultSignRefusedCode
 	CodeInvalidRequest       = "INVALID_REQUEST"
 	CodeTransactionNotFound  = partnerprofile.DefaultNotFoundCode
 	CodePartnerMemberInUse   = "PARTNER_MEMBER_ID_IN_USE"
