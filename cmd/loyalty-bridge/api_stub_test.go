@@ -155,3 +155,52 @@ func TestAPICommandWithStub(t *testing.T) {
 		t.Fatalf("help: %d %s", code, errs)
 	}
 }
+
+// The partner profile's wire choices, set as flags or environment, reach
+// the bodies the api command sends: dates in their format and JSON type,
+// an unset passportNumber left out or null.
+func TestAPIWireChoicesWithStub(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	bodies := map[string]map[string]any{}
+	srv := stubPartnerAPI(t, bodies)
+	defer srv.Close()
+	envs := map[string]string{
+		"LOYALTY_BRIDGE_API_BASE_URL":     srv.URL,
+		"LOYALTY_BRIDGE_API_CLIENT_ID":    "cid",
+		"LOYALTY_BRIDGE_API_USERNAME":     "user",
+		"LOYALTY_BRIDGE_API_PASSWORD":     stubAPIPassword,
+		"LOYALTY_BRIDGE_API_MAX_ATTEMPTS": "1",
+	}
+	envs["LOYALTY_BRIDGE_API_CLIENT_SECRET"] = stubAPISecret
+	const onboard = `{"phone":"0901234567","fullName":"A B","gender":"male","birthday":"1990-01-31","isKYC":true,"idNumber":"079",` +
+		`"placeOfIssue":"HN","placeOfBirth":"HP","issueDate":"2020-01-15","expireDate":"2035-01-15","nationality":"VNM","address":"x","externalId":"E1"}`
+	for _, tc := range []struct {
+		name     string
+		flags    []string
+		date     any  // the accrual transactionDate sent
+		passport any  // the onboarding's passportNumber sent
+		keyed    bool // passportNumber is a key of the body
+	}{
+		{"default", nil, 1763805600123.0, nil, false},
+		{"epoch millis as a string", []string{"--partner-accrual-date-type", "string"}, "1763805600123", nil, false},
+		{"null keys", []string{"--partner-unset-keyed-fields", "null"}, 1763805600123.0, nil, true},
+		{"epoch seconds", []string{"--partner-accrual-date-format", "epoch-seconds"}, 1763805600.0, nil, false},
+		{"a layout", []string{"--partner-accrual-date-format", "layout:2006-01-02 15:04:05"}, "2025-11-22 10:00:00", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clear(bodies)
+			args := append([]string{"accrue", "--loyalty-id", "LB00000001", "--transaction-id", "T1", "--amount", "1", "--date", "1763805600123"}, tc.flags...)
+			if code, _, stderr := stubCLI(t, envs, "", args...); code != 0 {
+				t.Fatalf("accrue: exit %d %s", code, stderr)
+			}
+			if got := bodies["/api-point/partner/v1/point-accrual"]["transactionDate"]; got != tc.date {
+				t.Errorf("transactionDate sent %#v, want %#v", got, tc.date)
+			}
+			_, _, _ = stubCLI(t, envs, onboard, append(append([]string{"onboard"}, tc.flags...), "-")...)
+			body := bodies["/api-user/partner/v1/user/onboard"]
+			if p, keyed := body["passportNumber"]; keyed != tc.keyed || p != tc.passport || body["idNumber"] != "079" {
+				t.Errorf("onboarding sent %v", body)
+			}
+		})
+	}
+}

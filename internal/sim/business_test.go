@@ -526,7 +526,7 @@ func TestFractionalUsedPoint(t *testing.T) {
 			t.Fatalf("lookup of %v: transactionPoint %v", tc.used, rec["transactionPoint"])
 		}
 	}
-	if m, _ := e.sim.Member(sim.MemberID(7)); m.Balance != 10_000-12.5-0.125-3 {
+	if m, _ := e.sim.Member(sim.MemberID(7)); float64(m.Balance) != 10_000-12.5-0.125-3 {
 		t.Fatalf("balance %v", m.Balance)
 	}
 }
