@@ -10,7 +10,11 @@
 //   - RedemptionRequested → point-redemption-with-token (a sign in the event
 //     is passed through; otherwise Options.Signer signs, afresh for every
 //     attempt, or the client's own signer; with neither it is a VALIDATION
-//     error naming sign);
+//     error naming sign. A sign made here and refused with one of the
+//     profile's sign-refused codes is a refusal of the credentials: the
+//     auth hold holds records, since no record can fix the bridge's JWT
+//     settings or key; a passed-through sign refused is its record's
+//     BUSINESS error);
 //   - PurchaseRefunded → lookup of the original accrual, points =
 //     round(transactionPoint × refundAmount / transactionAmount) capped at
 //     transactionPoint and at what the original's earlier clawbacks left,

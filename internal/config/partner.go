@@ -9,9 +9,11 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
 
-// Partner is the partner profile: what the partner answers where the spec
-// is silent (error codes, transaction types and statuses, date formats,
-// fractional points, the resultUrl parameters an error event keeps). Its
+// Partner is the partner profile: what the partner answers and requires
+// where the spec is silent (error codes, transaction types and statuses,
+// date encodings, absent or null unset documents, fractional points, the
+// resultUrl parameters an error event keeps, the sign's and partner
+// token's claims). Its
 // defaults are the simulator's (partnerprofile.Default). `run`, `replay`, `dev`, `api` and `reconcile`
 // compose it, and so does loyalty-sim, which answers as it says: one YAML
 // file of these keys configures both.

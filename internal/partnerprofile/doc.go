@@ -3,9 +3,14 @@
 // nevertheless know: the error codes of "transaction not found" and
 // "duplicate transaction", the transactionType values of accruals and
 // redemptions, which transaction statuses mean applied (and which mean
-// failed), the wire formats of the accrual and redemption
-// transactionDate, what a fractional point value means, and which query
-// parameters of an error's resultUrl may be published.
+// failed), the wire encodings of the accrual and redemption
+// transactionDate (format and JSON type), whether an unset idNumber or
+// passportNumber is left out or sent as null, what a fractional point
+// value means, which query parameters of an error's resultUrl may be
+// published, and the claims of the two JWTs a partner signs (JWT: the
+// algorithm, iss, aud, typ, lifetime and jti of the redemption sign and
+// the partner token, the body fields the sign covers, and the codes of a
+// refused sign).
 //
 // A Profile is plain data with its defaults, which are the simulator's
 // choices: the simulator (internal/sim) answers as its Profile says, the
