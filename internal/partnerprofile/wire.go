@@ -24,9 +24,11 @@ const (
 	DateEpochSeconds DateFormat = "epoch-seconds"
 	// DateISO8601: RFC 3339 in UTC with milliseconds,
 	// 2026-11-23T10:00:00.000Z (the redemption default).
-	DateISO8601  DateFormat = "iso8601"
-	layoutPrefix            = "layout:"
+	DateISO8601 DateFormat = "iso8601"
 )
+
+// layoutPrefix introduces a Go layout as a DateFormat.
+const layoutPrefix = "layout:"
 
 // ISOMillis is the layout of DateISO8601.
 const ISOMillis = "2006-01-02T15:04:05.000Z07:00"

@@ -106,26 +106,35 @@
 //
 // # Partner JWTs
 //
-// The spec names no claim of the two JWTs a partner signs. Ours are those
-// internal/signing makes (the values are its constants): registered claims
-// and Keycloak's typ claim, which a verifier that does not know them
-// ignores.
+// The spec names no claim of the two JWTs a partner signs. The Server
+// requires what its profile's JWT section says (Options.Profile.JWT, the
+// same partnerprofile settings the bridge signs by); by default the claims
+// internal/signing has always made: registered claims and Keycloak's typ
+// claim, which a verifier that does not know them ignores. A refusal names
+// the claim refused (iss, aud, typ, jti, alg, or the body fields that
+// differ), in the error envelope with the profile's first sign-refused
+// code for a sign, and with 401 for a partner token.
 //
-//   - Both kinds: RS256 or ES256 by a registered partner key (a kid in the
-//     header selects keys), iss = client_id, iat not in the future, exp not
-//     passed and after iat, jti.
+//   - Both kinds: RS256 or ES256 by a registered partner key (the
+//     profile's algorithm only, when it names one; a kid in the header
+//     selects keys), iss = client_id (or the profile's issuer), iat not in
+//     the future, exp not passed and after iat, jti (unless the profile's
+//     is none; with transaction-id, a sign's jti is its transactionId).
 //   - Partner token (exchange-token): aud
-//     "/api-identity/public/v1/exchange-token", typ "partner-token", exp
-//     at most 5 minutes ahead (MaxPartnerTokenAhead).
+//     "/api-identity/public/v1/exchange-token", typ "partner-token" (or the
+//     profile's; none: not checked), exp at most 5 minutes ahead
+//     (MaxPartnerTokenAhead).
 //   - Redemption sign: aud
 //     "/api-point/partner/v1/point-redemption-with-token", typ
-//     "redemption-sign", a lifetime exp − iat of at most
+//     "redemption-sign" (or the profile's), a lifetime exp − iat of at most
 //     Options.MaxSignLifetime (default 5 minutes, the longest the bridge's
-//     signer makes; a sign valid for years is refused), and the claims
-//     loyaltyId, transactionId, usedPoint, transactionAmount (compared as
-//     numbers) and transactionDate (the body's string, byte for byte), all
-//     equal to the body's. Checked after the member exists and before
-//     duplicates and balance.
+//     signer makes; a sign valid for years is refused), and a claim for
+//     each body field the profile's sign claims name (by default loyaltyId,
+//     transactionId, usedPoint, transactionAmount and transactionDate under
+//     their own names), equal to the body's value as it travels (numbers
+//     compared exactly) or, for a claim the profile encodes as a string, to
+//     its text. Checked after the member exists and before duplicates and
+//     balance.
 //
 // aud and typ keep one kind from being used as the other: a sign, which
 // carries every claim a partner token needs, is refused at exchange-token,
