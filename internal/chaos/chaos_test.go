@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"os"
 	"runtime/pprof"
 	"strconv"
@@ -19,9 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
@@ -29,6 +25,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
@@ -39,8 +36,6 @@ func envInt(name string, def int) int {
 	}
 	return def
 }
-
-var topics = codec.DefaultTopics()
 
 // sent is one input event and what the model expects of it.
 type sent struct {
@@ -56,36 +51,6 @@ type replica struct {
 	done chan error
 	svc  *service.Service
 	sw   *netSwitch
-}
-
-// netSwitch is a dialer whose connections can all be cut at once, and that
-// refuses new ones after.
-type netSwitch struct {
-	mu    sync.Mutex
-	dead  bool
-	conns []net.Conn
-}
-
-func (s *netSwitch) dial(ctx context.Context, network, host string) (net.Conn, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dead {
-		return nil, errors.New("chaos: member killed")
-	}
-	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
-	if err == nil {
-		s.conns = append(s.conns, c)
-	}
-	return c, err
-}
-
-func (s *netSwitch) cut() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.dead = true
-	for _, c := range s.conns {
-		c.Close()
-	}
 }
 
 // TestChaos runs against a partner that rejects a repeated transactionId
@@ -111,13 +76,28 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	defer cancel()
-	st, err := devstack.Start(ctx, devstack.Options{DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0",
+	// Each run's own topics, group and transactional ids: a real cluster
+	// outlives the run and is shared with other tests, and a transactional
+	// id another run left mid-transaction would hold ours up.
+	seeds := realkafka.Seeds()
+	topics := codec.Topics{Purchase: realkafka.Name(t, "purchase"), RefundRedemption: realkafka.Name(t, "refund"),
+		MemberOnboarding: realkafka.Name(t, "onboard")}
+	group, txnPrefix := realkafka.Name(t, "group"), realkafka.Name(t, "txn")
+	ids := []string{"bridge-a", "bridge-b", "bridge-c"}
+	var txnIDs []string
+	for _, id := range ids {
+		txnIDs = append(txnIDs, txnPrefix+"-"+id)
+	}
+	if len(seeds) > 0 {
+		realkafka.DeleteAtEnd(t, seeds, topics.All(), group) // after every member has left: cleanups run last
+	}
+	st, err := devstack.Start(ctx, devstack.Options{DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:0", Brokers: seeds, RegistryAddr: "127.0.0.1:0",
 		SimAddr: "127.0.0.1:0", Partitions: 6, Topics: topics.All(), Sim: sim.Options{Members: members, Seed: 7, DuplicatePolicy: duplicates}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	cfg := chaosConfig(t, st)
+	cfg := chaosConfig(t, st, topics, group)
 	if exactlyOnce {
 		cfg.Delivery.Mode = pipeline.ExactlyOnce
 	}
@@ -126,18 +106,24 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 	faultsCtx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
 
-	// Kafka: two more brokers for leaders to move to, and a short minimum
-	// session so a killed member leaves the group in seconds.
-	nodes := []int32{0}
-	for range 2 {
-		id, _, err := st.Cluster.AddNode(-1, 0)
-		if err != nil {
-			t.Fatal(err)
+	// Kafka: a short minimum session so a killed member leaves the group
+	// in seconds. On kfake, two more brokers for leaders to move to and
+	// kfake's faults; on a real cluster, its own (kafka_test.go).
+	checkMinSession(ctx, t, st.Brokers, st.Cluster == nil)
+	var kf *kafkaFaults
+	if st.Cluster != nil {
+		nodes := []int32{0}
+		for range 2 {
+			id, _, err := st.Cluster.AddNode(-1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes = append(nodes, id)
 		}
-		nodes = append(nodes, id)
+		kf = startKfakeFaults(faultsCtx, st.Cluster, nodes, topics.All(), &background)
+	} else {
+		kf = startRealFaults(faultsCtx, t, st.Brokers, topics.All(), group, txnIDs, &background)
 	}
-	setMinSession(ctx, t, st.Brokers)
-	kf := startKafkaFaults(faultsCtx, st.Cluster, nodes, &background)
 
 	// The partner API: 10% 5xx, 2% 429, 1% dropped connections, 2% applied
 	// then answered 500, 0.5% hangs; bursts of 429 only; tokens that live
@@ -186,17 +172,17 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 		replicas []*replica
 		killed   []*replica
 	)
-	ids := []string{"bridge-a", "bridge-b", "bridge-c"}
+	var incarnations atomic.Int64
 	start := func(id string) *replica {
 		c := *cfg
-		c.Delivery.TransactionalID = id // a restarted member keeps its id and fences its dead self
-		sw := &netSwitch{}
+		c.Delivery.TransactionalID = txnPrefix + "-" + id // a restarted member keeps its id and fences its dead self
+		sw := &netSwitch{faults: kf.conns}
 		// A 2 s session, so that a killed member leaves the group in
 		// seconds. kfake does not refresh the session of a member whose
 		// JoinGroup it parks while another member is slow to rejoin, and
 		// drops it unanswered when the session ends; leaving the group
 		// then waits for that JoinGroup, which --shutdown-timeout bounds.
-		svc, err := service.New(ctx, &c, service.Options{Logger: chaosLogger(t, id),
+		svc, err := service.New(ctx, &c, service.Options{Logger: chaosLogger(t, fmt.Sprintf("%s.%d", id, incarnations.Add(1))),
 			ClientOpts: []kgo.Opt{kgo.HeartbeatInterval(200 * time.Millisecond), kgo.SessionTimeout(2 * time.Second), kgo.Dialer(sw.dial)}})
 		if err != nil {
 			t.Fatal(err)
@@ -334,7 +320,7 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 
 	// Wait for every transaction's output; faults stay on until the
 	// deadline, then go off so that the run ends.
-	out := follow(ctx, t, st.Brokers, cd)
+	out := follow(ctx, t, st.Brokers, topics, cd)
 	deadline := time.Now().Add(3 * time.Minute)
 	for missing(out, all) > 0 {
 		if time.Now().After(deadline) {
@@ -382,8 +368,8 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 	)
 	// Counted on a fresh read of everything committed (the follower may
 	// not have seen the last records yet).
-	final, committed := readReplies(ctx, t, st.Brokers, cd, true)
-	_, written := readReplies(ctx, t, st.Brokers, cd, false)
+	final, committed := readReplies(ctx, t, st.Brokers, topics, cd, true)
+	_, written := readReplies(ctx, t, st.Brokers, topics, cd, false)
 	for _, s := range all {
 		rs := final.byID[s.id]
 		if len(rs) == 0 {
@@ -459,7 +445,7 @@ chaos (%s, duplicates %s): %d events in %s
   reply records written in aborted transactions          %5d   -
   members fenced at their stop (exactly-once)            %5d   -
 `, cfg.Delivery.Mode, duplicates, len(all), time.Since(began).Round(time.Second),
-		kills, kills/2, kf.drops.Load(), kf.produceErrs.Hits(), kf.fetchErrs.Hits(), kf.moves.Load(), kf.rehashes.Load(),
+		kills, kills/2, kf.dropped(), kf.hits(kf.produceErrs), kf.hits(kf.fetchErrs), kf.moves.Load(), kf.coordMoves.Load(),
 		st.Sim.Calls(sim.EndpointAccrual, 500)+st.Sim.Calls(sim.EndpointRedemption, 500),
 		st.Sim.Calls(sim.EndpointAccrual, 503)+st.Sim.Calls(sim.EndpointRedemption, 503),
 		st.Sim.Calls(sim.EndpointAccrual, 429)+st.Sim.Calls(sim.EndpointRedemption, 429), bursts.Load(), kills/2,
@@ -475,108 +461,16 @@ chaos (%s, duplicates %s): %d events in %s
 	}
 }
 
-// kafkaFaults injects faults into the cluster until off: dropped
-// connections, produce and fetch errors, and (in the background) leader and
-// coordinator moves.
-type kafkaFaults struct {
-	on                     atomic.Bool
-	drops, moves           atomic.Int64
-	rehashes               atomic.Int64
-	produceErrs, fetchErrs *kfake.FaultHandle
-}
-
-func startKafkaFaults(ctx context.Context, c *kfake.Cluster, nodes []int32, wg *sync.WaitGroup) *kafkaFaults {
-	kf := &kafkaFaults{}
-	kf.on.Store(true)
-	rng := rand.New(rand.NewPCG(1, 2))
-	var rngMu sync.Mutex
-	chance := func(p float64) bool {
-		rngMu.Lock()
-		defer rngMu.Unlock()
-		return kf.on.Load() && rng.Float64() < p
-	}
-	// 2% of produce and fetch requests: the connection is dropped.
-	for _, key := range []kmsg.Key{kmsg.Produce, kmsg.Fetch} {
-		c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
-			c.KeepControl()
-			if chance(0.02) {
-				kf.drops.Add(1)
-				return nil, errors.New("chaos: connection dropped"), true
-			}
-			return nil, nil, false
-		})
-	}
-	// 1% of produce and fetch requests fail as if the leader had moved.
-	kf.produceErrs = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1,
-		When: func(kmsg.Request) bool { return chance(0.01) }})
-	kf.fetchErrs = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Err: kerr.NotLeaderForPartition, Count: -1,
-		When: func(kmsg.Request) bool { return chance(0.01) }})
-	// Leaders move every 400 ms, group and transaction coordinators every
-	// 3.2 s.
-	wg.Go(func() {
-		tick := time.NewTicker(400 * time.Millisecond)
-		defer tick.Stop()
-		all := topics.All()
-		for i := 1; ; i++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			rngMu.Lock()
-			topic, part, node := all[rng.IntN(len(all))], int32(rng.IntN(6)), nodes[rng.IntN(len(nodes))]
-			rngMu.Unlock()
-			if err := c.MoveTopicPartition(topic, part, node); err == nil {
-				kf.moves.Add(1)
-			}
-			if i%8 == 0 {
-				c.RehashCoordinators()
-				kf.rehashes.Add(1)
-			}
-		}
-	})
-	return kf
-}
-
-func (kf *kafkaFaults) off() {
-	kf.on.Store(false)
-	kf.produceErrs.Remove()
-	kf.fetchErrs.Remove()
-}
-
-// setMinSession lowers the brokers' minimum session timeout, so members
-// can use 2 s sessions and a killed one leaves the group quickly.
-func setMinSession(ctx context.Context, t *testing.T, brokers []string) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	v := "1000"
-	rs, err := kadm.NewClient(cl).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "group.min.session.timeout.ms", Value: &v}})
-	if err == nil {
-		for _, r := range rs {
-			if r.Err != nil {
-				err = r.Err
-			}
-		}
-	}
-	if err != nil {
-		t.Fatalf("group.min.session.timeout.ms: %v", err)
-	}
-}
-
 // chaosLogger is a no-op logger, or with CHAOS_LOG=DIR a debug logger
 // writing to DIR/<member>.<n>.log, one file per incarnation of a member:
 // what a failed run needs to be understood.
-func chaosLogger(t *testing.T, id string) *zap.Logger {
+func chaosLogger(t *testing.T, incarnation string) *zap.Logger {
 	dir := os.Getenv("CHAOS_LOG")
 	if dir == "" {
 		return zap.NewNop()
 	}
 	cfg := zap.NewDevelopmentConfig()
-	cfg.OutputPaths = []string{fmt.Sprintf("%s/%s.%d.log", dir, id, logN.Add(1))}
+	cfg.OutputPaths = []string{fmt.Sprintf("%s/%s.log", dir, incarnation)}
 	l, err := cfg.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -584,9 +478,7 @@ func chaosLogger(t *testing.T, id string) *zap.Logger {
 	return l
 }
 
-var logN atomic.Int64
-
-func chaosConfig(t *testing.T, st *devstack.Stack) *config.Config {
+func chaosConfig(t *testing.T, st *devstack.Stack, topics codec.Topics, group string) *config.Config {
 	t.Helper()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -599,6 +491,8 @@ func chaosConfig(t *testing.T, st *devstack.Stack) *config.Config {
 	cfg.API.Username, cfg.API.Password = sim.DefaultUsername, sim.DefaultPassword
 	cfg.API.PartnerKey, cfg.API.PartnerKeyID = st.PartnerKeyPath, st.PartnerKeyID
 	cfg.Ops.MetricsAddr = ""
+	cfg.Topics.Purchase, cfg.Topics.RefundRedemption, cfg.Topics.MemberOnboarding = topics.Purchase, topics.RefundRedemption, topics.MemberOnboarding
+	cfg.Group.Name = group
 	cfg.Processing.MaxInFlight = 64
 	cfg.Processing.RecordAttempts, cfg.Processing.RecordBackoff = 20, 20*time.Millisecond
 	cfg.API.Timeout, cfg.API.MaxAttempts = time.Second, 3
@@ -641,7 +535,7 @@ func missing(o *outputs, all []sent) int {
 	return n
 }
 
-func replyTopics() []string {
+func replyTopics(topics codec.Topics) []string {
 	var replies []string
 	for _, in := range topics.Inputs() {
 		replies = append(replies, topics.ResultTopic(in), topics.ErrorTopic(in))
@@ -651,9 +545,9 @@ func replyTopics() []string {
 
 // follow reads the reply topics as a downstream consumer would, with
 // isolation level read_committed, while the run goes on.
-func follow(ctx context.Context, t *testing.T, brokers []string, cd *codec.Codec) *outputs {
+func follow(ctx context.Context, t *testing.T, brokers []string, topics codec.Topics, cd *codec.Codec) *outputs {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(replyTopics()...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(replyTopics(topics)...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
@@ -688,30 +582,28 @@ func (o *outputs) add(ctx context.Context, cd *codec.Codec, r *kgo.Record) {
 	o.mu.Unlock()
 }
 
-var sentinelN atomic.Int64
-
 // readReplies reads the reply topics to their end, read_committed or not
 // (then records of aborted transactions count too), and returns the
 // decoded replies and how many records there were. A sentinel written to
 // every partition marks the end: a read_committed reader sees it only once
 // every transaction before it has ended.
-func readReplies(ctx context.Context, t *testing.T, brokers []string, cd *codec.Codec, readCommitted bool) (*outputs, int) {
+func readReplies(ctx context.Context, t *testing.T, brokers []string, topics codec.Topics, cd *codec.Codec, readCommitted bool) (*outputs, int) {
 	t.Helper()
-	iso := kgo.ReadUncommitted()
+	iso, isoName := kgo.ReadUncommitted(), "read_uncommitted"
 	if readCommitted {
-		iso = kgo.ReadCommitted()
+		iso, isoName = kgo.ReadCommitted(), "read_committed"
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(replyTopics()...),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(replyTopics(topics)...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.FetchIsolationLevel(iso))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, replyTopics()...)
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, replyTopics(topics)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mark := fmt.Sprintf("chaos-sentinel-%d", sentinelN.Add(1)) // earlier reads left theirs
+	mark := "chaos-sentinel-" + isoName // an earlier read, of the other isolation level, left its own
 	var sentinels []*kgo.Record
 	ends.Each(func(o kadm.ListedOffset) {
 		sentinels = append(sentinels, &kgo.Record{Topic: o.Topic, Partition: o.Partition, Key: []byte(mark)})

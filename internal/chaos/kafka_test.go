@@ -1,0 +1,388 @@
+package chaos
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// netSwitch is a dialer whose connections can all be cut at once, and that
+// refuses new ones after. With faults it also drops a share of them in the
+// middle of a request (the real broker's Kafka faults).
+type netSwitch struct {
+	faults *connFaults // nil: no drops
+
+	mu    sync.Mutex
+	dead  bool
+	conns []net.Conn
+}
+
+func (s *netSwitch) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
+		return nil, errors.New("chaos: member killed")
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err != nil {
+		return nil, err
+	}
+	s.conns = append(s.conns, c)
+	if s.faults != nil {
+		return &faultyConn{Conn: c, f: s.faults}, nil
+	}
+	return c, nil
+}
+
+func (s *netSwitch) cut() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dead = true
+	for _, c := range s.conns {
+		c.Close()
+	}
+}
+
+// kafkaFaults are the Kafka-side faults of a run, until off. On kfake:
+// dropped connections, produce and fetch errors, leader and coordinator
+// moves, all kfake control functions. On a real cluster: connections the
+// members drop themselves mid-request (conns), and with more than one node,
+// leader and coordinator moves by reassignment and preferred-leader
+// election.
+type kafkaFaults struct {
+	drops, moves, coordMoves atomic.Int64
+	conns                    *connFaults        // real cluster
+	produceErrs, fetchErrs   *kfake.FaultHandle // kfake
+	off                      func()
+}
+
+func (kf *kafkaFaults) hits(h *kfake.FaultHandle) int {
+	if h == nil {
+		return 0
+	}
+	return h.Hits()
+}
+
+func (kf *kafkaFaults) dropped() int64 {
+	if kf.conns != nil {
+		return kf.conns.drops.Load()
+	}
+	return kf.drops.Load()
+}
+
+// chance is a seeded coin shared by a run's fault schedules.
+type chance struct {
+	on  *atomic.Bool
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+func newChance(on *atomic.Bool) *chance {
+	return &chance{on: on, rng: rand.New(rand.NewPCG(1, 2))}
+}
+
+func (c *chance) hit(p float64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.on.Load() && c.rng.Float64() < p
+}
+
+func (c *chance) intn(n int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rng.IntN(n)
+}
+
+// startKfakeFaults injects faults into the kfake cluster until off:
+// dropped connections, produce and fetch errors, and (in the background)
+// leader and coordinator moves among nodes.
+func startKfakeFaults(ctx context.Context, c *kfake.Cluster, nodes []int32, all []string, wg *sync.WaitGroup) *kafkaFaults {
+	kf := &kafkaFaults{}
+	var on atomic.Bool
+	on.Store(true)
+	ch := newChance(&on)
+	// 2% of produce and fetch requests: the connection is dropped.
+	for _, key := range []kmsg.Key{kmsg.Produce, kmsg.Fetch} {
+		c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			if ch.hit(0.02) {
+				kf.drops.Add(1)
+				return nil, errors.New("chaos: connection dropped"), true
+			}
+			return nil, nil, false
+		})
+	}
+	// 1% of produce and fetch requests fail as if the leader had moved.
+	kf.produceErrs = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1,
+		When: func(kmsg.Request) bool { return ch.hit(0.01) }})
+	kf.fetchErrs = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Err: kerr.NotLeaderForPartition, Count: -1,
+		When: func(kmsg.Request) bool { return ch.hit(0.01) }})
+	kf.off = func() {
+		on.Store(false)
+		kf.produceErrs.Remove()
+		kf.fetchErrs.Remove()
+	}
+	// Leaders move every 400 ms, group and transaction coordinators every
+	// 3.2 s.
+	wg.Go(func() {
+		tick := time.NewTicker(400 * time.Millisecond)
+		defer tick.Stop()
+		for i := 1; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			topic, part, node := all[ch.intn(len(all))], int32(ch.intn(6)), nodes[ch.intn(len(nodes))]
+			if err := c.MoveTopicPartition(topic, part, node); err == nil {
+				kf.moves.Add(1)
+			}
+			if i%8 == 0 {
+				c.RehashCoordinators()
+				kf.coordMoves.Add(1)
+			}
+		}
+	})
+	return kf
+}
+
+// connFaults drops a member's Kafka connections from the client side in
+// the middle of a request: a real fault, which kfake's control functions
+// stand in for on kfake. Half the drops cut the request in two (the broker
+// never reads it whole), half close the connection right after the request
+// went out (the broker may act on it; its answer is lost), the case that
+// idempotent and transactional produces, offset commits and EndTxn must
+// survive.
+type connFaults struct {
+	on    atomic.Bool
+	ch    *chance
+	rates map[int16]float64 // by request key
+	drops atomic.Int64
+}
+
+func newConnFaults() *connFaults {
+	f := &connFaults{rates: map[int16]float64{}}
+	f.on.Store(true)
+	f.ch = newChance(&f.on)
+	// As on kfake, 2% of produce and fetch requests.
+	f.rates[int16(kmsg.Produce)], f.rates[int16(kmsg.Fetch)] = 0.02, 0.02
+	// The group and transaction coordinators' requests, 1% each: on one
+	// node nothing moves a coordinator, and a connection lost with the
+	// coordinator's answer is the real broker's nearest fault to it.
+	for _, k := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.OffsetCommit, kmsg.InitProducerID,
+		kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.EndTxn, kmsg.TxnOffsetCommit} {
+		f.rates[int16(k)] = 0.01
+	}
+	return f
+}
+
+// faultyConn is one member connection under connFaults. franz-go writes
+// each request with one Write (size, then key), which is what lets it
+// pick requests by key; its reads go untouched.
+type faultyConn struct {
+	net.Conn
+	f *connFaults
+}
+
+func (c *faultyConn) Write(b []byte) (int, error) {
+	if len(b) < 6 {
+		return c.Conn.Write(b)
+	}
+	p := c.f.rates[int16(binary.BigEndian.Uint16(b[4:6]))]
+	if p == 0 || !c.f.ch.hit(p) {
+		return c.Conn.Write(b)
+	}
+	c.f.drops.Add(1)
+	if c.f.ch.hit(0.5) {
+		n, _ := c.Conn.Write(b[:len(b)/2])
+		c.Conn.Close()
+		return n, errors.New("chaos: connection dropped mid-request")
+	}
+	n, err := c.Conn.Write(b)
+	c.Conn.Close()
+	return n, err
+}
+
+// startRealFaults sets up the real cluster's Kafka faults until off: conns
+// for the members' dialers, and with more than one node, every 400 ms the
+// leader of a random partition of the run's topics moves to another
+// replica, and every 3.2 s the leaders of the __consumer_offsets partition
+// of group and the __transaction_state partitions of txnIDs do: their
+// coordinators move with them.
+func startRealFaults(ctx context.Context, t *testing.T, brokers []string, all []string, group string, txnIDs []string,
+	wg *sync.WaitGroup) *kafkaFaults {
+	t.Helper()
+	kf := &kafkaFaults{conns: newConnFaults()}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	stopped := make(chan struct{})
+	mctx, stopMoves := context.WithCancel(ctx)
+	kf.off = sync.OnceFunc(func() {
+		kf.conns.on.Store(false)
+		stopMoves()
+		<-stopped
+		cl.Close()
+	})
+	t.Cleanup(kf.off) // a run that fails before its faults end
+	brokerMeta, err := adm.BrokerMetadata(ctx)
+	if err != nil {
+		close(stopped)
+		t.Fatalf("chaos: broker metadata: %v", err)
+	}
+	if len(brokerMeta.Brokers) < 2 {
+		close(stopped)
+		return kf
+	}
+	ch := kf.conns.ch
+	wg.Go(func() {
+		defer close(stopped)
+		tick := time.NewTicker(400 * time.Millisecond)
+		defer tick.Stop()
+		for i := 1; ; i++ {
+			select {
+			case <-mctx.Done():
+				return
+			case <-tick.C:
+			}
+			topic, part := all[ch.intn(len(all))], int32(ch.intn(6))
+			if moveLeader(mctx, adm, ch, topic, part) == nil {
+				kf.moves.Add(1)
+			}
+			if i%8 != 0 {
+				continue
+			}
+			moved := moveLeader(mctx, adm, ch, "__consumer_offsets", -1, group) == nil
+			for _, id := range txnIDs {
+				moved = moveLeader(mctx, adm, ch, "__transaction_state", -1, id) == nil && moved
+			}
+			if moved {
+				kf.coordMoves.Add(1)
+			}
+		}
+	})
+	return kf
+}
+
+// moveLeader makes another replica of topic's partition part its leader:
+// that replica first in the replica list (a reassignment that moves no
+// data), then a preferred-leader election. With part -1 the partition is
+// the one key's coordinator lives on, as the brokers place it: Java's
+// String.hashCode of key, made non-negative, modulo the partition count.
+func moveLeader(ctx context.Context, adm *kadm.Client, ch *chance, topic string, part int32, key ...string) error {
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	td, ok := md.Topics[topic]
+	if !ok || td.Err != nil || len(td.Partitions) == 0 {
+		return fmt.Errorf("metadata of %s: %v", topic, td.Err)
+	}
+	if part < 0 {
+		part = coordinatorPartition(key[0], len(td.Partitions))
+	}
+	pd, ok := td.Partitions[part]
+	if !ok || len(pd.Replicas) < 2 {
+		return fmt.Errorf("%s/%d: fewer than two replicas", topic, part)
+	}
+	var others []int32
+	for _, r := range pd.Replicas {
+		if r != pd.Leader {
+			others = append(others, r)
+		}
+	}
+	to := others[ch.intn(len(others))]
+	order := append([]int32{to}, slices.DeleteFunc(slices.Clone(pd.Replicas), func(r int32) bool { return r == to })...)
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, part, order)
+	as, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		return fmt.Errorf("reassign %s/%d to %v: %w", topic, part, order, err)
+	}
+	if r := as[topic][part]; r.Err != nil {
+		return fmt.Errorf("reassign %s/%d to %v: %w", topic, part, order, r.Err)
+	}
+	es, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {part: {}}})
+	if err != nil {
+		return fmt.Errorf("elect %s/%d: %w", topic, part, err)
+	}
+	if r := es[topic][part]; r.Err != nil {
+		return fmt.Errorf("elect %s/%d: %w", topic, part, r.Err)
+	}
+	return nil
+}
+
+// coordinatorPartition is where a Kafka broker keeps the coordinator state
+// of a group or transactional id: Utils.abs(key.hashCode()) % partitions.
+func coordinatorPartition(key string, partitions int) int32 {
+	var h int32
+	for _, r := range key { // UTF-16 code units; the suite's names are ASCII
+		h = 31*h + int32(r)
+	}
+	if h == -1<<31 {
+		h = 0
+	} else if h < 0 {
+		h = -h
+	}
+	return h % int32(partitions)
+}
+
+// checkMinSession makes sure members may use 2 s sessions: kfake's minimum
+// is lowered through the admin API; a real broker's is a static setting
+// (scripts/kafka sets 500 ms), read and checked.
+func checkMinSession(ctx context.Context, t *testing.T, brokers []string, real bool) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if !real {
+		v := "1000"
+		rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "group.min.session.timeout.ms", Value: &v}})
+		if err == nil {
+			for _, r := range rs {
+				if r.Err != nil {
+					err = r.Err
+				}
+			}
+		}
+		if err != nil {
+			t.Fatalf("group.min.session.timeout.ms: %v", err)
+		}
+		return
+	}
+	rcs, err := adm.DescribeBrokerConfigs(ctx)
+	if err != nil {
+		t.Fatalf("describe broker configs: %v", err)
+	}
+	for _, rc := range rcs {
+		for _, c := range rc.Configs {
+			if c.Key != "group.min.session.timeout.ms" {
+				continue
+			}
+			if ms, err := strconv.Atoi(c.MaybeValue()); err != nil || ms > 2000 {
+				t.Fatalf("broker %s: group.min.session.timeout.ms is %s; the chaos members use 2 s sessions (scripts/kafka sets 500)",
+					rc.Name, c.MaybeValue())
+			}
+		}
+	}
+}
