@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,10 +175,28 @@ type connFaults struct {
 	ch    *chance
 	rates map[int16]float64 // by request key
 	drops atomic.Int64
+
+	mu    sync.Mutex
+	byKey map[int16]int // drops by request key
+}
+
+// summary names how many connections were dropped on which request.
+func (f *connFaults) summary() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keys := slices.Sorted(maps.Keys(f.byKey))
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", kmsg.NameForKey(k), f.byKey[k])
+	}
+	return b.String()
 }
 
 func newConnFaults() *connFaults {
-	f := &connFaults{rates: map[int16]float64{}}
+	f := &connFaults{rates: map[int16]float64{}, byKey: map[int16]int{}}
 	f.on.Store(true)
 	f.ch = newChance(&f.on)
 	// As on kfake, 2% of produce and fetch requests.
@@ -203,11 +223,15 @@ func (c *faultyConn) Write(b []byte) (int, error) {
 	if len(b) < 6 {
 		return c.Conn.Write(b)
 	}
-	p := c.f.rates[int16(binary.BigEndian.Uint16(b[4:6]))]
+	key := int16(binary.BigEndian.Uint16(b[4:6]))
+	p := c.f.rates[key]
 	if p == 0 || !c.f.ch.hit(p) {
 		return c.Conn.Write(b)
 	}
 	c.f.drops.Add(1)
+	c.f.mu.Lock()
+	c.f.byKey[key]++
+	c.f.mu.Unlock()
 	if c.f.ch.hit(0.5) {
 		n, _ := c.Conn.Write(b[:len(b)/2])
 		c.Conn.Close()
