@@ -1,17 +1,33 @@
 // Package chaos holds the bridge's chaos suite (tests only): three bridge
 // replicas (service.New, as `loyalty-bridge run` builds them) in one
-// consumer group over a devstack (kfake, srfake, the simulator, all over
-// TCP), with faults on every side at once:
+// consumer group over a devstack (kfake or a real Kafka cluster, srfake,
+// the simulator, all over TCP), with faults on every side at once:
 //
 //   - members: every second the oldest replica goes and one with its id
 //     (and transactional id) starts; every other time it is killed (its
 //     Kafka connections cut, canceled without a drain, so nothing after its
 //     last commit is committed), otherwise stopped gracefully;
-//   - Kafka: 2% of produce and fetch requests have their connection
-//     dropped, 1% fail with NOT_LEADER_OR_FOLLOWER, a partition leader
-//     moves to another of three brokers every 400 ms and the group and
-//     transaction coordinators every 3.2 s (kfake control functions,
-//     Fault, MoveTopicPartition, RehashCoordinators);
+//   - Kafka, on kfake (the default): 2% of produce and fetch requests have
+//     their connection dropped, 1% fail with NOT_LEADER_OR_FOLLOWER, a
+//     partition leader moves to another of three brokers every 400 ms and
+//     the group and transaction coordinators every 3.2 s (kfake control
+//     functions, Fault, MoveTopicPartition, RehashCoordinators);
+//   - Kafka, on the real cluster named by LOYALTY_BRIDGE_TEST_BROKERS
+//     (realkafka), which has no such control functions: the members drop
+//     their own connections in the middle of a request, 2% of produce and
+//     fetch requests and 1% of the group and transaction coordinators'
+//     (JoinGroup, SyncGroup, Heartbeat, OffsetCommit, InitProducerID,
+//     AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit), half
+//     of them cut before the request is whole and half right after it
+//     went out, its answer lost; with more than one node, every 400 ms
+//     the leader of a random partition of the run's topics moves to
+//     another replica, and every 3.2 s the leaders of the
+//     __consumer_offsets partition of the group and of the
+//     __transaction_state partitions of the transactional ids, and the
+//     coordinators with them (kadm: a reassignment that only reorders the
+//     replicas, then a preferred-leader election). A real broker answers
+//     NOT_LEADER_OR_FOLLOWER only when a leader has moved, so on one node
+//     there are no produce or fetch errors and nothing moves;
 //   - the partner API: 5% 500, 5% 503, 2% 429 with Retry-After, 1% dropped
 //     connections, 2% writes applied then answered 500, 0.5% hangs, a
 //     300 ms burst of nothing but 429 every 2 s, tokens that live three
@@ -38,6 +54,12 @@
 // writes the partner refused as repeats of an applied transaction (a
 // partner that does not deduplicate would have applied them twice), and
 // reply records written in aborted transactions.
+//
+// Each run has its own topics, group and transactional ids
+// (realkafka.Name); on a real cluster the topics and group are deleted at
+// its end. With LOYALTY_BRIDGE_TEST_BROKERS set the suite runs there, as
+// `go test -run Chaos ./internal/chaos/` with the same assertions; it needs
+// group.min.session.timeout.ms at most 2000 (scripts/kafka sets 500).
 //
 // Size it with CHAOS_EVENTS (default 600, what CI runs) and CHAOS_KILLS
 // (default 4): CHAOS_EVENTS=100000 CHAOS_KILLS=30 go test -run Chaos

@@ -21,6 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 )
 
 // netSwitch is a dialer whose connections can all be cut at once, and that
@@ -287,15 +289,17 @@ func startRealFaults(ctx context.Context, t *testing.T, brokers []string, all []
 			case <-tick.C:
 			}
 			topic, part := all[ch.intn(len(all))], int32(ch.intn(6))
-			if moveLeader(mctx, adm, ch, topic, part) == nil {
+			if _, err := moveLeader(mctx, adm, ch, topic, part); err == nil {
 				kf.moves.Add(1)
 			}
 			if i%8 != 0 {
 				continue
 			}
-			moved := moveLeader(mctx, adm, ch, "__consumer_offsets", -1, group) == nil
+			_, err := moveLeader(mctx, adm, ch, "__consumer_offsets", -1, group)
+			moved := err == nil
 			for _, id := range txnIDs {
-				moved = moveLeader(mctx, adm, ch, "__transaction_state", -1, id) == nil && moved
+				_, err := moveLeader(mctx, adm, ch, "__transaction_state", -1, id)
+				moved = moved && err == nil
 			}
 			if moved {
 				kf.coordMoves.Add(1)
@@ -310,21 +314,21 @@ func startRealFaults(ctx context.Context, t *testing.T, brokers []string, all []
 // data), then a preferred-leader election. With part -1 the partition is
 // the one key's coordinator lives on, as the brokers place it: Java's
 // String.hashCode of key, made non-negative, modulo the partition count.
-func moveLeader(ctx context.Context, adm *kadm.Client, ch *chance, topic string, part int32, key ...string) error {
+func moveLeader(ctx context.Context, adm *kadm.Client, ch *chance, topic string, part int32, key ...string) (int32, error) {
 	md, err := adm.Metadata(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("metadata of %s: %w", topic, err)
+		return 0, fmt.Errorf("metadata of %s: %w", topic, err)
 	}
 	td, ok := md.Topics[topic]
 	if !ok || td.Err != nil || len(td.Partitions) == 0 {
-		return fmt.Errorf("metadata of %s: %v", topic, td.Err)
+		return 0, fmt.Errorf("metadata of %s: %v", topic, td.Err)
 	}
 	if part < 0 {
 		part = coordinatorPartition(key[0], len(td.Partitions))
 	}
 	pd, ok := td.Partitions[part]
 	if !ok || len(pd.Replicas) < 2 {
-		return fmt.Errorf("%s/%d: fewer than two replicas", topic, part)
+		return 0, fmt.Errorf("%s/%d: fewer than two replicas", topic, part)
 	}
 	var others []int32
 	for _, r := range pd.Replicas {
@@ -338,19 +342,19 @@ func moveLeader(ctx context.Context, adm *kadm.Client, ch *chance, topic string,
 	req.Assign(topic, part, order)
 	as, err := adm.AlterPartitionAssignments(ctx, req)
 	if err != nil {
-		return fmt.Errorf("reassign %s/%d to %v: %w", topic, part, order, err)
+		return 0, fmt.Errorf("reassign %s/%d to %v: %w", topic, part, order, err)
 	}
 	if r := as[topic][part]; r.Err != nil {
-		return fmt.Errorf("reassign %s/%d to %v: %w", topic, part, order, r.Err)
+		return 0, fmt.Errorf("reassign %s/%d to %v: %w", topic, part, order, r.Err)
 	}
 	es, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {part: {}}})
 	if err != nil {
-		return fmt.Errorf("elect %s/%d: %w", topic, part, err)
+		return 0, fmt.Errorf("elect %s/%d: %w", topic, part, err)
 	}
 	if r := es[topic][part]; r.Err != nil {
-		return fmt.Errorf("elect %s/%d: %w", topic, part, r.Err)
+		return 0, fmt.Errorf("elect %s/%d: %w", topic, part, r.Err)
 	}
-	return nil
+	return to, nil
 }
 
 // coordinatorPartition is where a Kafka broker keeps the coordinator state
@@ -408,5 +412,80 @@ func checkMinSession(ctx context.Context, t *testing.T, brokers []string, real b
 					rc.Name, c.MaybeValue())
 			}
 		}
+	}
+}
+
+// The broker's placement, as Java computes it (String.hashCode, Kafka's
+// Utils.abs, % 50, the default partition count): a wrong partition would
+// move some other coordinator and leave the run's where they are.
+func TestCoordinatorPartition(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		want int32
+	}{
+		{"hello", 22},                                      // hash 99162322
+		{"polygenelubricants", 0},                          // hash -2^31, which Utils.abs makes 0
+		{"group-TestChaos-0a1b2c3d", 1},                    // hash -2004493551
+		{"txn-TestChaosExactlyOnce-deadbeef-bridge-a", 13}, // hash -547190313
+		{"zzzzzzzzzzzzzz", 0},                              // hash -1886561600
+	} {
+		if got := coordinatorPartition(tc.key, 50); got != tc.want {
+			t.Errorf("coordinatorPartition(%q, 50) = %d, want %d", tc.key, got, tc.want)
+		}
+	}
+}
+
+// TestMoveCoordinator shows on a real cluster of more than one node that
+// moveLeader moves a group's coordinator: the node FindCoordinator names
+// becomes the new leader of the partition coordinatorPartition picks.
+func TestMoveCoordinator(t *testing.T) {
+	seeds := realkafka.Brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if bm, err := adm.BrokerMetadata(ctx); err != nil {
+		t.Fatal(err)
+	} else if len(bm.Brokers) < 2 {
+		t.Skipf("%d node: no other replica to move a coordinator to", len(bm.Brokers))
+	}
+	group := realkafka.Name(t, "group")
+	coordinator := func() (int32, error) {
+		r := adm.FindGroupCoordinators(ctx, group)[group]
+		return r.NodeID, r.Err
+	}
+	before, err := pollNoErr(ctx, coordinator) // the first FindCoordinator may create __consumer_offsets
+	if err != nil {
+		t.Fatalf("coordinator of %s: %v", group, err)
+	}
+	var on atomic.Bool
+	on.Store(true)
+	to, err := moveLeader(ctx, adm, newChance(&on), "__consumer_offsets", -1, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		after, err := coordinator()
+		if err == nil && after == to {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("coordinator of %s is %d, was %d, after its partition's leader moved to %d (last error %v)", group, after, before, to, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the coordinator
+	}
+}
+
+func pollNoErr(ctx context.Context, f func() (int32, error)) (int32, error) {
+	for {
+		v, err := f()
+		if err == nil || ctx.Err() != nil {
+			return v, err
+		}
+		time.Sleep(100 * time.Millisecond) // polling, not synchronising
 	}
 }
