@@ -456,7 +456,7 @@ chaos (%s, duplicates %s): %d events in %s
 		table += fmt.Sprintf("  error events by category: %v\n", categories)
 	}
 	if kf.conns != nil {
-		table += fmt.Sprintf("  Kafka connections dropped by request: %s\n", kf.conns.summary())
+		table += fmt.Sprintf("  Kafka connections dropped / requests sent with faults on: %s\n", kf.conns.summary())
 	}
 	t.Log(table)
 	if noOutput > 0 || multiEffect > 0 || appliedNot1 > 0 || linkWrong > 0 || lag != 0 || (exactlyOnce && dups > 0) {

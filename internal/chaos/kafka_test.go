@@ -84,7 +84,7 @@ func (kf *kafkaFaults) hits(h *kfake.FaultHandle) int {
 
 func (kf *kafkaFaults) dropped() int64 {
 	if kf.conns != nil {
-		return kf.conns.drops.Load()
+		return kf.conns.dropped()
 	}
 	return kf.drops.Load()
 }
@@ -176,39 +176,55 @@ type connFaults struct {
 	on    atomic.Bool
 	ch    *chance
 	rates map[int16]float64 // by request key
-	drops atomic.Int64
 
-	mu    sync.Mutex
-	byKey map[int16]int // drops by request key
+	mu          sync.Mutex
+	sent, drops map[int16]int // requests by key, while on
 }
 
-// summary names how many connections were dropped on which request.
+// dropped is how many connections were dropped.
+func (f *connFaults) dropped() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var n int64
+	for _, d := range f.drops {
+		n += int64(d)
+	}
+	return n
+}
+
+// summary names, for each request key subject to drops, how many
+// connections were dropped on it of how many requests were sent.
 func (f *connFaults) summary() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	keys := slices.Sorted(maps.Keys(f.byKey))
 	var b strings.Builder
-	for i, k := range keys {
+	for i, k := range slices.Sorted(maps.Keys(f.rates)) {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s %d", kmsg.NameForKey(k), f.byKey[k])
+		fmt.Fprintf(&b, "%s %d/%d", kmsg.NameForKey(k), f.drops[k], f.sent[k])
 	}
 	return b.String()
 }
 
 func newConnFaults() *connFaults {
-	f := &connFaults{rates: map[int16]float64{}, byKey: map[int16]int{}}
+	f := &connFaults{rates: map[int16]float64{}, sent: map[int16]int{}, drops: map[int16]int{}}
 	f.on.Store(true)
 	f.ch = newChance(&f.on)
 	// As on kfake, 2% of produce and fetch requests.
 	f.rates[int16(kmsg.Produce)], f.rates[int16(kmsg.Fetch)] = 0.02, 0.02
-	// The group and transaction coordinators' requests, 1% each: on one
-	// node nothing moves a coordinator, and a connection lost with the
-	// coordinator's answer is the real broker's nearest fault to it.
-	for _, k := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.OffsetCommit, kmsg.InitProducerID,
-		kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.EndTxn, kmsg.TxnOffsetCommit} {
-		f.rates[int16(k)] = 0.01
+	// The coordinators' requests: on one node nothing moves a
+	// coordinator, and a connection lost with the coordinator's answer is
+	// the real broker's nearest fault to it. Rates by how often each is
+	// sent, so that a run meets every kind: heartbeats every 200 ms per
+	// member, joins and commits a few times a second, and in exactly-once
+	// mode a transaction per member round, a handful in a run.
+	f.rates[int16(kmsg.Heartbeat)] = 0.01
+	for _, k := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup, kmsg.OffsetCommit} {
+		f.rates[int16(k)] = 0.05
+	}
+	for _, k := range []kmsg.Key{kmsg.InitProducerID, kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.EndTxn, kmsg.TxnOffsetCommit} {
+		f.rates[int16(k)] = 0.2
 	}
 	return f
 }
@@ -227,17 +243,31 @@ func (c *faultyConn) Write(b []byte) (int, error) {
 	}
 	key := int16(binary.BigEndian.Uint16(b[4:6]))
 	p := c.f.rates[key]
-	if p == 0 || !c.f.ch.hit(p) {
+	if p == 0 || !c.f.on.Load() {
 		return c.Conn.Write(b)
 	}
-	c.f.drops.Add(1)
+	drop := c.f.ch.hit(p)
 	c.f.mu.Lock()
-	c.f.byKey[key]++
+	c.f.sent[key]++
+	if drop {
+		c.f.drops[key]++
+	}
 	c.f.mu.Unlock()
+	if !drop {
+		return c.Conn.Write(b)
+	}
+	// Reset, not closed: the broker sees the connection die as it would
+	// with a lost peer, not a polite goodbye. What the client sees is
+	// what Go's net package returns for it, as in a real drop: an error
+	// the client must judge retriable or not by itself.
+	if tc, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
 	if c.f.ch.hit(0.5) {
 		n, _ := c.Conn.Write(b[:len(b)/2])
 		c.Conn.Close()
-		return n, errors.New("chaos: connection dropped mid-request")
+		m, err := c.Conn.Write(b[n:])
+		return n + m, err
 	}
 	n, err := c.Conn.Write(b)
 	c.Conn.Close()
@@ -375,7 +405,7 @@ func coordinatorPartition(key string, partitions int) int32 {
 // checkMinSession makes sure members may use 2 s sessions: kfake's minimum
 // is lowered through the admin API; a real broker's is a static setting
 // (scripts/kafka sets 500 ms), read and checked.
-func checkMinSession(ctx context.Context, t *testing.T, brokers []string, real bool) {
+func checkMinSession(ctx context.Context, t *testing.T, brokers []string, realCluster bool) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
@@ -383,7 +413,7 @@ func checkMinSession(ctx context.Context, t *testing.T, brokers []string, real b
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	if !real {
+	if !realCluster {
 		v := "1000"
 		rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "group.min.session.timeout.ms", Value: &v}})
 		if err == nil {
