@@ -13,13 +13,16 @@
 //     the group and transaction coordinators every 3.2 s (kfake control
 //     functions, Fault, MoveTopicPartition, RehashCoordinators);
 //   - Kafka, on the real cluster named by LOYALTY_BRIDGE_TEST_BROKERS
-//     (realkafka), which has no such control functions: the members drop
-//     their own connections in the middle of a request, 2% of produce and
-//     fetch requests and 1% of the group and transaction coordinators'
-//     (JoinGroup, SyncGroup, Heartbeat, OffsetCommit, InitProducerID,
-//     AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit), half
-//     of them cut before the request is whole and half right after it
-//     went out, its answer lost; with more than one node, every 400 ms
+//     (realkafka), which has no such control functions: the members reset
+//     their own connections in the middle of a request, on 2% of produce
+//     and fetch requests (as on kfake) and, standing in for coordinator
+//     moves, 1% of heartbeats, 5% of JoinGroup, SyncGroup and OffsetCommit
+//     and 20% of InitProducerID, AddPartitionsToTxn, AddOffsetsToTxn,
+//     EndTxn and TxnOffsetCommit (exactly-once mode sends a handful in a
+//     run); half are cut before the request is whole, half right after it
+//     went out, its answer lost, and the client sees the error Go's net
+//     package gives (the table counts drops and requests by key); with
+//     more than one node, every 400 ms
 //     the leader of a random partition of the run's topics moves to
 //     another replica, and every 3.2 s the leaders of the
 //     __consumer_offsets partition of the group and of the
