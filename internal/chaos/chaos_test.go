@@ -122,7 +122,11 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 		}
 		kf = startKfakeFaults(faultsCtx, st.Cluster, nodes, topics.All(), &background)
 	} else {
-		kf = startRealFaults(faultsCtx, t, st.Brokers, topics.All(), group, txnIDs, &background)
+		var txns []string
+		if exactlyOnce {
+			txns = txnIDs
+		}
+		kf = startRealFaults(faultsCtx, t, st.Brokers, topics.All(), group, txns, &background)
 	}
 
 	// The partner API: 10% 5xx, 2% 429, 1% dropped connections, 2% applied
@@ -431,7 +435,7 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 
 	table := fmt.Sprintf(`
 chaos (%s, duplicates %s): %d events in %s
-  faults: %d kills (%d without drain), Kafka %d connections dropped, %d produce and %d fetch errors, %d leader moves, %d coordinator moves;
+  faults: %d kills (%d without drain), Kafka %s;
           API 500/503/429 %d/%d/%d, %d 429 bursts, tokens revoked %d times
   invariant                                              value   ok
   transactions without a terminal output                 %5d   %v
@@ -445,7 +449,7 @@ chaos (%s, duplicates %s): %d events in %s
   reply records written in aborted transactions          %5d   -
   members fenced at their stop (exactly-once)            %5d   -
 `, cfg.Delivery.Mode, duplicates, len(all), time.Since(began).Round(time.Second),
-		kills, kills/2, kf.dropped(), kf.hits(kf.produceErrs), kf.hits(kf.fetchErrs), kf.moves.Load(), kf.coordMoves.Load(),
+		kills, kills/2, kf.describe(),
 		st.Sim.Calls(sim.EndpointAccrual, 500)+st.Sim.Calls(sim.EndpointRedemption, 500),
 		st.Sim.Calls(sim.EndpointAccrual, 503)+st.Sim.Calls(sim.EndpointRedemption, 503),
 		st.Sim.Calls(sim.EndpointAccrual, 429)+st.Sim.Calls(sim.EndpointRedemption, 429), bursts.Load(), kills/2,
@@ -457,6 +461,7 @@ chaos (%s, duplicates %s): %d events in %s
 	}
 	if kf.conns != nil {
 		table += fmt.Sprintf("  Kafka connections dropped / requests sent with faults on: %s\n", kf.conns.summary())
+		table += fmt.Sprintf("  Kafka leader moves that failed: %s\n", kf.failures())
 	}
 	t.Log(table)
 	if noOutput > 0 || multiEffect > 0 || appliedNot1 > 0 || linkWrong > 0 || lag != 0 || (exactlyOnce && dups > 0) {

@@ -73,20 +73,43 @@ type kafkaFaults struct {
 	conns                    *connFaults        // real cluster
 	produceErrs, fetchErrs   *kfake.FaultHandle // kfake
 	off                      func()
+
+	mu        sync.Mutex
+	moveFails int   // real cluster: moves the cluster refused
+	lastFail  error // and the last reason
 }
 
-func (kf *kafkaFaults) hits(h *kfake.FaultHandle) int {
-	if h == nil {
-		return 0
+// moved counts a real cluster's leader move, or its failure.
+func (kf *kafkaFaults) moved(n *atomic.Int64, err error) {
+	if err == nil {
+		n.Add(1)
+		return
 	}
-	return h.Hits()
+	kf.mu.Lock()
+	defer kf.mu.Unlock()
+	kf.moveFails++
+	kf.lastFail = err
 }
 
-func (kf *kafkaFaults) dropped() int64 {
-	if kf.conns != nil {
-		return kf.conns.dropped()
+// failures says how many real-cluster moves failed, and the last reason.
+func (kf *kafkaFaults) failures() string {
+	kf.mu.Lock()
+	defer kf.mu.Unlock()
+	if kf.moveFails == 0 {
+		return "none"
 	}
-	return kf.drops.Load()
+	return fmt.Sprintf("%d, the last: %v", kf.moveFails, kf.lastFail)
+}
+
+// describe says what the Kafka faults did: on kfake, the table's line as
+// it has always read; on a real cluster, what it has instead.
+func (kf *kafkaFaults) describe() string {
+	if kf.conns == nil {
+		return fmt.Sprintf("%d connections dropped, %d produce and %d fetch errors, %d leader moves, %d coordinator moves",
+			kf.drops.Load(), kf.produceErrs.Hits(), kf.fetchErrs.Hits(), kf.moves.Load(), kf.coordMoves.Load())
+	}
+	return fmt.Sprintf("(real) %d connections reset by members, %d leader moves, %d coordinator moves",
+		kf.conns.dropped(), kf.moves.Load(), kf.coordMoves.Load())
 }
 
 // chance is a seeded coin shared by a run's fault schedules.
@@ -278,8 +301,9 @@ func (c *faultyConn) Write(b []byte) (int, error) {
 // for the members' dialers, and with more than one node, every 400 ms the
 // leader of a random partition of the run's topics moves to another
 // replica, and every 3.2 s the leaders of the __consumer_offsets partition
-// of group and the __transaction_state partitions of txnIDs do: their
-// coordinators move with them.
+// of group and the __transaction_state partitions of txnIDs (none in
+// at-least-once mode, which has no transactions) do: their coordinators
+// move with them.
 func startRealFaults(ctx context.Context, t *testing.T, brokers []string, all []string, group string, txnIDs []string,
 	wg *sync.WaitGroup) *kafkaFaults {
 	t.Helper()
@@ -319,20 +343,16 @@ func startRealFaults(ctx context.Context, t *testing.T, brokers []string, all []
 			case <-tick.C:
 			}
 			topic, part := all[ch.intn(len(all))], int32(ch.intn(6))
-			if _, err := moveLeader(mctx, adm, ch, topic, part); err == nil {
-				kf.moves.Add(1)
-			}
+			_, err := moveLeader(mctx, adm, ch, topic, part)
+			kf.moved(&kf.moves, err)
 			if i%8 != 0 {
 				continue
 			}
-			_, err := moveLeader(mctx, adm, ch, "__consumer_offsets", -1, group)
-			moved := err == nil
+			_, err = moveLeader(mctx, adm, ch, "__consumer_offsets", -1, group)
+			kf.moved(&kf.coordMoves, err)
 			for _, id := range txnIDs {
 				_, err := moveLeader(mctx, adm, ch, "__transaction_state", -1, id)
-				moved = moved && err == nil
-			}
-			if moved {
-				kf.coordMoves.Add(1)
+				kf.moved(&kf.coordMoves, err)
 			}
 		}
 	})
