@@ -81,8 +81,11 @@ type kafkaFaults struct {
 
 // moved counts a real cluster's leader move, or its failure.
 func (kf *kafkaFaults) moved(n *atomic.Int64, err error) {
-	if err == nil {
+	switch {
+	case err == nil:
 		n.Add(1)
+		return
+	case errors.Is(err, context.Canceled): // the faults ended mid-move
 		return
 	}
 	kf.mu.Lock()
