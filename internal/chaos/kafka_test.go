@@ -80,12 +80,12 @@ type kafkaFaults struct {
 }
 
 // moved counts a real cluster's leader move, or its failure.
-func (kf *kafkaFaults) moved(n *atomic.Int64, err error) {
+func (kf *kafkaFaults) moved(ctx context.Context, n *atomic.Int64, err error) {
 	switch {
 	case err == nil:
 		n.Add(1)
 		return
-	case errors.Is(err, context.Canceled): // the faults ended mid-move
+	case ctx.Err() != nil: // the faults ended mid-move
 		return
 	}
 	kf.mu.Lock()
@@ -347,15 +347,15 @@ func startRealFaults(ctx context.Context, t *testing.T, brokers []string, all []
 			}
 			topic, part := all[ch.intn(len(all))], int32(ch.intn(6))
 			_, err := moveLeader(mctx, adm, ch, topic, part)
-			kf.moved(&kf.moves, err)
+			kf.moved(mctx, &kf.moves, err)
 			if i%8 != 0 {
 				continue
 			}
 			_, err = moveLeader(mctx, adm, ch, "__consumer_offsets", -1, group)
-			kf.moved(&kf.coordMoves, err)
+			kf.moved(mctx, &kf.coordMoves, err)
 			for _, id := range txnIDs {
 				_, err := moveLeader(mctx, adm, ch, "__transaction_state", -1, id)
-				kf.moved(&kf.coordMoves, err)
+				kf.moved(mctx, &kf.coordMoves, err)
 			}
 		}
 	})
