@@ -25,12 +25,13 @@
 //     more than one node, every 400 ms
 //     the leader of a random partition of the run's topics moves to
 //     another replica, and every 3.2 s the leaders of the
-//     __consumer_offsets partition of the group and of the
-//     __transaction_state partitions of the transactional ids, and the
-//     coordinators with them (kadm: a reassignment that only reorders the
-//     replicas, then a preferred-leader election). A real broker answers
+//     __consumer_offsets partition of the group and (exactly-once mode)
+//     of the __transaction_state partitions of the transactional ids, and
+//     the coordinators with them (kadm: a reassignment that only reorders
+//     the replicas, then a preferred-leader election; TestMoveCoordinator
+//     shows the coordinator follows). A real broker answers
 //     NOT_LEADER_OR_FOLLOWER only when a leader has moved, so on one node
-//     there are no produce or fetch errors and nothing moves;
+//     there are no such errors and nothing moves;
 //   - the partner API: 5% 500, 5% 503, 2% 429 with Retry-After, 1% dropped
 //     connections, 2% writes applied then answered 500, 0.5% hangs, a
 //     300 ms burst of nothing but 429 every 2 s, tokens that live three
