@@ -51,6 +51,9 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 		"error codes of a write refused because its transactionId was seen before, comma-separated")
 	fs.Var(listFlag{&pr.SignRefusedCodes}, "partner-sign-refused-codes",
 		"error codes of a redemption refused for its sign, comma-separated: a sign the bridge made refused so holds records (its --partner-jwt-*/--partner-sign-* settings or key are wrong) instead of writing error events")
+	fs.Var(listFlag{&pr.WireRefusedCodes}, "partner-wire-refused-codes",
+		"error codes (errors.code; an onboarding's resultUrl errorCode) of a call refused for a field the wire settings encode (transactionDate, an unset idNumber or passportNumber), comma-separated: "+
+			"such a refusal naming the field in errors.message (\"transactionDate: …\") or resultUrl's "+partnerprofile.FieldParam+" parameter holds records (the --partner-*-date-* or --partner-unset-keyed-fields setting is not the partner's) instead of writing error events")
 	fs.StringVar(&pr.AccrualType, "partner-accrual-type", pr.AccrualType, "transactionType of an accrual in lookup answers")
 	fs.StringVar(&pr.RedemptionType, "partner-redemption-type", pr.RedemptionType, "transactionType of a redemption in lookup answers")
 	fs.Var(listFlag{&pr.AppliedStatuses}, "partner-applied-statuses",
@@ -94,7 +97,7 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 
 // PartnerFlags are the section's flags, which are also the keys of a
 // profile file (loyalty-sim --profile, or the bridge's --config).
-var PartnerFlags = []string{"partner-not-found-codes", "partner-member-not-found-codes", "partner-duplicate-codes", "partner-sign-refused-codes", "partner-accrual-type", "partner-redemption-type",
+var PartnerFlags = []string{"partner-not-found-codes", "partner-member-not-found-codes", "partner-duplicate-codes", "partner-sign-refused-codes", "partner-wire-refused-codes", "partner-accrual-type", "partner-redemption-type",
 	"partner-applied-statuses", "partner-failed-statuses", "partner-accrual-date-format", "partner-accrual-date-type",
 	"partner-redemption-date-format", "partner-redemption-date-type", "partner-unset-keyed-fields",
 	"partner-fractional-points", "partner-result-url-params",

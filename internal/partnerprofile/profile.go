@@ -23,6 +23,20 @@ const (
 	DefaultRedemptionDateType   = DateString
 	DefaultUnsetKeyed           = KeyedAbsent
 	DefaultSignRefusedCode      = "INVALID_SIGN"
+	// DefaultInvalidRequestCode and DefaultMissingFieldCode are the
+	// default wire-refused codes: the simulator's errors.code of a point
+	// call refused for a field, and its onboarding resultUrl errorCode of
+	// a field it requires keyed (a field of the wrong form is
+	// DefaultInvalidRequestCode there too).
+	DefaultInvalidRequestCode = "INVALID_REQUEST"
+	DefaultMissingFieldCode   = "MISSING_FIELD"
+	// FieldParam is the query parameter of an onboarding error's resultUrl
+	// that names the refused field, as the simulator does. The spec gives
+	// resultUrl only an errorCode parameter; a partner that names no
+	// field there has no onboarding refusal the bridge can take for its
+	// settings' (a point call names its field in errors.message instead,
+	// as "<field>: <why>").
+	FieldParam = "field"
 )
 
 // Fractions says what a fractional point value (transactionPoint,
@@ -110,6 +124,14 @@ type Profile struct {
 	// do not match the partner's: the bridge holds records, as for refused
 	// credentials, rather than write error events.
 	SignRefusedCodes []string
+	// WireRefusedCodes are the error codes (errors.code of a point call,
+	// the resultUrl errorCode of an onboarding) of a call refused for a
+	// field whose encoding the wire settings above choose: transactionDate
+	// (the date format and type) and an unset idNumber or passportNumber
+	// (UnsetKeyed). Such a refusal naming such a field says the settings
+	// are not the partner's: the bridge holds records rather than write
+	// error events (internal/bridge, wirerefusal.go).
+	WireRefusedCodes []string
 	// FractionalPoints is what a fractional point value in an answer means.
 	FractionalPoints Fractions
 	// ResultURLParams are the query parameters of data.resultUrl that an
@@ -143,6 +165,10 @@ func (p Profile) WithDefaults() Profile {
 	p.MemberNotFoundCodes = list(p.MemberNotFoundCodes, DefaultMemberNotFoundCode)
 	p.DuplicateCodes = list(p.DuplicateCodes, DefaultDuplicateCode)
 	p.SignRefusedCodes = list(p.SignRefusedCodes, DefaultSignRefusedCode)
+	p.WireRefusedCodes = slices.Clone(p.WireRefusedCodes)
+	if len(p.WireRefusedCodes) == 0 {
+		p.WireRefusedCodes = DefaultWireRefusedCodes()
+	}
 	p.AppliedStatuses = list(p.AppliedStatuses, DefaultAppliedStatus)
 	p.FailedStatuses = slices.Clone(p.FailedStatuses)
 	p.ResultURLParams = slices.Clone(p.ResultURLParams)
@@ -173,7 +199,7 @@ func (p Profile) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for name, l := range map[string][]string{"not-found codes": p.NotFoundCodes, "member-not-found codes": p.MemberNotFoundCodes,
-		"duplicate codes": p.DuplicateCodes, "sign-refused codes": p.SignRefusedCodes,
+		"duplicate codes": p.DuplicateCodes, "sign-refused codes": p.SignRefusedCodes, "wire-refused codes": p.WireRefusedCodes,
 		"applied statuses": p.AppliedStatuses, "failed statuses": p.FailedStatuses, "result URL parameters": p.ResultURLParams} {
 		if slices.ContainsFunc(l, func(s string) bool { return strings.TrimSpace(s) == "" }) {
 			bad("%s: an empty entry", name)
@@ -288,6 +314,23 @@ func (p Profile) IsMemberNotFound(code string) bool {
 // IsSignRefused reports whether code is one of the sign-refused codes.
 func (p Profile) IsSignRefused(code string) bool {
 	return code != "" && in(p.SignRefusedCodes, DefaultSignRefusedCode, code)
+}
+
+// DefaultWireRefusedCodes are the wire-refused codes of a profile that
+// names none: the simulator's.
+func DefaultWireRefusedCodes() []string {
+	return []string{DefaultInvalidRequestCode, DefaultMissingFieldCode}
+}
+
+// IsWireRefused reports whether code is one of the wire-refused codes.
+func (p Profile) IsWireRefused(code string) bool {
+	if code == "" {
+		return false
+	}
+	if len(p.WireRefusedCodes) == 0 {
+		return slices.Contains(DefaultWireRefusedCodes(), code)
+	}
+	return slices.Contains(p.WireRefusedCodes, code)
 }
 
 // IsDuplicate reports whether code is one of the duplicate codes.

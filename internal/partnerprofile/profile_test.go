@@ -15,7 +15,8 @@ func TestZeroIsDefault(t *testing.T) {
 	d := partnerprofile.Default()
 	want := partnerprofile.Profile{NotFoundCodes: []string{"TRANSACTION_NOT_FOUND"}, MemberNotFoundCodes: []string{"MEMBER_NOT_FOUND"},
 		DuplicateCodes: []string{"DUPLICATE_TRANSACTION"}, SignRefusedCodes: []string{"INVALID_SIGN"},
-		AccrualType: "ACCRUAL", RedemptionType: "REDEMPTION", AppliedStatuses: []string{"SUCCESS"},
+		WireRefusedCodes: []string{"INVALID_REQUEST", "MISSING_FIELD"},
+		AccrualType:      "ACCRUAL", RedemptionType: "REDEMPTION", AppliedStatuses: []string{"SUCCESS"},
 		AccrualDateFormat: partnerprofile.DateEpochMillis, RedemptionDateFormat: partnerprofile.DateISO8601,
 		RedemptionDateType: partnerprofile.DateString, UnsetKeyed: partnerprofile.KeyedAbsent,
 		JWT: partnerprofile.JWT{

@@ -78,8 +78,8 @@ const OnboardingResultURL = "https://partner.example/onboarding/result"
 // Onboarding failure reasons (the errorCode of data.resultUrl): ours, the
 // spec shows only the envelope.
 const (
-	ReasonInvalidRequest     = "INVALID_REQUEST" // body not a JSON object, or a field of the wrong JSON type
-	ReasonMissingField       = "MISSING_FIELD"
+	ReasonInvalidRequest     = partnerprofile.DefaultInvalidRequestCode // body not a JSON object, or a field of the wrong JSON type
+	ReasonMissingField       = partnerprofile.DefaultMissingFieldCode
 	ReasonMissingIDDocument  = "MISSING_ID_DOCUMENT" // neither idNumber nor passportNumber
 	ReasonInvalidGender      = "INVALID_GENDER"
 	ReasonInvalidDate        = "INVALID_DATE" // not a real YYYY-MM-DD date, birthday in the future, expireDate before issueDate
@@ -98,7 +98,7 @@ type onboardFailureData struct {
 func onboardFail(reason, field string) reply {
 	q := url.Values{"errorCode": {reason}}
 	if field != "" {
-		q.Set("field", field)
+		q.Set(partnerprofile.FieldParam, field)
 	}
 	return reply{status: http.StatusBadRequest, body: envelope{StatusCode: http.StatusBadRequest, Message: "Bad Request",
 		Errors: &errorBody{Code: "0001", Message: "Bad Request", ErrorCode: "BAD_REQUEST"},

@@ -453,7 +453,7 @@ const (
 	CodeInsufficientPoint    = "INSUFFICIENT_POINT"
 	CodeDuplicateTransaction = partnerprofile.DefaultDuplicateCode
 	CodeInvalidSign          = partnerprofile.DefaultSignRefusedCode
-	CodeInvalidRequest       = "INVALID_REQUEST"
+	CodeInvalidRequest       = partnerprofile.DefaultInvalidRequestCode
 	CodeTransactionNotFound  = partnerprofile.DefaultNotFoundCode
 	CodePartnerMemberInUse   = "PARTNER_MEMBER_ID_IN_USE"
 	CodeUnauthorized         = "UNAUTHORIZED"
