@@ -146,6 +146,9 @@ type Bridge struct {
 	now    func() time.Time
 	// lanes serialise the clawbacks of one original (clawback.go).
 	lanes lanes
+	// wireAccepted counts the calls accepted with each wire setting
+	// (wirerefusal.go).
+	wireAccepted wireAccepted
 }
 
 // New checks o, reporting every problem together, and returns a Bridge.
@@ -246,7 +249,8 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 	if err != nil {
 		return b.failure(j, events.CategoryInternal, "", err)
 	}
-	p := clientPartner{c: b.o.Client, signer: b.o.Signer, prof: b.o.Profile}
+	p := clientPartner{c: b.o.Client, signer: b.o.Signer, prof: b.o.Profile,
+		wire: wireCheck{prof: b.o.Profile, accepted: &b.wireAccepted, st: &j.st}}
 	r, err := b.policy(&j.st, h)(ctx, p)
 	if ctx.Err() != nil {
 		// Abandoned (revoked, lost, or shutdown past its drain): the next

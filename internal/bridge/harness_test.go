@@ -95,6 +95,14 @@ type stack struct {
 	// the simulator, which only says what the spec shows: a partner's own
 	// texts (an echoed token, a member's phone in its spelling).
 	answer atomic.Pointer[canned]
+	// answerTx is answer for the requests whose body names one
+	// transactionId: a partner refusing one record, not all.
+	answerTx atomic.Pointer[txCanned]
+}
+
+type txCanned struct {
+	canned
+	tx string
 }
 
 // canned is an answer of the partner's: status and JSON body, for the
@@ -103,6 +111,12 @@ type canned struct {
 	path   string
 	status int
 	body   string
+}
+
+func (a *canned) write(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(a.status)
+	_, _ = io.WriteString(w, a.body)
 }
 
 type syncBuffer struct {
@@ -172,10 +186,20 @@ func newStack(t testing.TB, o stackOpts) *stack {
 			return
 		}
 		if a := s.answer.Load(); a != nil && strings.HasSuffix(r.URL.Path, a.path) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(a.status)
-			_, _ = io.WriteString(w, a.body)
+			a.write(w)
 			return
+		}
+		if a := s.answerTx.Load(); a != nil && strings.HasSuffix(r.URL.Path, a.path) {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			if bytes.Contains(b, []byte(`"`+a.tx+`"`)) {
+				a.write(w)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
 		s.sim.ServeHTTP(w, r)
 	}))

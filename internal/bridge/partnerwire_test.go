@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/authhold"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
@@ -63,6 +64,36 @@ func TestWirePartnerProfile(t *testing.T) {
 func TestRefusedSignHolds(t *testing.T) {
 	prof := partnerprofile.Profile{JWT: wirePartner().JWT}
 	s := newStack(t, stackOpts{profile: prof, sim: sim.Options{StrictWire: true}})
+	b := s.bridge(func(o *bridge.Options) { o.Hold = s.authHold(t) })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := s.handleAsync(ctx, b, s.record(topics.RefundRedemption, redemption("rh-1", 3, 5)))
+	s.waitHeld(t)
+	logs := s.logs.String()
+	for _, want := range []string{"partner refuses the credentials; records are held", "the partner refused the sign the bridge made",
+		"sign iss is not " + sim.DefaultClientID, "api sign --explain"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q", want)
+		}
+	}
+	cancel()
+	if r := <-done; r.err == nil || len(r.out) > 0 {
+		t.Fatalf("a held record ended: %v", r.err)
+	}
+
+	// Upstream's own sign, refused: the record's business error.
+	sign := "not-a-jwt"
+	ev := redemption("rh-2", 3, 5)
+	ev.Sign = &sign
+	if r := s.handle(s.bridge(nil), s.record(topics.RefundRedemption, ev), true); r.outcome() != "error BUSINESS" {
+		t.Fatalf("passed-through sign refused: %s", r.outcome())
+	}
+}
+
+// authHold is an auth hold over the stack's token cache that reports to
+// its metrics, with back-offs short enough for tests.
+func (s *stack) authHold(t *testing.T) *authhold.Hold {
+	t.Helper()
 	hold, err := authhold.New(authhold.Options{Tokens: s.tokens, Backoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 		OnRefused: s.metrics.AuthFailures.Inc,
 		OnChange: func(held bool) {
@@ -75,49 +106,44 @@ func TestRefusedSignHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := s.bridge(func(o *bridge.Options) { o.Hold = hold })
+	return hold
+}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+// handled is what Handle returned for a record.
+type handled struct {
+	out []*kgo.Record
+	err error
+}
+
+// handleAsync handles rec in the background until ctx ends.
+func (s *stack) handleAsync(ctx context.Context, b *bridge.Bridge, rec *kgo.Record) <-chan handled {
+	done := make(chan handled, 1)
 	go func() {
-		out, err := b.Handle(ctx, s.record(topics.RefundRedemption, redemption("rh-1", 3, 5)), pipeline.Meta{Fresh: true})
-		if err == nil && len(out) > 0 {
-			err = errWrote
-		}
-		done <- err
+		out, err := b.Handle(ctx, rec, pipeline.Meta{Fresh: true})
+		done <- handled{out, err}
 	}()
+	return done
+}
+
+// output is the one output of a handled record.
+func (s *stack) output(t *testing.T, h handled) reply {
+	t.Helper()
+	if h.err != nil || len(h.out) != 1 {
+		t.Fatalf("Handle: %d outputs, %v", len(h.out), h.err)
+	}
+	return s.decode(h.out[0])
+}
+
+// waitHeld waits for the hold to hold, through a refused probe.
+func (s *stack) waitHeld(t *testing.T) {
+	t.Helper()
 	waitFor(t, 10*time.Second, func() string {
 		if gauge(t, s.metrics.AuthHeld) != 1 || value(t, s.metrics.AuthFailures) < 2 {
 			return "the record is not held"
 		}
 		return ""
 	})
-	logs := s.logs.String()
-	for _, want := range []string{"partner refuses the credentials; records are held", "the partner refused the sign the bridge made",
-		"sign iss is not " + sim.DefaultClientID, "api sign --explain"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("logs lack %q", want)
-		}
-	}
-	cancel()
-	if err := <-done; err == nil || err == errWrote {
-		t.Fatalf("a held record ended: %v", err)
-	}
-
-	// Upstream's own sign, refused: the record's business error.
-	sign := "not-a-jwt"
-	ev := redemption("rh-2", 3, 5)
-	ev.Sign = &sign
-	if r := s.handle(s.bridge(nil), s.record(topics.RefundRedemption, ev), true); r.outcome() != "error BUSINESS" {
-		t.Fatalf("passed-through sign refused: %s", r.outcome())
-	}
 }
-
-type wroteError struct{}
-
-func (wroteError) Error() string { return "the held record was written" }
-
-var errWrote error = wroteError{}
 
 func gauge(t *testing.T, g prometheus.Gauge) float64 {
 	t.Helper()

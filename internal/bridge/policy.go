@@ -30,6 +30,10 @@ type recordState struct {
 	// for.
 	clawSlot      string
 	legacyChecked bool
+	// wireRefused holds, per wire choice the record's calls were refused
+	// for, the partner's accepted count at the first refusal
+	// (wirerefusal.go).
+	wireRefused map[wireChoice]uint64
 }
 
 // middleware wraps a handler with one concern of the attempt policy.
@@ -296,11 +300,12 @@ type clientPartner struct {
 	c      *loyalty.Client
 	signer *signing.Signer
 	prof   partnerprofile.Profile
+	wire   wireCheck
 }
 
 func (p clientPartner) Accrue(ctx context.Context, r loyalty.AccrualRequest) (*loyalty.AccrualResult, error) {
 	res, _, err := p.c.Accrue(ctx, r)
-	return res, err
+	return res, p.wire.after(wireAccrualDate, err, "transactionDate")
 }
 
 func (p clientPartner) Redeem(ctx context.Context, r loyalty.RedemptionRequest) (*loyalty.RedemptionResult, error) {
@@ -316,7 +321,7 @@ func (p clientPartner) Redeem(ctx context.Context, r loyalty.RedemptionRequest) 
 	if ours {
 		err = signRefused(p.prof, err)
 	}
-	return res, err
+	return res, p.wire.after(wireRedemptionDate, err, "transactionDate")
 }
 
 // signRefused makes a refusal of a sign the bridge made a refusal of the
@@ -342,7 +347,7 @@ func (p clientPartner) LookupTransaction(ctx context.Context, r loyalty.LookupRe
 
 func (p clientPartner) Onboard(ctx context.Context, r loyalty.OnboardRequest) (*loyalty.OnboardedMember, error) {
 	m, _, err := p.c.Onboard(ctx, r)
-	return m, err
+	return m, p.wire.after(wireUnsetKeyed, err, unsetDocuments(r)...)
 }
 
 func (p clientPartner) Link(ctx context.Context, r loyalty.LinkRequest) error {
