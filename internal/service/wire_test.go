@@ -225,3 +225,63 @@ func (o *outputs) get(id string) *events.LoyaltyResult {
 }
 
 func (o *outputs) errors() int { return len(o.errs) }
+
+// The service on the default profile against a partner requiring
+// another's wire choices: the records the partner refuses for them are
+// held (the held gauge, the failures counted, /readyz false, its cause
+// on Hold.Status), no record
+// becomes an error event, and nothing is applied.
+func TestServiceWireMismatchHolds(t *testing.T) {
+	s := newStackWith(t, 4, sim.Options{Members: 50, Profile: wireProfile(), StrictWire: true})
+	cfg := stackConfig(t, s, func(c *config.Config) { c.Processing.BreakerOpen = time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	svc := runService(ctx, t, cfg)
+	waitFor(t, "/readyz", 20*time.Second, func() bool { c, _ := get(svc.base + "/readyz"); return c == http.StatusOK })
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	send := func(topic, key string, ev events.Event) {
+		t.Helper()
+		v, err := svc.Codec.Encode(topic, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		send(s.Topics.Purchase, sim.MemberID(1+i), &events.PurchaseCompleted{TransactionID: fmt.Sprintf("wm-%d", i), LoyaltyID: sim.MemberID(1 + i),
+			TransactionDate: time.Now(), Amount: 10_000, Currency: "VND"})
+	}
+	ev := onboard("wmo-1", "wire-mismatch-1")
+	ev.PassportNumber = nil
+	send(s.Topics.MemberOnboarding, ev.ExternalID, ev)
+
+	waitFor(t, "the hold", 30*time.Second, func() bool { return value(svc.Metrics.AuthHeld) == 1 })
+	waitFor(t, "/readyz false", 10*time.Second, func() bool {
+		c, body := get(svc.base + "/readyz")
+		return c == http.StatusServiceUnavailable && strings.Contains(body, "credentials")
+	})
+	if _, _, cause := svc.Hold.Status(); cause == nil || !strings.Contains(cause.Error(), "the bridge encoded") {
+		t.Errorf("held for %v", cause)
+	}
+	// Held through refused probes: still nothing written, nothing applied.
+	refused := value(svc.Metrics.AuthFailures)
+	waitFor(t, "refused probes", 30*time.Second, func() bool { return value(svc.Metrics.AuthFailures) >= refused+2 })
+	for _, in := range s.Topics.Inputs() {
+		for _, outcome := range []string{"error", string(events.OutcomeApplied), string(events.OutcomeOnboarded)} {
+			if n := value(svc.Metrics.RecordsCompleted.WithLabelValues(in, outcome)); n != 0 {
+				t.Errorf("%s: %v records completed %s while held", in, n, outcome)
+			}
+		}
+	}
+	if n := len(s.Sim.Ledger()); n != 0 || s.Sim.Calls(sim.EndpointOnboard, http.StatusOK) != 0 {
+		t.Errorf("applied while held: %v, %d onboardings", s.Sim.Ledger(), s.Sim.Calls(sim.EndpointOnboard, http.StatusOK))
+	}
+	svc.halt(t)
+}
