@@ -26,6 +26,14 @@
 //     MEMBER_IS_LINKED and MEMBER_IS_NOT_LINKED_YET are results
 //     (ALREADY_LINKED, NOT_LINKED, stateChanged false), not errors.
 //
+// A call refused, with one of the profile's wire-refused codes, for a
+// field whose form the wire settings choose (transactionDate; an
+// idNumber or passportNumber the record leaves unset) is a refusal of the
+// credentials too: the auth hold holds records, naming the field and the
+// settings to check, until the partner takes a call; once another call
+// with the same setting was accepted after a record's first such refusal,
+// the refusal is that record's BUSINESS error (wirerefusal.go argues why).
+//
 // # No double effects
 //
 // Accrual and redemption are guarded (a refund's clawback by its slots, see

@@ -10,7 +10,9 @@
 // published, and the claims of the two JWTs a partner signs (JWT: the
 // algorithm, iss, aud, typ, lifetime and jti of the redemption sign and
 // the partner token, the body fields the sign covers, and the codes of a
-// refused sign).
+// refused sign), and the codes of a call refused for the form of a field
+// those wire settings choose (with FieldParam, how an onboarding refusal
+// names the field).
 //
 // A Profile is plain data with its defaults, which are the simulator's
 // choices: the simulator (internal/sim) answers as its Profile says, the

@@ -232,7 +232,11 @@ type Options struct {
 	// (partnerprofile.KeyedAbsent: a null is refused) or keyed with null
 	// (KeyedNull: a missing key is refused). Without it the Server reads
 	// either date format and type, and either form of an unset document.
-	// The sign's and partner token's claims are always the Profile's.
+	// A refusal names the field as the bridge's wire-refused check reads
+	// it: errors.code INVALID_REQUEST with errors.message
+	// "transactionDate: …", or an onboarding's resultUrl errorCode
+	// (MISSING_FIELD for a missing key, INVALID_REQUEST for a null) with
+	// the field in its partnerprofile.FieldParam parameter. The sign's and partner token's claims are always the Profile's.
 	StrictWire bool
 	// StampProcessingTime makes a lookup's transactionTime the time the
 	// Server processed the write, not the transactionDate sent: the spec
