@@ -83,6 +83,25 @@ func New(o Options) (*Hold, error) {
 	return &Hold{o: o, log: log, changed: make(chan struct{})}, nil
 }
 
+// Reason is an error that holds records for something other than refused
+// credentials and says what: a sign or a wire encoding of the bridge's that
+// the partner refuses. The hold is the same (every record would fail the
+// same way, and no retry of one changes it); what an operator is told to
+// check is not.
+type Reason interface {
+	HoldReason() string
+}
+
+// Why is what a hold for err is about, for a log line or a status: the
+// Reason err carries, or "the partner refuses the credentials".
+func Why(err error) string {
+	var r Reason
+	if errors.As(err, &r) {
+		return r.HoldReason()
+	}
+	return "the partner refuses the credentials"
+}
+
 // ErrHeld is what Health wraps while credentials are refused.
 var ErrHeld = errors.New("authhold: the partner refuses the credentials; records are held")
 
@@ -216,7 +235,11 @@ func (h *Hold) refusedLocked(err error, probe bool) {
 	if !h.held {
 		h.held, h.failures, h.since = true, 0, time.Now()
 		h.nextProbe = h.since.Add(h.o.Backoff)
-		h.log.Warn("partner refuses the credentials; records are held until a token is obtainable again", zap.Error(err))
+		if r := Why(err); r != Why(nil) {
+			h.log.Warn(r+"; records are held until the partner takes an attempt again", zap.Error(err))
+		} else {
+			h.log.Warn("partner refuses the credentials; records are held until a token is obtainable again", zap.Error(err))
+		}
 		if h.o.OnChange != nil {
 			h.o.OnChange(true)
 		}

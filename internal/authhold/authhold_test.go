@@ -152,3 +152,27 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("after the probe succeeded: %v %v", held, cause)
 	}
 }
+
+type reasoned struct{ error }
+
+func (reasoned) HoldReason() string { return "the partner refuses the sign the bridge makes" }
+
+// TestWhy: a hold's cause that carries a Reason names it, wrapped or not;
+// any other cause is refused credentials.
+func TestWhy(t *testing.T) {
+	sign := reasoned{errors.New("sign iss is not shop-1")}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil", nil, "the partner refuses the credentials"},
+		{"refused credentials", refused, "the partner refuses the credentials"},
+		{"a reason", sign, "the partner refuses the sign the bridge makes"},
+		{"a reason inside an AuthError", &loyalty.AuthError{HTTPStatus: http.StatusBadRequest, Err: sign}, "the partner refuses the sign the bridge makes"},
+	} {
+		if got := Why(tc.err); got != tc.want {
+			t.Errorf("%s: Why = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func TestRefusedSignHolds(t *testing.T) {
 	done := s.handleAsync(ctx, b, s.record(topics.RefundRedemption, redemption("rh-1", 3, 5)))
 	s.waitHeld(t)
 	logs := s.logs.String()
-	for _, want := range []string{"partner refuses the credentials; records are held", "the partner refused the sign the bridge made",
+	for _, want := range []string{"the partner refuses the sign the bridge makes; records are held", "the partner refused the sign the bridge made",
 		"sign iss is not " + sim.DefaultClientID, "api sign --explain"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q", want)

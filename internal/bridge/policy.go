@@ -336,9 +336,22 @@ func signRefused(prof partnerprofile.Profile, err error) error {
 		return err
 	}
 	return &loyalty.AuthError{Op: be.Op, Ref: be.Ref, HTTPStatus: be.HTTPStatus, Code: be.APICode(),
-		Err: fmt.Errorf("the partner refused the sign the bridge made (%q): check --partner-key and the --partner-jwt-* and --partner-sign-* settings against the partner's documentation (loyalty-bridge api sign --explain): %w",
-			partnertext.Scrubber{}.Text(be.Message), be)}
+		Err: heldFor{reason: "the partner refuses the sign the bridge makes", err: fmt.Errorf("the partner refused the sign the bridge made (%q): check --partner-key and the --partner-jwt-* and --partner-sign-* settings against the partner's documentation (loyalty-bridge api sign --explain): %w",
+			partnertext.Scrubber{}.Text(be.Message), be)}}
 }
+
+// heldFor is the cause of a hold that is not about credentials: its
+// reason heads the hold's log line and the operator's status
+// (authhold.Reason), so that nobody on call chases a password when the
+// partner refuses a sign or a date encoding.
+type heldFor struct {
+	reason string
+	err    error
+}
+
+func (h heldFor) Error() string      { return h.err.Error() }
+func (h heldFor) Unwrap() error      { return h.err }
+func (h heldFor) HoldReason() string { return h.reason }
 
 func (p clientPartner) LookupTransaction(ctx context.Context, r loyalty.LookupRequest) (*loyalty.Transaction, error) {
 	t, _, err := p.c.LookupTransaction(ctx, r)

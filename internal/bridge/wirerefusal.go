@@ -109,8 +109,9 @@ func (w wireCheck) after(c wireChoice, err error, fields ...string) error {
 		w.st.wireRefused[c] = now
 	}
 	return &loyalty.AuthError{Op: be.Op, Ref: be.Ref, HTTPStatus: be.HTTPStatus, Code: code,
-		Err: fmt.Errorf("the partner refused the %s the bridge encoded (%s %q): check %s against the partner's documentation: %w",
-			field, code, partnertext.Scrubber{}.Text(be.Message), c.settings(), be)}
+		Err: heldFor{reason: "the partner refuses the bridge's encoding of " + field + " (check " + c.settings() + ")",
+			err: fmt.Errorf("the partner refused the %s the bridge encoded (%s %q): check %s against the partner's documentation: %w",
+				field, code, partnertext.Scrubber{}.Text(be.Message), c.settings(), be)}}
 }
 
 // refusedField is the code and field a refusal names: an onboarding's in

@@ -52,7 +52,10 @@ func TestWireRefusalHolds(t *testing.T) {
 			if n := strings.Count(logs, "records are held until"); n != 1 {
 				t.Errorf("%d warnings of the hold, want 1", n)
 			}
-			for _, want := range []string{fmt.Sprintf("the partner refused the %s the bridge encoded", tc.field), tc.setting} {
+			if strings.Contains(logs, "refuses the credentials") {
+				t.Errorf("the hold blames the credentials, not the encoding:\n%s", logs)
+			}
+			for _, want := range []string{"the partner refuses the bridge's encoding of " + tc.field, fmt.Sprintf("the partner refused the %s the bridge encoded", tc.field), tc.setting} {
 				if !strings.Contains(logs, want) {
 					t.Errorf("logs lack %q", want)
 				}

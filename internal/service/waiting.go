@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/apiendpoint"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/authhold"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 )
@@ -28,6 +29,9 @@ func (d *Deps) WaitingFor(now time.Time) (why string, held bool) {
 	if d.Hold != nil {
 		if on, since, cause := d.Hold.Status(); on {
 			why = "the partner refuses the credentials since " + clock(since) + "; records are held until a token is obtainable again"
+			if r := authhold.Why(cause); r != authhold.Why(nil) {
+				why = r + " since " + clock(since) + "; records are held until the partner takes an attempt again"
+			}
 			if cause != nil {
 				why += " (" + failure(cause) + ")"
 			}

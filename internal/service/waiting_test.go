@@ -108,7 +108,31 @@ func TestWaitingFor(t *testing.T) {
 	check("credentials refused", "the partner refuses the credentials since ", true)
 	check("credentials refused", "records are held until a token is obtainable again (loyalty: point-accrual: not authorised (HTTP 401))", true)
 
+	// A hold for a refused encoding says so, not "credentials".
+	hold, err = authhold.New(authhold.Options{Tokens: refusingTokens{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Hold = hold
+	if done, err = hold.Admit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done(&loyalty.AuthError{Op: "point-accrual", HTTPStatus: http.StatusBadRequest, Err: heldForTest{}})
+	check("encoding refused", "the partner refuses the bridge's encoding of transactionDate since ", true)
+	check("encoding refused", "records are held until the partner takes an attempt again", true)
+
 	if why, held := (&Deps{}).WaitingFor(time.Now()); why != "" || held {
 		t.Errorf("without the partner API: %q %v", why, held)
 	}
+}
+
+// heldForTest is a hold's cause with a reason, as the bridge makes for a
+// refused encoding.
+type heldForTest struct{}
+
+func (heldForTest) Error() string {
+	return "the partner refused the transactionDate the bridge encoded"
+}
+func (heldForTest) HoldReason() string {
+	return "the partner refuses the bridge's encoding of transactionDate"
 }
