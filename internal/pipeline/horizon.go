@@ -291,7 +291,7 @@ func (p *Pipeline) commit(ctx context.Context, cl *kgo.Client, only []*partition
 		released := false
 		if final {
 			h = max(at, part.maxSent+1, part.guardBelow)
-			released = part.handling == 0 && part.abandoned == 0 && !time.Now().Before(part.guardAfter)
+			released = part.count.handling == 0 && part.abandoned == 0 && !time.Now().Before(part.guardAfter)
 		}
 		if at == part.sentAt && h == part.sentHorizon && released == part.sentReleased {
 			return

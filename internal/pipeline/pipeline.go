@@ -35,11 +35,9 @@ type Pipeline struct {
 
 	mu         sync.Mutex
 	parts      map[tp]*partition
-	inFlight   int // dispatched, not done; includes records of dropped partitions
-	handling   int // dispatched, handler (or fallback) not yet returned
-	active     int // handling and not waiting in Wait: bounded by MaxInFlight
-	buffered   int // sum of the live partitions' tracker lengths
-	bytes      int // sum of the live partitions' tracker bytes (recordSize)
+	count      counters // every record's; includes records of dropped partitions
+	buffered   int      // sum of the live partitions' tracker lengths
+	bytes      int      // sum of the live partitions' tracker bytes (recordSize)
 	pollCancel context.CancelFunc
 	closing    bool
 	drained    chan struct{} // closed when inFlight reaches 0 while closing
@@ -89,9 +87,7 @@ type partition struct {
 	sched     *ordering.Scheduler[*job]
 	track     ordering.Tracker
 	last      int64 // highest offset taken, -1 before the first
-	inFlight  int
-	handling  int // handlers not returned
-	active    int // handling and not waiting in Wait: bounded by MaxInFlightPerPartition
+	count     counters
 	fresh     int // records still to be marked Fresh (exactly once; a legacy commit)
 	paused    bool
 	revoking  bool
@@ -387,7 +383,7 @@ func (p *Pipeline) reportLeftLocked(part *partition) {
 	}
 	var reason string
 	switch {
-	case part.inFlight > 0 || part.abandoned > 0:
+	case part.count.inFlight > 0 || part.abandoned > 0:
 		reason = "records still in flight when the drain timed out were abandoned"
 	case p.failure != nil:
 		reason = "the pipeline stopped on a failed record"
@@ -396,7 +392,7 @@ func (p *Pipeline) reportLeftLocked(part *partition) {
 	}
 	p.log.Warn("partition left with uncommitted records; its next owner processes them again",
 		zap.String("topic", part.topic), zap.Int32("partition", part.partition), zap.Int64("from_offset", first),
-		zap.Int("uncommitted", part.track.Len()), zap.Int("in_flight", part.inFlight), zap.String("reason", reason))
+		zap.Int("uncommitted", part.track.Len()), zap.Int("in_flight", part.count.inFlight), zap.String("reason", reason))
 }
 
 // waitWorkers waits for the workers after their context was canceled. A
@@ -421,7 +417,7 @@ func (p *Pipeline) waitWorkers(workers *errgroup.Group, deadline time.Time) {
 }
 
 func (p *Pipeline) closeDrainedLocked() {
-	if p.closing && p.inFlight == 0 && !p.isDrained {
+	if p.closing && p.count.inFlight == 0 && !p.isDrained {
 		for _, part := range p.parts {
 			if p.holeLocked(part) {
 				return // the drain's dispatcher starts it (holeLocked)
@@ -441,7 +437,7 @@ func (p *Pipeline) isClosing() bool {
 func (p *Pipeline) inFlightNow() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.inFlight
+	return p.count.inFlight
 }
 
 func wake(c chan struct{}) {
@@ -617,7 +613,7 @@ func (p *Pipeline) enqueue(fs kgo.Fetches) map[string][]int32 {
 		}
 	})
 	if n > 0 {
-		p.obs.InFlight(p.inFlight, p.buffered)
+		p.obs.InFlight(p.count.inFlight, p.buffered)
 	}
 	return pause
 }
@@ -717,11 +713,11 @@ func (p *Pipeline) dispatch(ctx context.Context) {
 
 // nextLocked picks the next record to run, or nil.
 func (p *Pipeline) nextLocked() *job {
-	if p.active >= p.o.MaxInFlight || p.failure != nil || p.doomed {
+	if p.count.active >= p.o.MaxInFlight || p.failure != nil || p.doomed {
 		return nil
 	}
 	for _, part := range p.parts { // map order: no partition is always first
-		if part.active >= p.o.MaxInFlightPerPartition {
+		if part.count.active >= p.o.MaxInFlightPerPartition {
 			continue
 		}
 		if (part.revoking || p.closing) && !p.holeLocked(part) {
@@ -741,13 +737,9 @@ func (p *Pipeline) nextLocked() *job {
 		j.task = task
 		j.started = time.Now()
 		part.maxSent = max(part.maxSent, task.Offset)
-		part.inFlight++
-		p.inFlight++
-		part.handling++
-		p.handling++
-		part.active++
-		p.active++
-		p.obs.InFlight(p.inFlight, p.buffered)
+		part.count.dispatch()
+		p.count.dispatch()
+		p.obs.InFlight(p.count.inFlight, p.buffered)
 		return j
 	}
 	return nil
@@ -887,16 +879,14 @@ func (p *Pipeline) releaseLocked(j *job) {
 	}
 	j.released = true
 	j.p.sched.Done(j.task)
-	j.p.handling--
-	p.handling--
-	j.p.active--
-	p.active--
+	j.p.count.release()
+	p.count.release()
 	if p.eos {
-		if j.p.handling == 0 && j.p.stopped != nil {
+		if j.p.count.handling == 0 && j.p.stopped != nil {
 			close(j.p.stopped)
 			j.p.stopped = nil
 		}
-		if p.handling == 0 {
+		if p.count.handling == 0 {
 			wake(p.roundWake)
 		}
 	}
@@ -970,8 +960,8 @@ func (p *Pipeline) stopLocked(err error) {
 func (p *Pipeline) finish(j *job, outcome Outcome) {
 	part := j.p
 	p.mu.Lock()
-	p.inFlight--
-	part.inFlight--
+	p.count.finish()
+	part.count.finish()
 	if outcome == Abandoned {
 		part.abandoned++
 	}
@@ -993,7 +983,7 @@ func (p *Pipeline) finish(j *job, outcome Outcome) {
 			p.commitPointLocked(part)
 		}
 	}
-	if part.revoking && part.inFlight == 0 && part.idle != nil && !p.holeLocked(part) {
+	if part.revoking && part.count.inFlight == 0 && part.idle != nil && !p.holeLocked(part) {
 		close(part.idle)
 		part.idle = nil
 	}
@@ -1002,7 +992,7 @@ func (p *Pipeline) finish(j *job, outcome Outcome) {
 		p.pollCancel() // the poll loop may be waiting on the other partitions
 		p.pollCancel = nil
 	}
-	p.obs.InFlight(p.inFlight, p.buffered)
+	p.obs.InFlight(p.count.inFlight, p.buffered)
 	p.mu.Unlock()
 
 	p.obs.RecordDone(j.rec.Topic, j.rec.Partition, outcome, time.Since(j.started))
@@ -1070,7 +1060,7 @@ func (p *Pipeline) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[st
 			}
 			part.revoking = true
 			parts = append(parts, part)
-			if (part.inFlight > 0 || p.holeLocked(part)) && !p.closing {
+			if (part.count.inFlight > 0 || p.holeLocked(part)) && !p.closing {
 				part.idle = make(chan struct{})
 				idle = append(idle, part.idle)
 			}
@@ -1175,6 +1165,6 @@ func (p *Pipeline) dropLocked(parts []*partition) map[string][]int32 {
 			resume[part.topic] = append(resume[part.topic], part.partition)
 		}
 	}
-	p.obs.InFlight(p.inFlight, p.buffered)
+	p.obs.InFlight(p.count.inFlight, p.buffered)
 	return resume
 }

@@ -189,7 +189,7 @@ func (p *Pipeline) takeOverLocked(part *partition) {
 
 // cutLocked cancels part's handlers, noting when if any was running.
 func (p *Pipeline) cutLocked(part *partition) {
-	if part.handling > 0 {
+	if part.count.handling > 0 {
 		part.cutAt = time.Now()
 	}
 	part.cancel()
@@ -366,7 +366,7 @@ func (p *Pipeline) abortRound() {
 wait:
 	for {
 		p.mu.Lock()
-		handling := p.handling
+		handling := p.count.handling
 		p.mu.Unlock()
 		if handling == 0 {
 			break
@@ -418,7 +418,7 @@ func (p *Pipeline) resetRound() {
 			zap.Strings("partitions", cut), zap.Duration("takeover_wait", p.o.TakeoverWait))
 	}
 	p.closeRoundLocked()
-	p.obs.InFlight(p.inFlight, p.buffered)
+	p.obs.InFlight(p.count.inFlight, p.buffered)
 	p.mu.Unlock()
 	for _, j := range ready {
 		p.finish(j, Abandoned)
@@ -479,7 +479,7 @@ func (p *Pipeline) onRevokedTxn(_ context.Context, cl *kgo.Client, revoked map[s
 			}
 			part.revoking = true
 			parts = append(parts, part)
-			if part.handling > 0 {
+			if part.count.handling > 0 {
 				part.stopped = make(chan struct{})
 				stopped = append(stopped, part.stopped)
 			}

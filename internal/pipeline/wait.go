@@ -52,8 +52,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 // yield gives j's slot back for a wait.
 func (p *Pipeline) yield(j *job) {
 	p.mu.Lock()
-	j.p.active--
-	p.active--
+	j.p.count.yield()
+	p.count.yield()
 	p.mu.Unlock()
 	wake(p.wakeDispatch)
 }
@@ -66,7 +66,7 @@ func (p *Pipeline) yield(j *job) {
 // (the client's call limit), so the overshoot costs no partner capacity.
 func (p *Pipeline) reclaimSlot(j *job) {
 	p.mu.Lock()
-	j.p.active++
-	p.active++
+	j.p.count.reclaim()
+	p.count.reclaim()
 	p.mu.Unlock()
 }
