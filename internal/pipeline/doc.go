@@ -100,7 +100,7 @@
 // stated in CallTimeout: a call the handler started has taken effect
 // within CallTimeout (for the bridge, --api-timeout) or never will.
 //
-//   - The lease (lease.go): a handler's partner write starts only while
+//   - The lease (package lease): a handler's partner write starts only while
 //     now + CallTimeout is before the earliest moment the group may
 //     remove the member: the sending time of the last heartbeat answered
 //     as a member plus the session timeout, and the sending time of the

@@ -68,7 +68,7 @@ func parseHorizon(meta string) (h int64, released, ok bool) {
 // attempt timeout plus DefaultTakeoverMargin) from the assignment before
 // they are dispatched. The previous owner stopped starting calls before
 // the assignment (a cut-off handler's calls end with its context; an
-// expelled member's with its lease, lease.go), and a call it started
+// expelled member's with its lease, package lease), and a call it started
 // lands, by assumption, within its attempt timeout of being sent or never.
 // The partition's other records wait too (simpler than letting records
 // after the horizon, never sent, overtake: the wait follows only an

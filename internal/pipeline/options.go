@@ -177,7 +177,7 @@ type Options struct {
 	// shutdown; default 10s. The group's rebalance timeout is set to
 	// DrainTimeout (or CallTimeout, if longer) plus 10s, so that a member
 	// draining revoked partitions is not expelled from the group, and the
-	// lease (lease.go) lets writes start for 10s after the group was last
+	// lease (package lease) lets writes start for 10s after the group was last
 	// seen stable.
 	DrainTimeout time.Duration
 	// ShutdownTimeout bounds a graceful stop, from the cancellation of

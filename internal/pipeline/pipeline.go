@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/lease"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 )
 
@@ -50,13 +51,14 @@ type Pipeline struct {
 	wakeCommit chan struct{} // capacity 1: a horizon must move
 	commitMu   sync.Mutex    // one commit at a time, so none lands after a later one
 
-	// The lease (lease.go): partner writes start only while the group
+	// The lease (package lease): partner writes start only while the group
 	// cannot remove the member before they end. session and rebalance
 	// (the group session and rebalance timeouts) are set before the first
 	// dispatch.
-	lease     *lease
-	session   time.Duration
-	rebalance time.Duration
+	lease       *lease.Lease
+	leaseLapsed atomic.Bool // a write found the lease short and has not seen it renewed
+	session     time.Duration
+	rebalance   time.Duration
 
 	// Exactly-once mode (transact.go); all guarded by mu but sess.
 	eos       bool
@@ -154,7 +156,7 @@ func New(opts Options) (*Pipeline, error) {
 		parts:        make(map[tp]*partition),
 		drained:      make(chan struct{}),
 		wakeCommit:   make(chan struct{}, 1),
-		lease:        newLease(),
+		lease:        lease.New(),
 		eos:          o.Delivery == ExactlyOnce,
 		roundWake:    make(chan struct{}, 1),
 		outFailed:    make(map[tp]map[int64]outFailure),
@@ -169,7 +171,7 @@ func (p *Pipeline) clientOpts() []kgo.Opt {
 		kgo.ConsumeTopics(p.o.Topics...),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(p.onAssigned),
-		kgo.WithHooks(syncHook{p.lease}), // the lease's SyncGroup times (lease.go)
+		kgo.WithHooks(p.lease.Hook()), // the lease's SyncGroup times
 		// Fetched records are most of the bridge's live heap (a heap
 		// profile with a 100k backlog: 82%, record slices and decompressed
 		// batches). 1 MiB per response and 256 KiB per partition still
@@ -187,7 +189,7 @@ func (p *Pipeline) clientOpts() []kgo.Opt {
 		// A member draining revoked partitions rejoins after the drain
 		// and its commit; the group must wait that long, and no longer:
 		// leaving the group on shutdown can wait out a JoinGroup for the
-		// whole rebalance timeout (60s by default). The lease (lease.go)
+		// whole rebalance timeout (60s by default). The lease (package lease)
 		// lets writes start only until CallTimeout before the rebalance
 		// timeout since the group was last seen stable, so it leaves
 		// rebalanceMargin past CallTimeout too.
@@ -332,16 +334,16 @@ func (p *Pipeline) checkLease(cl *kgo.Client) error {
 	return nil
 }
 
-// startProbe starts the lease's prober (lease.go) with the client's
+// startProbe starts the lease's prober with the client's
 // session and rebalance timeouts, and returns the function that stops it
 // and waits.
 func (p *Pipeline) startProbe(ctx context.Context, cl *kgo.Client) (stop func()) {
 	p.session, _ = cl.OptValue(kgo.SessionTimeout).(time.Duration)
 	p.rebalance, _ = cl.OptValue(kgo.RebalanceTimeout).(time.Duration)
-	p.lease.setTimeouts(p.session, p.rebalance, p.o.CallTimeout)
+	p.lease.SetTimeouts(p.session, p.rebalance, p.o.CallTimeout)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { p.probe(ctx, cl) })
+	wg.Go(func() { p.lease.Probe(ctx, cl, p.o.Group, p.log) })
 	return func() { cancel(); wg.Wait() }
 }
 
@@ -1015,8 +1017,8 @@ func (p *Pipeline) commitPointLocked(part *partition) {
 func (p *Pipeline) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	// franz-go calls this after every SyncGroup answered (with nothing
 	// new assigned too), before the generation can change again: the
-	// group's rebalance to this generation is over (lease.go).
-	p.lease.assigned(cl.GroupMetadata())
+	// group's rebalance to this generation is over (package lease).
+	p.lease.Assigned(cl.GroupMetadata())
 	p.mu.Lock()
 	for topic, parts := range assigned {
 		for _, n := range parts {
@@ -1029,7 +1031,7 @@ func (p *Pipeline) onAssigned(_ context.Context, cl *kgo.Client, assigned map[st
 		}
 	}
 	p.mu.Unlock()
-	wake(p.lease.probeNow) // a lease from this generation before the first write
+	p.lease.Want() // a lease from this generation before the first write
 	for topic, parts := range assigned {
 		if p.eos && p.o.TakeoverWait > 0 {
 			p.log.Info("partitions assigned; their records wait for a previous owner's last partner calls to land before they run",
@@ -1113,7 +1115,7 @@ wait:
 // onLost drops the partitions without committing: another member may own
 // them already.
 func (p *Pipeline) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
-	p.lease.revoke() // expelled: no proof of membership until a new heartbeat
+	p.lease.Revoked() // expelled: no proof of membership until a new heartbeat
 	if len(lost) == 0 {
 		return
 	}

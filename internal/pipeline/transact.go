@@ -34,7 +34,7 @@ func (p *Pipeline) transactOpts() []kgo.Opt {
 			p.onRevokedTxn(ctx, cl, m, false)
 		}),
 		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-			p.lease.revoke()
+			p.lease.Revoked()
 			p.onRevokedTxn(ctx, cl, m, true)
 		}),
 	}
