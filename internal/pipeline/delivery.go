@@ -33,6 +33,14 @@ func (d Delivery) String() string {
 	return fmt.Sprintf("Delivery(%d)", uint8(d))
 }
 
+// strategy returns the mode that gives the delivery's guarantee.
+func (d Delivery) strategy(p *Pipeline) strategy {
+	if d == ExactlyOnce {
+		return newExactlyOnce(p)
+	}
+	return newAtLeastOnce(p)
+}
+
 // ParseDelivery parses a configuration name as returned by Delivery.String.
 func ParseDelivery(s string) (Delivery, error) {
 	switch s {

@@ -113,23 +113,25 @@ func fetchedOffsets(resp *kmsg.OffsetFetchResponse) map[tp]fetched {
 // never dispatched by a member that keeps a horizon; one whose commit
 // carries no horizon was committed by something else, and gets the old
 // guess, a buffer's worth of Fresh records.
-func (p *Pipeline) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+func (a *atLeastOnce) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	p := a.p
 	got := fetchedOffsets(resp)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for key, f := range got {
 		part := p.parts[key]
-		if part == nil || part.known {
+		if part == nil || hz(part).known {
 			continue
 		}
-		part.known = true
+		st := hz(part)
+		st.known = true
 		switch h, released, ok := parseHorizon(deref(f.meta)); {
 		case f.at < 0:
 			// Nothing committed: nothing dispatched by a member of this
 			// version, which commits a horizon before its first dispatch.
 		case ok:
-			part.committed = f.at
-			part.guardBelow = h
+			st.committed = f.at
+			st.guardBelow = h
 			if h > f.at {
 				var wait time.Duration
 				if !released {
@@ -142,11 +144,11 @@ func (p *Pipeline) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Offset
 					zap.Bool("released", released), zap.Duration("guarded_wait", wait))
 			}
 		default:
-			part.committed = f.at
-			part.fresh = p.o.MaxBufferedPerPartition
+			st.committed = f.at
+			st.fresh = p.o.MaxBufferedPerPartition
 			p.log.Info("committed offset carries no dispatch horizon (committed by an older version or another tool); guarding a buffer's worth of records",
 				zap.String("topic", key.topic), zap.Int32("partition", key.partition),
-				zap.Int64("committed", f.at), zap.Int("guarded", part.fresh))
+				zap.Int64("committed", f.at), zap.Int("guarded", st.fresh))
 		}
 	}
 	return nil
@@ -159,46 +161,16 @@ func deref(s *string) string {
 	return *s
 }
 
-// admitLocked decides, for a record just taken, whether it may be scheduled
-// now (below the horizon, and nothing before it is held) or must wait for
-// the horizon to move, and asks for a move when the horizon is near.
-func (p *Pipeline) admitLocked(part *partition, j *job) {
-	if !part.known { // adopted without an assignment callback: the old guess
-		part.known = true
-		part.fresh = p.o.MaxBufferedPerPartition
-	}
-	switch {
-	case j.rec.Offset < part.guardBelow:
-		j.fresh = true
-	case part.fresh > 0:
-		j.fresh = true
-		part.fresh--
-	}
-	if part.committed < 0 {
-		part.committed = j.rec.Offset // where this member started: nothing done yet
-	}
-	if len(part.held) == 0 && j.rec.Offset < part.horizon {
-		part.sched.Push(j.rec.Offset, j.rec.Key, j)
-	} else {
-		part.held = append(part.held, j)
-	}
-	if part.horizon-(j.rec.Offset+1) < int64(p.o.HorizonStep)/2 {
-		if want := j.rec.Offset + 1 + int64(p.o.HorizonStep); want > part.want {
-			part.want = want
-			wake(p.wakeCommit)
-		}
-	}
-}
-
 // advancedLocked makes a horizon that became durable effective: the held
 // records below it are scheduled.
-func (p *Pipeline) advancedLocked(part *partition, h int64) {
-	if h <= part.horizon {
+func (a *atLeastOnce) advancedLocked(part *partition, h int64) {
+	st := hz(part)
+	if h <= st.horizon {
 		return
 	}
-	part.horizon = h
+	st.horizon = h
 	n := 0
-	for _, j := range part.held {
+	for _, j := range st.held {
 		if j.rec.Offset >= h {
 			break
 		}
@@ -206,27 +178,28 @@ func (p *Pipeline) advancedLocked(part *partition, h int64) {
 		n++
 	}
 	if n > 0 {
-		clear(part.held[:n])
-		part.held = part.held[n:]
-		wake(p.wakeDispatch)
+		clear(st.held[:n])
+		st.held = st.held[n:]
+		wake(a.p.wakeDispatch)
 	}
 }
 
 // commitLoop commits the live partitions' commit points every
 // CommitInterval, and at once when a horizon must move. It replaces
 // franz-go's autocommit, which cannot carry metadata.
-func (p *Pipeline) commitLoop(ctx context.Context, cl *kgo.Client) {
+func (a *atLeastOnce) commitLoop(ctx context.Context, cl *kgo.Client) {
+	p := a.p
 	tick := time.NewTicker(p.o.CommitInterval)
 	defer tick.Stop()
 	failing := false
 	for {
 		select {
 		case <-tick.C:
-		case <-p.wakeCommit:
+		case <-a.wakeCommit:
 		case <-ctx.Done():
 			return
 		}
-		err := p.commit(ctx, cl, nil)
+		err := a.commit(ctx, cl, nil)
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
 			failing = true
@@ -239,27 +212,15 @@ func (p *Pipeline) commitLoop(ctx context.Context, cl *kgo.Client) {
 	}
 }
 
-// guardUntilLocked holds part's records until at (at least), and wakes
-// the dispatcher then.
-func (p *Pipeline) guardUntilLocked(part *partition, at time.Time) {
-	if !at.After(part.guardAfter) {
-		return
-	}
-	part.guardAfter = at
-	guard := time.AfterFunc(time.Until(at), func() { wake(p.wakeDispatch) })
-	// Owned by the partition: stopped when it is dropped, or when Run
-	// ends (its context derives from Run's).
-	context.AfterFunc(part.ctx, func() { guard.Stop() })
-}
-
 // commit commits, for the partitions in only (nil: every live partition
 // not being revoked), their commit points with their horizons, and makes
 // the horizons that became durable effective. With only set it is a final
 // commit of partitions that dispatch no more: their horizon is lowered to
 // just past the highest offset dispatched.
-func (p *Pipeline) commit(ctx context.Context, cl *kgo.Client, only []*partition) error {
-	p.commitMu.Lock()
-	defer p.commitMu.Unlock()
+func (a *atLeastOnce) commit(ctx context.Context, cl *kgo.Client, only []*partition) error {
+	p := a.p
+	a.commitMu.Lock()
+	defer a.commitMu.Unlock()
 
 	type sent struct {
 		part     *partition
@@ -270,9 +231,10 @@ func (p *Pipeline) commit(ctx context.Context, cl *kgo.Client, only []*partition
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	sending := map[tp]sent{}
 	add := func(part *partition, final bool) {
+		st := hz(part)
 		at, epoch, ok := part.track.Commit()
 		if !ok {
-			at, epoch = part.committed, -1
+			at, epoch = st.committed, -1
 		}
 		if at < 0 {
 			return // nothing taken yet: nothing to say
@@ -283,17 +245,17 @@ func (p *Pipeline) commit(ctx context.Context, cl *kgo.Client, only []*partition
 		// member taking a crashed one's partition and handing it on after
 		// a few records once lowered it to its own last dispatch, and the
 		// third owner wrote records the first had applied).
-		h := max(part.horizon, part.want, part.guardBelow)
+		h := max(st.horizon, st.want, st.guardBelow)
 		// Released: no handler of the partition is running or was cut
 		// off, so none of its partner calls can still land, and so none
 		// of a previous owner's: this member's takeover wait, if it had
 		// one, is over.
 		released := false
 		if final {
-			h = max(at, part.maxSent+1, part.guardBelow)
+			h = max(at, part.maxSent+1, st.guardBelow)
 			released = part.count.handling == 0 && part.abandoned == 0 && !time.Now().Before(part.guardAfter)
 		}
-		if at == part.sentAt && h == part.sentHorizon && released == part.sentReleased {
+		if at == st.sentAt && h == st.sentHorizon && released == st.sentReleased {
 			return
 		}
 		if offsets[part.topic] == nil {
@@ -358,9 +320,10 @@ func (p *Pipeline) commit(ctx context.Context, cl *kgo.Client, only []*partition
 		if !ok[key] || p.parts[key] != s.part && only == nil {
 			continue
 		}
-		s.part.sentAt, s.part.sentHorizon, s.part.sentReleased = s.at, s.horizon, s.released
+		st := hz(s.part)
+		st.sentAt, st.sentHorizon, st.sentReleased = s.at, s.horizon, s.released
 		if only == nil {
-			p.advancedLocked(s.part, s.horizon)
+			a.advancedLocked(s.part, s.horizon)
 		}
 	}
 	return failed

@@ -160,7 +160,7 @@ type Options struct {
 	// CallTimeout plus DefaultTakeoverMargin, 0 without a CallTimeout.
 	// ExactlyOnce mode keeps no horizon to tell a clean release: its
 	// records wait TakeoverWait after every assignment, and after every
-	// round aborted while handlers ran (transact.go).
+	// round aborted while handlers ran (rounds.go).
 	TakeoverWait time.Duration
 
 	// Linger is how long the producer waits to batch outputs; default 2ms.

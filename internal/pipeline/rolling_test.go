@@ -243,7 +243,8 @@ func TestExactlyOnceSkipsRecordsItCommitted(t *testing.T) {
 	}
 	p.workCtx = context.Background()
 	key := tp{inTopic, 0}
-	p.txnDone[key] = 5
+	eo := p.mode.(*exactlyOnce)
+	eo.txnDone[key] = 5
 	fetch := func(from, to int64) kgo.Fetches {
 		var recs []*kgo.Record
 		for o := from; o < to; o++ {
@@ -251,7 +252,7 @@ func TestExactlyOnceSkipsRecordsItCommitted(t *testing.T) {
 		}
 		return kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: inTopic, Partitions: []kgo.FetchPartition{{Partition: 0, Records: recs}}}}}}
 	}
-	p.enqueue(fetch(0, 8))
+	p.enqueue(fetch(0, 8), false)
 	part := p.parts[key]
 	if first, _ := part.track.First(); part.track.Len() != 3 || first != 5 {
 		t.Fatalf("took %d records from %d, want 3 from 5", part.track.Len(), first)
@@ -260,12 +261,12 @@ func TestExactlyOnceSkipsRecordsItCommitted(t *testing.T) {
 		t.Fatalf("%d warnings about the rewind, want 1", n)
 	}
 	p.mu.Lock()
-	p.dropLocked([]*partition{part})
+	eo.dropLocked([]*partition{part})
 	p.mu.Unlock()
-	if _, ok := p.txnDone[key]; ok {
+	if _, ok := eo.txnDone[key]; ok {
 		t.Fatal("a dropped partition kept its committed floor")
 	}
-	p.enqueue(fetch(0, 2)) // a new owner's view: from its committed offset
+	p.enqueue(fetch(0, 2), false) // a new owner's view: from its committed offset
 	if n := p.parts[key].track.Len(); n != 2 {
 		t.Fatalf("took %d records after the partition was dropped, want 2", n)
 	}

@@ -1,0 +1,292 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// endRound waits for the round's records and commits or aborts it.
+func (e *exactlyOnce) endRound(ctx context.Context) {
+	if e.awaitRound(ctx) {
+		e.commitRound()
+		return
+	}
+	e.abortRound()
+}
+
+// The takeover wait in exactly-once mode. A round aborted while its
+// handlers ran (a rebalance, an abandoned record, a drain timeout, a
+// crash) cut calls off that may still be on their way to the partner, and
+// its records are taken again, Fresh: by this member, or by the
+// partition's next owner. A guard lookup made before such a call lands
+// finds nothing, and a partner without duplicate detection applies the
+// write twice. So, as in at-least-once mode (horizon.go), records wait
+// TakeoverWait (CallTimeout plus DefaultTakeoverMargin) before they run:
+//
+//   - those this member takes again after cutting its handlers off, from
+//     the cut (cutLocked, resetRound);
+//   - those of a partition newly assigned to it, from the assignment
+//     (assignedLocked), always: at-least-once mode knows from the
+//     dispatch horizon's metadata when a previous owner released a
+//     partition cleanly, but no commit of this mode can say it, since a
+//     member commits only after its round's calls, and a member killed in
+//     its first round of a partition leaves the previous owner's commit,
+//     clean or not.
+//
+// The cost: after every rebalance that moves a partition, and every round
+// aborted mid-call, its records wait TakeoverWait, and since a round is
+// one poll across the member's partitions, so does the member's round. Against a partner that
+// rejects a repeated transactionId the wait protects nothing; against one
+// that applies it, it is the difference between one effect and two.
+
+// cutLocked cancels part's handlers, noting when if any was running.
+func (e *exactlyOnce) cutLocked(part *partition) {
+	if part.count.handling > 0 {
+		eosState(part).cutAt = time.Now()
+	}
+	part.cancel()
+}
+
+// awaitRound waits until every record of the round has its outputs ready
+// (true), or the round is doomed or the pipeline failing (false). Once ctx
+// ends, the round has DrainTimeout more to finish.
+func (e *exactlyOnce) awaitRound(ctx context.Context) bool {
+	p := e.p
+	done := ctx.Done()
+	var deadline <-chan time.Time
+	for {
+		p.mu.Lock()
+		left, doomed, failed := e.roundLeft, e.doomed, p.failure != nil
+		p.mu.Unlock()
+		switch {
+		case failed || doomed:
+			return false
+		case left == 0:
+			return true
+		}
+		select {
+		case <-e.roundWake:
+		case <-done:
+			done = nil
+			t := time.NewTimer(p.o.DrainTimeout)
+			defer t.Stop()
+			deadline = t.C
+		case <-deadline:
+			p.log.Warn("drain timed out; the round's transaction is aborted and its records will be processed again by the next owner",
+				zap.Duration("drain_timeout", p.o.DrainTimeout), zap.Int("unfinished", left))
+			return false
+		}
+	}
+}
+
+// countOutLocked counts j out of its round, once; an abandoned record dooms
+// the round, since committing it would skip it.
+func (e *exactlyOnce) countOutLocked(j *job, abandoned bool) {
+	r := roundOf(j)
+	if r.round != e.roundID || r.settled {
+		return
+	}
+	r.settled = true
+	e.roundLeft--
+	if abandoned {
+		e.doomed = true
+	}
+	wake(e.roundWake)
+}
+
+// commitRound produces the round's outputs in one transaction with its
+// offsets. Outputs that fail abort the round; their records fall back when
+// taken again.
+func (e *exactlyOnce) commitRound() {
+	p := e.p
+	p.mu.Lock()
+	jobs := append([]*job(nil), e.round...)
+	p.mu.Unlock()
+	start := time.Now()
+	if err := e.sess.Begin(); err != nil {
+		p.stopWith(fmt.Errorf("pipeline: begin transaction: %w", err))
+		e.abortRound()
+		return
+	}
+	var acks sync.WaitGroup
+	outputs := 0
+	for _, j := range jobs {
+		j.errMu.Lock()
+		j.err = nil
+		j.errMu.Unlock()
+		for _, out := range roundOf(j).outs {
+			acks.Add(1)
+			outputs++
+			e.sess.Produce(p.workCtx, out, func(_ *kgo.Record, err error) {
+				if err != nil {
+					j.errMu.Lock()
+					if j.err == nil {
+						j.err = fmt.Errorf("%w: %w", ErrProduce, err)
+					}
+					j.errMu.Unlock()
+				}
+				acks.Done()
+			})
+		}
+	}
+	acked := make(chan struct{})
+	go func() { acks.Wait(); close(acked) }() // ends when the client fails or closes the records
+	select {
+	case <-acked: // bounded by RecordDeliveryTimeout while Kafka answers
+	case <-p.workCtx.Done():
+		p.log.Warn("shutdown deadline passed with the round's outputs unacknowledged; the transaction is aborted",
+			zap.Int("records", len(jobs)))
+		e.abortRound()
+		return
+	}
+	failed := 0
+	for _, j := range jobs {
+		if err := j.produceErr(); err != nil {
+			p.mu.Lock()
+			m := e.outFailed[j.p.tp]
+			if m == nil {
+				m = make(map[int64]outFailure)
+				e.outFailed[j.p.tp] = m
+			}
+			m[j.rec.Offset] = outFailure{err: err, fellBack: j.fellBack}
+			p.mu.Unlock()
+			if failed == 0 {
+				p.log.Warn("outputs failed; the round's transaction is aborted and the record falls back when taken again",
+					zap.String("topic", j.rec.Topic), zap.Int32("partition", j.rec.Partition), zap.Int64("offset", j.rec.Offset), zap.Error(err))
+			}
+			failed++
+		}
+	}
+	if failed > 0 {
+		e.abortRound()
+		return
+	}
+	committed, err := e.sess.End(p.workCtx, kgo.TryCommit)
+	if err != nil {
+		p.stopWith(fmt.Errorf("pipeline: transaction (transactional id %q): %w", p.o.TransactionalID, err))
+		e.resetRound()
+		return
+	}
+	if !committed {
+		p.log.Info("transaction aborted: the group rebalanced during the round; its records will be processed again",
+			zap.Int("records", len(jobs)))
+		e.resetRound()
+		return
+	}
+	if ce := p.log.Check(zap.DebugLevel, "transaction committed"); ce != nil {
+		ce.Write(zap.Int("records", len(jobs)), zap.Int("outputs", outputs), zap.Duration("took", time.Since(start)))
+	}
+	p.mu.Lock()
+	for _, j := range jobs {
+		if p.parts[j.p.tp] == j.p && j.rec.Offset >= e.txnDone[j.p.tp] {
+			e.txnDone[j.p.tp] = j.rec.Offset + 1
+		}
+	}
+	e.closeRoundLocked()
+	p.mu.Unlock()
+	for _, j := range jobs {
+		p.done(j)
+	}
+}
+
+// abortRound stops the round's handlers, waits for them (at most
+// DrainTimeout), aborts the transaction, which rewinds the consumer to the
+// committed offsets, and resets the partitions.
+func (e *exactlyOnce) abortRound() {
+	p := e.p
+	p.mu.Lock()
+	e.doomed = true
+	for _, part := range p.parts {
+		e.cutLocked(part)
+	}
+	p.mu.Unlock()
+	timer := time.NewTimer(p.o.DrainTimeout)
+	defer timer.Stop()
+wait:
+	for {
+		p.mu.Lock()
+		handling := p.count.handling
+		p.mu.Unlock()
+		if handling == 0 {
+			break
+		}
+		select {
+		case <-e.roundWake:
+		case <-timer.C:
+			p.log.Error("handlers ignored cancellation; their records may run again concurrently", zap.Int("handling", handling))
+			break wait
+		}
+	}
+	if _, err := e.sess.End(p.workCtx, kgo.TryAbort); err != nil {
+		p.stopWith(fmt.Errorf("pipeline: abort transaction (transactional id %q): %w", p.o.TransactionalID, err))
+	}
+	e.resetRound()
+}
+
+// resetRound forgets an aborted round: every partition starts again from its
+// committed offset (the session rewound the consumer), and what the round
+// took is Fresh again, since its effects may have happened.
+func (e *exactlyOnce) resetRound() {
+	p := e.p
+	p.mu.Lock()
+	var ready []*job
+	var cut []string
+	for _, j := range e.round {
+		if roundOf(j).ready {
+			ready = append(ready, j)
+		}
+	}
+	for key, part := range p.parts {
+		part.cancel()
+		p.buffered -= part.track.Len()
+		p.bytes -= part.track.Bytes()
+		st := eosState(part)
+		fresh := st.fresh + st.taken
+		next := p.newPartitionLocked(key)
+		eosState(next).fresh = fresh
+		if p.o.TakeoverWait > 0 {
+			// The assignment's wait goes on, and a cut adds its own.
+			until := part.guardAfter
+			if !st.cutAt.IsZero() {
+				until = later(until, st.cutAt.Add(p.o.TakeoverWait))
+				cut = append(cut, key.String())
+			}
+			p.guardUntilLocked(next, until)
+		}
+	}
+	if len(cut) > 0 {
+		p.log.Info("round aborted while handlers ran; the records of their partitions wait for their last partner calls to land before they run again",
+			zap.Strings("partitions", cut), zap.Duration("takeover_wait", p.o.TakeoverWait))
+	}
+	e.closeRoundLocked()
+	p.obs.InFlight(p.count.inFlight, p.buffered)
+	p.mu.Unlock()
+	for _, j := range ready {
+		p.finish(j, Abandoned)
+	}
+}
+
+// closeRoundLocked ends the current round: late settlements of its records
+// no longer count.
+func (e *exactlyOnce) closeRoundLocked() {
+	p := e.p
+	e.roundID++
+	e.round = nil
+	e.roundLeft = 0
+	e.doomed = false
+	for _, part := range p.parts {
+		eosState(part).taken = 0
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
