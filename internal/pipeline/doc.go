@@ -57,6 +57,32 @@
 // A group with no commits starts at the earliest offset (franz-go's
 // default), so a new deployment misses nothing.
 //
+// # Core, strategy, lease
+//
+// The two delivery modes share the core and differ only behind one
+// interface, strategy (strategy.go):
+//
+//   - the core (pipeline.go, poll.go, work.go, group.go) polls, keeps each
+//     partition's ordering.Scheduler and ordering.Tracker, bounds what is
+//     buffered (pausing full partitions) and what runs (counters, one per
+//     partition and one in all: active ≤ handling ≤ in flight), runs
+//     handlers and Fallback, moves commit points, holds a partition's
+//     records while a takeover wait lasts, and drains;
+//   - a strategy decides what the core cannot: whether a polled record is
+//     admitted and when it may be scheduled (admit), what happens to a
+//     record's outputs (produce), what its leaving flight means (settle),
+//     and what a group event does to the mode's state (assigned, revoked,
+//     lost). atLeastOnce (atleastonce.go, horizon.go) keeps the dispatch
+//     horizon and commits offsets itself; exactlyOnce (transact.go,
+//     rounds.go) runs rounds and commits them in transactions. Each keeps
+//     its own per-partition state (partition.state);
+//   - the lease (package lease) answers whether this member may start a
+//     partner write now; the pipeline feeds it the group's events and its
+//     own heartbeats' answers, and Leased waits on it.
+//
+// A third mode (one that writes a ledger entry before dispatch, say) is a
+// new strategy and a Delivery value; the core does not change.
+//
 // # Failures
 //
 // A Handler error is a bug path, never a silent drop: Fallback turns the
