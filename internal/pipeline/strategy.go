@@ -59,3 +59,12 @@ type strategy interface {
 	revoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32)
 	lost(ctx context.Context, cl *kgo.Client, lost map[string][]int32)
 }
+
+// outFailure is a produce failure a record brings from an earlier attempt
+// (exactly-once: its outputs failed in a round that was aborted): the next
+// time it is taken it goes to Fallback (or, if those were Fallback's
+// outputs, stops the pipeline), as a produce failure does at least once.
+type outFailure struct {
+	err      error
+	fellBack bool
+}

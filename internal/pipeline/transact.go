@@ -22,7 +22,7 @@ type exactlyOnce struct {
 	roundLeft int    // jobs of the round not yet settled
 	doomed    bool   // the round must abort: a rebalance, an abandoned record
 	roundWake chan struct{}
-	outFailed map[tp]map[int64]outFailure // outputs that failed in an aborted round
+	outFailed map[tp]map[int64]outFailure // outputs that failed in an aborted round (priorFailure)
 	// txnDone is, per partition owned since, the offset below which this
 	// member's own committed transactions cover every record.
 	txnDone map[tp]int64
@@ -42,14 +42,6 @@ type roundJob struct {
 	settled bool          // counted out of roundLeft
 	outs    []*kgo.Record // ready: outputs awaiting the round's transaction
 	ready   bool
-}
-
-// outFailure remembers a record whose outputs failed in an aborted round: the
-// next time it is taken it goes to Fallback (or, if those were Fallback's
-// outputs, stops the pipeline), as a produce failure does at least once.
-type outFailure struct {
-	err      error
-	fellBack bool
 }
 
 func newExactlyOnce(p *Pipeline) *exactlyOnce {
