@@ -2,8 +2,6 @@ package realregistry
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 )
 
 // EnvRegistry is the environment variable that names a real registry's
@@ -46,30 +45,16 @@ func Open(tb testing.TB) string {
 }
 
 // Topics returns input topic names that no other test, and no earlier run
-// against the same registry, uses: tb's name made safe for Kafka, 8 random
+// against the same registry, uses: realkafka.Name(tb, "reg"), that is "reg-",
+// tb's name made safe for Kafka, 8 random
 // hex digits, then ".purchase", ".refund-redemption" or
 // ".member-onboarding". It does so on srfake too, so that a test reads the
 // same against both.
 func Topics(tb testing.TB) codec.Topics {
 	tb.Helper()
-	var b strings.Builder
-	for _, r := range tb.Name() {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	name := b.String()
-	// Kafka allows 249 characters; ".refund-redemption.result" and the
-	// suffix must fit after the name.
-	if len(name) > 180 {
-		name = name[:180]
-	}
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	p := name + "-" + hex.EncodeToString(suffix[:])
+	// realkafka.Name keeps a name at 209 characters, so that
+	// ".refund-redemption.result" fits in Kafka's 249.
+	p := realkafka.Name(tb, "reg")
 	return codec.Topics{Purchase: p + ".purchase", RefundRedemption: p + ".refund-redemption", MemberOnboarding: p + ".member-onboarding"}
 }
 

@@ -22,12 +22,12 @@ func TestTopicsAreTheTestsOwn(t *testing.T) {
 		t.Fatalf("not unique: %+v %+v", a, b)
 	}
 	for _, name := range []string{a.Purchase, a.RefundRedemption, a.MemberOnboarding} {
-		if !strings.HasPrefix(name, "TestTopicsAreTheTestsOwn-") || len(name+".result") > 249 {
+		if !strings.HasPrefix(name, "reg-TestTopicsAreTheTestsOwn-") || len(name+".result") > 249 {
 			t.Errorf("topic %q", name)
 		}
 	}
 	t.Run("a/b c", func(t *testing.T) {
-		if p := realregistry.Topics(t).Purchase; !strings.HasPrefix(p, "TestTopicsAreTheTestsOwn_a_b_c-") {
+		if p := realregistry.Topics(t).Purchase; !strings.HasPrefix(p, "reg-TestTopicsAreTheTestsOwn_a_b_c-") {
 			t.Errorf("subtest topic %q: not safe for Kafka", p)
 		}
 	})

@@ -141,6 +141,27 @@ type running struct {
 
 // runService builds the service on cfg, with a metrics listener and quick
 // group settings, and runs it until halt (or the test's end).
+// eventProducer returns a function that writes ev, encoded by svc's codec,
+// to topic with key, and fails the test if the write fails.
+func eventProducer(ctx context.Context, t *testing.T, brokers []string, svc *running) func(topic, key string, ev events.Event) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return func(topic, key string, ev events.Event) {
+		t.Helper()
+		v, err := svc.Codec.Encode(topic, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func runService(ctx context.Context, t *testing.T, cfg *config.Config) *running {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -31,21 +31,7 @@ func TestRetryWaitHoldsNoCallSlot(t *testing.T) {
 	defer cancel()
 	svc := runService(ctx, t, cfg)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	produce := func(topic, key string, ev events.Event) {
-		t.Helper()
-		v, err := svc.Codec.Encode(topic, ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: v}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	produce := eventProducer(ctx, t, s.Brokers, svc)
 	member := sim.MemberID(1)
 	// Same key, same partition: the second purchase waits behind the first.
 	produce(s.Topics.Purchase, member, &events.PurchaseCompleted{TransactionID: "slot-1", LoyaltyID: member,

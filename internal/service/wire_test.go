@@ -51,21 +51,7 @@ func TestServiceWirePartnerProfile(t *testing.T) {
 	svc := runService(ctx, t, cfg)
 	waitFor(t, "/readyz", 20*time.Second, func() bool { c, _ := get(svc.base + "/readyz"); return c == http.StatusOK })
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	send := func(topic, key string, ev events.Event) {
-		t.Helper()
-		v, err := svc.Codec.Encode(topic, ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: v}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	send := eventProducer(ctx, t, s.Brokers, svc)
 	results := followResults(ctx, t, s, svc)
 
 	const n = 6
@@ -239,21 +225,7 @@ func TestServiceWireMismatchHolds(t *testing.T) {
 	svc := runService(ctx, t, cfg)
 	waitFor(t, "/readyz", 20*time.Second, func() bool { c, _ := get(svc.base + "/readyz"); return c == http.StatusOK })
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	send := func(topic, key string, ev events.Event) {
-		t.Helper()
-		v, err := svc.Codec.Encode(topic, ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: v}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	send := eventProducer(ctx, t, s.Brokers, svc)
 	for i := range 5 {
 		send(s.Topics.Purchase, sim.MemberID(1+i), &events.PurchaseCompleted{TransactionID: fmt.Sprintf("wm-%d", i), LoyaltyID: sim.MemberID(1 + i),
 			TransactionDate: time.Now(), Amount: 10_000, Currency: "VND"})
