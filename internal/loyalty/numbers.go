@@ -27,10 +27,13 @@ const (
 )
 
 // points converts a point value; a fractional one is rounded or refused as
-// f says. Absent or null is 0.
+// f says. Absent or null is a malformed answer, never 0: a redemption
+// answered without usedPoint would report nothing redeemed, and a lookup
+// without transactionPoint would let a refund claw back from a slot that
+// counts nothing against the original's cap.
 func points(field string, n json.Number, f partnerprofile.Fractions) (int64, error) {
 	if n == "" {
-		return 0, nil
+		return 0, fmt.Errorf("%s is absent or null", field)
 	}
 	if v, err := strconv.ParseInt(string(n), 10, 64); err == nil {
 		return v, nil
@@ -51,7 +54,9 @@ func points(field string, n json.Number, f partnerprofile.Fractions) (int64, err
 	return r.Num().Int64(), nil
 }
 
-// whole converts a number that must be a whole one (an id).
+// whole converts a number that must be a whole one (an id). Absent or
+// null is 0: sponsorId is reported, never counted, and the spec's accrual
+// answer table marks none of its fields required.
 func whole(field string, n json.Number) (int64, error) {
 	if n == "" {
 		return 0, nil
@@ -68,10 +73,12 @@ func whole(field string, n json.Number) (int64, error) {
 	return r.Num().Int64(), nil
 }
 
-// amount converts a money amount, which may be fractional.
+// amount converts a money amount, which may be fractional. Absent or null
+// is a malformed answer, never 0: a refund's share of its original is
+// computed from the original's amount.
 func amount(field string, n json.Number) (float64, error) {
 	if n == "" {
-		return 0, nil
+		return 0, fmt.Errorf("%s is absent or null", field)
 	}
 	v, err := strconv.ParseFloat(string(n), 64)
 	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {

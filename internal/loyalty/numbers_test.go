@@ -30,7 +30,7 @@ func TestSpecNumbers(t *testing.T) {
 		{"whole decimal", refuse, `42.0`, 42, ""},
 		{"exponent", refuse, `4.2e1`, 42, ""},
 		{"negative", refuse, `-3`, -3, ""},
-		{"absent is zero", refuse, `null`, 0, ""},
+		{"null is malformed, not zero", refuse, `null`, 0, "is absent or null"},
 		{"fraction refused", refuse, `12.5`, 0, "is fractional (12.5)"},
 		{"fraction refused by default", "", `12.25`, 0, "is fractional"},
 		{"half rounds up", round, `12.5`, 13, ""},
@@ -126,8 +126,11 @@ func TestSuccessEnvelope(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
 				data := `{"transactionId":"t","bitReference":"B","sponsorId":1}`
-				if strings.HasSuffix(r.URL.Path, "/unlink-member") {
+				switch {
+				case strings.HasSuffix(r.URL.Path, "/unlink-member"):
 					data = "true"
+				case strings.HasSuffix(r.URL.Path, "/lookup-transaction-id"):
+					data = `{"transactionId":"t","transactionPoint":1,"transactionAmount":1000,"transactionType":"ACCRUAL","status":"SUCCESS"}`
 				}
 				w.Header().Set("Content-Type", "application/json")
 				if strings.Contains(tc.body, "%s") {
@@ -248,6 +251,37 @@ func TestQuotedValuesAreCutOnACharacter(t *testing.T) {
 			if ue.Value != tc.want || !utf8.ValidString(ue.Value) {
 				t.Errorf("quoted %q, want %q", ue.Value, tc.want)
 			}
+		})
+	}
+}
+
+// An answer that leaves out a money number, or sends it null, is
+// malformed, never 0 (issue 29, finding 7): ambiguous for a write, so the
+// next attempt is guarded; refused for a lookup.
+func TestAbsentMoneyNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		name, lookup, redemption, want string
+	}{
+		{"absent", `{"transactionAmount":1500,"transactionType":"ACCRUAL","status":"SUCCESS"}`, `{"bitReference":"B"}`, "transactionPoint is absent or null"},
+		{"null", `{"transactionPoint":null,"transactionAmount":1500,"transactionType":"ACCRUAL","status":"SUCCESS"}`, `{"usedPoint":null,"bitReference":"B"}`, "transactionPoint is absent or null"},
+		{"amount absent", `{"transactionPoint":10,"transactionType":"ACCRUAL","status":"SUCCESS"}`, `{"bitReference":"B"}`, "transactionAmount is absent or null"},
+		{"amount null", `{"transactionPoint":10,"transactionAmount":null,"transactionType":"ACCRUAL","status":"SUCCESS"}`, `{"usedPoint":null}`, "transactionAmount is absent or null"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case strings.HasSuffix(r.URL.Path, "/lookup-transaction-id"):
+					ok(w, tc.lookup)
+				case strings.HasSuffix(r.URL.Path, "/point-redemption-with-token"):
+					ok(w, tc.redemption)
+				}
+			}, nil)
+			ctx := context.Background()
+			_, info, err := f.client.LookupTransaction(ctx, loyalty.LookupRequest{LoyaltyID: "L", TransactionID: "t"})
+			check(t, "lookup", err, tc.want, info, false)
+			_, info, err = f.client.Redeem(ctx, loyalty.RedemptionRequest{TransactionID: "t", LoyaltyID: "L",
+				TransactionDate: "2026-11-23T10:00:00.000Z", UsedPoint: 5, Sign: "s"})
+			check(t, "redemption", err, "usedPoint is absent or null", info, true)
 		})
 	}
 }
