@@ -278,15 +278,32 @@ func (f *faultRun) kafka(t *testing.T, verb string, node int32) {
 func (f *faultRun) txnIDApart(ctx context.Context, t *testing.T) string {
 	t.Helper()
 	adm := kadm.NewClient(f.admin)
-	g := adm.FindGroupCoordinators(ctx, f.stack.Group)[f.stack.Group]
-	for range 20 {
+	// On a fresh cluster the first FindCoordinator of a transactional id
+	// creates __transaction_state (50 partitions, three replicas), and
+	// until it is led every answer is COORDINATOR_NOT_AVAILABLE: 20 quick
+	// tries failed in CI once. Ask until an id lands apart, or a minute.
+	var (
+		found string
+		last  string
+	)
+	waitFor(t, "a transactional id with a coordinator other than the group's", time.Minute, func() bool {
+		g := adm.FindGroupCoordinators(ctx, f.stack.Group)[f.stack.Group]
 		id := realkafka.Name(t, "txn")
-		if r := adm.FindTxnCoordinators(ctx, id)[id]; g.Err == nil && r.Err == nil && r.NodeID != g.NodeID {
-			return id
+		r := adm.FindTxnCoordinators(ctx, id)[id]
+		if g.Err == nil && r.Err == nil && r.NodeID != g.NodeID {
+			found = id
+			return true
 		}
+		last = fmt.Sprintf("group coordinator %d (%v), %s's %d (%v)", g.NodeID, g.Err, id, r.NodeID, r.Err)
+		if ctx.Err() != nil {
+			t.Fatalf("%v; last answer: %s", ctx.Err(), last)
+		}
+		return false
+	})
+	if last != "" {
+		t.Logf("transactional id %s; an earlier answer: %s", found, last)
 	}
-	t.Fatalf("no transactional id found with a coordinator other than the group's (node %d, %v)", g.NodeID, g.Err)
-	return ""
+	return found
 }
 
 // roles says which node leads the purchase topic's partitions and its
