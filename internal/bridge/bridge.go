@@ -14,6 +14,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
@@ -125,6 +126,12 @@ type Options struct {
 	// (partnerprofile.Default). An answer it does not name holds the
 	// record as a transient failure (never written).
 	Profile partnerprofile.Profile
+	// Ledger, when set, is the transaction ledger (package ledger; see
+	// ledger.go): a settled transaction is answered without a call, an
+	// intent guards its record, and every write's intent is durable
+	// before the write is sent. The pipeline's client must partition its
+	// topic by Record.Partition (ledger.Partitioner). nil: none.
+	Ledger *ledger.Ledger
 	// Replay guards every accrual and redemption and marks outputs
 	// replayed: true.
 	Replay bool
@@ -249,6 +256,21 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 	if err != nil {
 		return b.failure(j, events.CategoryInternal, "", err)
 	}
+	lg, settled, err := b.consult(ctx, j, m)
+	if err != nil {
+		return nil, err // only ctx's
+	}
+	if lg != nil {
+		defer lg.release()
+		j.st.lg = lg
+	}
+	if settled != nil && settled.State == ledger.Settled {
+		if mt := b.o.Metrics; mt != nil {
+			mt.LedgerAnswered.WithLabelValues(rec.Topic).Inc()
+		}
+		b.log.Debug("answered from the transaction ledger", zap.String("transactionId", j.st.id))
+		return b.success(j, answered(j, settled))
+	}
 	p := clientPartner{c: b.o.Client, signer: b.o.Signer, prof: b.o.Profile,
 		wire: wireCheck{prof: b.o.Profile, accepted: &b.wireAccepted, st: &j.st}}
 	r, err := b.policy(&j.st, h)(ctx, p)
@@ -271,7 +293,17 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 	if memberEvent(ev) {
 		b.enrich(ctx, p, r)
 	}
-	return b.success(j, r)
+	outs, err := b.success(j, r)
+	if err == nil && lg != nil {
+		lr, lerr := lg.settle(r)
+		if lerr != nil {
+			// The intent stays: a later copy is guarded, never lost.
+			b.log.Error("transaction ledger: settled entry not made", zap.String("transactionId", j.st.id), zap.Error(lerr))
+		} else {
+			outs = append(outs, lr)
+		}
+	}
+	return outs, err
 }
 
 // enrich adds profile fields to a member result when Options.Enrich asks

@@ -194,6 +194,9 @@ func (g *guardedPartner) clawBack(ctx context.Context, c clawRequest) (*events.L
 // for its own: it claws back less, never more.
 func (g *guardedPartner) claim(ctx context.Context, c clawRequest, id string, n int64) (r *events.LoyaltyResult, taken bool, err error) {
 	ev := c.ev
+	if err := g.intend(ctx, ev.TransactionID, id); err != nil {
+		return nil, false, err
+	}
 	res, err := g.partner.Redeem(ctx, loyalty.RedemptionRequest{TransactionID: id, LoyaltyID: ev.LoyaltyID,
 		TransactionDate: g.b.o.Profile.RedemptionDate(ev.RefundDate), TransactionAmount: ev.RefundAmount, UsedPoint: n,
 		TransactionDes: "refund " + ev.TransactionID + " of " + ev.OriginalTransactionID})
@@ -253,6 +256,11 @@ func (g *guardedPartner) verify(ctx context.Context, c clawRequest, id, bitRef s
 // partner's record is read: in particular not its transactionTime, which
 // the spec does not say echoes the transactionDate sent.
 func (g *guardedPartner) ownSlot(c clawRequest, t *loyalty.Transaction, id string, claimed int64) bool {
+	if g.st.ledgerSlot != "" {
+		// The ledger names the slot this refund's intent was for: its
+		// own, whatever a twin's looks like.
+		return id == g.st.ledgerSlot
+	}
 	if math.Abs(t.TransactionAmount-c.ev.RefundAmount) > amountSlack || t.TransactionPoint != min(c.points, c.earned-claimed) {
 		return false
 	}

@@ -388,6 +388,7 @@ type memberOpts struct {
 	drain       time.Duration
 	commit      time.Duration
 	mode        ordering.Mode
+	clientOpts  []kgo.Opt
 }
 
 func (s *stack) start(o memberOpts) *member {
@@ -409,6 +410,7 @@ func (s *stack) start(o memberOpts) *member {
 		po.Gate = o.gate
 	}
 	po.Mode = o.mode
+	po.ClientOpts = append(po.ClientOpts, o.clientOpts...)
 	p, err := pipeline.New(po)
 	if err != nil {
 		s.t.Fatal(err)

@@ -34,6 +34,14 @@ type recordState struct {
 	// for, the partner's accepted count at the first refusal
 	// (wirerefusal.go).
 	wireRefused map[wireChoice]uint64
+	// The transaction ledger (ledger.go): lg writes the record's intents
+	// (nil without a ledger); intentAt is when a write of it was last
+	// about to be sent, as far as the ledger knows, and ledgerSlot the
+	// clawback slot its refund's last intent named: its own slot, known
+	// exactly rather than matched by amount.
+	lg         *ledgered
+	intentAt   time.Time
+	ledgerSlot string
 }
 
 // middleware wraps a handler with one concern of the attempt policy.
@@ -198,6 +206,9 @@ func (g *guardedPartner) Accrue(ctx context.Context, r loyalty.AccrualRequest) (
 	if err := g.check(ctx, r.LoyaltyID, r.TransactionID, partnerprofile.Accrual); err != nil {
 		return nil, err
 	}
+	if err := g.intend(ctx, r.TransactionID, ""); err != nil {
+		return nil, err
+	}
 	res, err := g.partner.Accrue(ctx, r)
 	if err != nil {
 		return nil, g.writeFailed(ctx, r.LoyaltyID, r.TransactionID, partnerprofile.Accrual, err)
@@ -209,11 +220,34 @@ func (g *guardedPartner) Redeem(ctx context.Context, r loyalty.RedemptionRequest
 	if err := g.check(ctx, r.LoyaltyID, r.TransactionID, partnerprofile.Redemption); err != nil {
 		return nil, err
 	}
+	if err := g.intend(ctx, r.TransactionID, ""); err != nil {
+		return nil, err
+	}
 	res, err := g.partner.Redeem(ctx, r)
 	if err != nil {
 		return nil, g.writeFailed(ctx, r.LoyaltyID, r.TransactionID, partnerprofile.Redemption, err)
 	}
 	return res, nil
+}
+
+// intend makes the write's intent durable in the ledger before it is
+// sent (nothing without a ledger). A Kafka that refuses it for good ends
+// the record as an INTERNAL error event, nothing sent.
+func (g *guardedPartner) intend(ctx context.Context, txID, slot string) error {
+	if g.st.lg == nil {
+		return nil
+	}
+	if err := g.st.lg.intend(ctx, slot); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &recordFailure{cat: events.CategoryInternal, err: fmt.Errorf("bridge: %s: nothing sent: %w", txID, err)}
+	}
+	g.st.intentAt = g.b.now()
+	if slot != "" {
+		g.st.ledgerSlot = slot
+	}
+	return nil
 }
 
 // check runs the guard when the record needs it: an *alreadyApplied when

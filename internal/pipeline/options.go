@@ -38,6 +38,12 @@ type Meta struct {
 	// records after an assignment (one round) and every record taken
 	// again after its round was aborted.
 	Fresh bool
+	// Assignment numbers the assignment of the record's partition that
+	// the record was taken under: it differs between two assignments of a
+	// partition to this process (revoked and assigned again), so state
+	// kept per partition (the transaction ledger's) knows when others may
+	// have written in between. Zero outside a pipeline (a replay).
+	Assignment uint64
 }
 
 // Fallback turns a record whose Handler failed, or whose outputs could not

@@ -37,6 +37,7 @@ type Pipeline struct {
 
 	mu         sync.Mutex
 	parts      map[tp]*partition
+	assigned   uint64 // assignments made so far (partition.assignment)
 	count      counters // every record's; includes records of dropped partitions
 	buffered   int      // sum of the live partitions' tracker lengths
 	bytes      int      // sum of the live partitions' tracker bytes (recordSize)
@@ -83,6 +84,9 @@ type partition struct {
 	// calls may still land (TakeoverWait).
 	guardAfter time.Time
 	state      any // the delivery mode's own (strategy.openLocked)
+	// assignment numbers this assignment of the partition in this
+	// process (Meta.Assignment).
+	assignment uint64
 }
 
 // job is one record from dispatch to done.

@@ -209,6 +209,8 @@ func (p *Pipeline) newPartitionLocked(key tp) *partition {
 		last:    -1,
 		maxSent: -1,
 	}
+	p.assigned++
+	part.assignment = p.assigned
 	p.mode.openLocked(part)
 	p.parts[key] = part
 	return part

@@ -146,7 +146,7 @@ func (p *Pipeline) handle(j *job) (outs []*kgo.Record, err error) {
 			outs, err = nil, fmt.Errorf("handler panic: %v", r)
 		}
 	}()
-	return p.o.Handler(handlerContext(p, j), j.rec, Meta{Fresh: j.fresh})
+	return p.o.Handler(handlerContext(p, j), j.rec, Meta{Fresh: j.fresh, Assignment: j.p.assignment})
 }
 
 func (p *Pipeline) callFallback(j *job, cause error) (outs []*kgo.Record, err error) {

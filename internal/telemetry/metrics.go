@@ -30,6 +30,7 @@ type Metrics struct {
 	// not name, by field (errorCode, transactionType, status).
 	UnrecognisedAnswers *prometheus.CounterVec
 	AlreadyApplied      *prometheus.CounterVec // topic
+	LedgerAnswered      *prometheus.CounterVec // topic: duplicates answered from the transaction ledger
 	TokenRefreshes      *prometheus.CounterVec // result: ok, error; one per grant call (see TokenGrant)
 	CircuitState        prometheus.Gauge       // 0 closed, 1 half-open, 2 open
 	AuthFailures        prometheus.Counter     // attempts and probes refused for the credentials
@@ -73,6 +74,8 @@ func NewMetrics() *Metrics {
 		[]string{"field"})
 	m.AlreadyApplied = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
 		Name: "already_applied_total", Help: "Records answered ALREADY_APPLIED instead of a second effect."}, []string{"topic"})
+	m.LedgerAnswered = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "ledger_answered_total", Help: "Records answered from the transaction ledger without a partner call: their transaction was settled already (a duplicate event, a record redone after an offsets reset, a replay)."}, []string{"topic"})
 	m.TokenRefreshes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
 		Name: "token_refreshes_total", Help: "Access-token grants (login, refresh, exchange), by result."}, []string{"result"})
 	m.CircuitState = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
@@ -95,7 +98,7 @@ func NewMetrics() *Metrics {
 		Name: "consumer_lag", Help: "High watermark minus committed offset, per partition."}, []string{"topic", "partition"})
 
 	for _, c := range []prometheus.Collector{m.RecordsConsumed, m.RecordsCompleted, m.ErrorEvents, m.APICalls,
-		m.APILatency, m.APIRetries, m.GuardLookups, m.UnrecognisedAnswers, m.AlreadyApplied, m.TokenRefreshes, m.CircuitState, m.AuthFailures, m.AuthHeld,
+		m.APILatency, m.APIRetries, m.GuardLookups, m.UnrecognisedAnswers, m.AlreadyApplied, m.LedgerAnswered, m.TokenRefreshes, m.CircuitState, m.AuthFailures, m.AuthHeld,
 		m.InFlight, m.APICallsInFlight, m.ConcurrencyLimit, m.Held, m.CommittedOffset, m.Lag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)

@@ -1,0 +1,350 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// DefaultWindow is the default dedup window: how long an entry is kept,
+// and so how far apart two copies of one event may arrive and still be
+// recognised. A day covers an upstream producer's retries and a
+// redelivery after a day's outage, and the `offsets reset --to-time`
+// spans operators use (hours); the memory it costs is measured in the
+// README.
+const DefaultWindow = 24 * time.Hour
+
+// DefaultSkew is how much an input record's timestamp may be ahead of the
+// clock of the process that reads it. Entries are kept for the window from
+// when they were written, which is after their record's timestamp, so a
+// record younger than the window minus this has its entries kept.
+const DefaultSkew = 5 * time.Minute
+
+// Options configures New. Client and Topic are required.
+type Options struct {
+	// Client writes intents (acks=all; not transactional: an intent must
+	// be durable before its write is sent, whatever becomes of the
+	// transaction around the record) and answers offset queries. It must
+	// partition the ledger topic by Record.Partition
+	// (kgo.RecordPartitioner(ledger.Partitioner(topic)) or
+	// kgo.ManualPartitioner()).
+	Client *kgo.Client
+	// ReaderOpts build the client that reads a partition back on
+	// assignment (brokers, TLS, SASL); the ledger adds what it consumes.
+	ReaderOpts []kgo.Opt
+	// Topic is the ledger topic.
+	Topic string
+	// Window is how long entries are kept (DefaultWindow).
+	Window time.Duration
+	// Logger (nil: none) and Now (nil: time.Now).
+	Logger *zap.Logger
+	Now    func() time.Time
+}
+
+// Ledger reads and writes the ledger topic for one process. Safe for
+// concurrent use.
+type Ledger struct {
+	o   Options
+	log *zap.Logger
+
+	mu     sync.Mutex
+	stores map[storeKey]*store
+}
+
+type storeKey struct {
+	topic     string
+	partition int32
+}
+
+// New checks o.
+func New(o Options) (*Ledger, error) {
+	var errs []error
+	if o.Client == nil {
+		errs = append(errs, errors.New("option Client is required"))
+	}
+	if o.Topic == "" {
+		errs = append(errs, errors.New("option Topic is required"))
+	}
+	if o.Window < 0 {
+		errs = append(errs, fmt.Errorf("Window %s: must not be negative", o.Window))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("ledger: %w", errors.Join(errs...))
+	}
+	if o.Window == 0 {
+		o.Window = DefaultWindow
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Ledger{o: o, log: o.Logger.Named("ledger"), stores: map[storeKey]*store{}}, nil
+}
+
+// Topic is the ledger topic's name.
+func (l *Ledger) Topic() string { return l.o.Topic }
+
+// Window is how long entries are kept.
+func (l *Ledger) Window() time.Duration { return l.o.Window }
+
+// Lookup returns the entry of kind and transactionId for the input record
+// rec, or nil when the ledger has none. assignment names the assignment
+// of rec's partition the caller works under (pipeline.Meta.Assignment): the
+// first Lookup under a new one reads what other processes wrote to the
+// partition since this process last read it, and every Lookup of the
+// partition waits for that. It fails only when ctx ends or the topic
+// cannot be read for a reason retrying does not cure.
+func (l *Ledger) Lookup(ctx context.Context, rec *kgo.Record, assignment uint64, kind Kind, transactionID string) (*Entry, error) {
+	s := l.store(rec.Topic, rec.Partition)
+	if err := l.restore(ctx, s, assignment); err != nil {
+		return nil, err
+	}
+	return s.get(Key(kind, transactionID), l.o.Now().Add(-l.o.Window)), nil
+}
+
+// Intend records that a write of e's transaction is about to be sent, and
+// returns once Kafka has acknowledged it: a write is sent only after its
+// intent is durable. e.Kind, TransactionID and ClawbackID (a refund's
+// slot) are the caller's; the rest is filled in from rec.
+func (l *Ledger) Intend(ctx context.Context, rec *kgo.Record, e Entry) error {
+	e.State, e.At = Intent, l.o.Now()
+	r, err := l.record(rec, &e)
+	if err != nil {
+		return err
+	}
+	if err := l.o.Client.ProduceSync(ctx, r).FirstErr(); err != nil {
+		return fmt.Errorf("ledger: intent of %s: %w", Key(e.Kind, e.TransactionID), err)
+	}
+	l.store(rec.Topic, rec.Partition).put(&e)
+	return nil
+}
+
+// Settle records e's result and returns the ledger record that carries it,
+// for the caller to produce with the record's outputs (in exactly-once
+// mode, in the same transaction). Until that record is acknowledged, a
+// restart finds the intent, and guards.
+func (l *Ledger) Settle(rec *kgo.Record, e Entry) (*kgo.Record, error) {
+	e.State, e.At = Settled, l.o.Now()
+	r, err := l.record(rec, &e)
+	if err != nil {
+		return nil, err
+	}
+	l.store(rec.Topic, rec.Partition).put(&e)
+	return r, nil
+}
+
+func (l *Ledger) record(rec *kgo.Record, e *Entry) (*kgo.Record, error) {
+	e.Topic, e.Partition, e.Offset = rec.Topic, rec.Partition, rec.Offset
+	v, err := e.encode()
+	if err != nil {
+		return nil, err
+	}
+	return &kgo.Record{Topic: l.o.Topic, Partition: rec.Partition, Key: []byte(Key(e.Kind, e.TransactionID)), Value: v,
+		Timestamp: e.At}, nil
+}
+
+// Covers reports whether a record with timestamp ts still has its entries
+// kept: younger than the window less DefaultSkew.
+func (l *Ledger) Covers(ts time.Time) bool {
+	return l.o.Now().Sub(ts) < l.o.Window-DefaultSkew
+}
+
+func (l *Ledger) store(topic string, partition int32) *store {
+	k := storeKey{topic, partition}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.stores[k]
+	if s == nil {
+		s = &store{name: k, entries: map[string]*Entry{}}
+		l.stores[k] = s
+	}
+	return s
+}
+
+// Size is the number of entries kept for an input partition.
+func (l *Ledger) Size(topic string, partition int32) int {
+	s := l.store(topic, partition)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries)
+}
+
+// restore brings s up to the topic's end once per assignment.
+func (l *Ledger) restore(ctx context.Context, s *store, assignment uint64) error {
+	for {
+		s.mu.Lock()
+		if s.restored && s.assignment == assignment {
+			s.mu.Unlock()
+			return nil
+		}
+		if s.running != nil {
+			wait := s.running
+			s.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		s.running = done
+		from := s.next
+		s.mu.Unlock()
+
+		next, n, err := l.read(ctx, s, from)
+		s.mu.Lock()
+		s.running = nil
+		if err == nil {
+			s.next, s.restored, s.assignment = next, true, assignment
+		}
+		s.mu.Unlock()
+		close(done)
+		if err != nil {
+			return err
+		}
+		l.log.Debug("ledger partition read", zap.String("topic", s.topic()), zap.Int64("from", from), zap.Int64("to", next), zap.Int("records", n))
+	}
+}
+
+// read reads the ledger partition of s's input partition from offset from
+// to the end it has when read starts, adding the entries of s's topic. The
+// end is the high watermark, read with read_committed: an open
+// transaction (an exactly-once member's round) is waited for, so an intent
+// written after it is not missed.
+func (l *Ledger) read(ctx context.Context, s *store, from int64) (next int64, records int, err error) {
+	topic, partition := s.key()
+	end, err := l.end(ctx, partition)
+	if err != nil {
+		return from, 0, err
+	}
+	if from >= end {
+		return from, 0, nil
+	}
+	opts := append([]kgo.Opt{
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.o.Topic: {partition: kgo.NewOffset().At(from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(100 * time.Millisecond),
+	}, l.o.ReaderOpts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return from, 0, fmt.Errorf("ledger: read %s/%d: %w", l.o.Topic, partition, err)
+	}
+	defer cl.Close()
+	next = from
+	now := l.o.Now()
+	for next < end {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return next, records, err
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, e error) { ferr = e })
+		if ferr != nil {
+			return next, records, fmt.Errorf("ledger: read %s/%d: %w", l.o.Topic, partition, ferr)
+		}
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			for _, r := range fp.Records {
+				next = r.Offset + 1
+				records++
+				e, err := decode(r.Key, r.Value)
+				if err != nil {
+					// Not ours to read (a newer version's): skipped, and
+					// said once per read.
+					continue
+				}
+				if e.Topic == topic && now.Sub(e.At) < l.o.Window {
+					s.put(e)
+				}
+			}
+			// Only aborted records and transaction markers lie between
+			// the last record and a stable end at or past ours.
+			if len(fp.Records) == 0 && fp.LastStableOffset >= end {
+				next = end
+			}
+		})
+	}
+	return next, records, nil
+}
+
+// end is the ledger partition's high watermark.
+func (l *Ledger) end(ctx context.Context, partition int32) (int64, error) {
+	ends, err := kadm.NewClient(l.o.Client).ListEndOffsets(ctx, l.o.Topic)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: end of %s/%d: %w", l.o.Topic, partition, err)
+	}
+	o, ok := ends.Lookup(l.o.Topic, partition)
+	if !ok {
+		return 0, fmt.Errorf("ledger: end of %s/%d: no such partition (the ledger topic needs at least as many partitions as every input topic)", l.o.Topic, partition)
+	}
+	if o.Err != nil {
+		return 0, fmt.Errorf("ledger: end of %s/%d: %w", l.o.Topic, partition, o.Err)
+	}
+	return o.Offset, nil
+}
+
+// store is what the process keeps of one input partition's entries.
+type store struct {
+	mu         sync.Mutex
+	name       storeKey
+	restored   bool
+	assignment uint64
+	running    chan struct{} // closed when the read in progress ends
+	next       int64         // next ledger offset to read
+	entries    map[string]*Entry
+	// order is the keys by when they were put, to forget entries past the
+	// window without scanning.
+	order []aged
+}
+
+type aged struct {
+	key string
+	at  time.Time
+}
+
+func (s *store) key() (string, int32) { return s.name.topic, s.name.partition }
+func (s *store) topic() string        { return s.name.topic + "/" + strconv.Itoa(int(s.name.partition)) }
+
+func (s *store) put(e *Entry) {
+	k := Key(e.Kind, e.TransactionID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.entries[k]; old != nil && old.State == Settled && e.State == Intent {
+		// A late-read intent never hides its settled outcome.
+		return
+	}
+	s.entries[k] = e
+	s.order = append(s.order, aged{key: k, at: e.At})
+}
+
+// get returns key's entry unless it was made before since; it forgets
+// every entry made before since on the way.
+func (s *store) get(key string, since time.Time) *Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for n < len(s.order) && s.order[n].at.Before(since) {
+		if e := s.entries[s.order[n].key]; e != nil && e.At.Before(since) {
+			delete(s.entries, s.order[n].key)
+		}
+		n++
+	}
+	if n > 0 {
+		s.order = s.order[n:]
+	}
+	e := s.entries[key]
+	if e == nil || e.At.Before(since) {
+		return nil
+	}
+	c := *e
+	return &c
+}

@@ -1,0 +1,97 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// TopicConfig is the configuration the ledger topic is created with:
+// compacted, so each transaction keeps its latest state however many
+// attempts it took, and deleted after the window, so the topic holds a
+// window's worth of transactions.
+func TopicConfig(window time.Duration) map[string]*string {
+	policy := "compact,delete"
+	retention := strconv.FormatInt(window.Milliseconds(), 10)
+	return map[string]*string{"cleanup.policy": &policy, "retention.ms": &retention}
+}
+
+// Ensure creates the ledger topic when it does not exist, with as many
+// partitions as the input topic that has most, replicationFactor replicas
+// (-1: the broker's default) and TopicConfig; or checks the one that
+// exists: enough partitions, compacted, kept at least the window. It
+// names what is wrong and how to fix it.
+func Ensure(ctx context.Context, adm *kadm.Client, topic string, inputs []string, window time.Duration, replicationFactor int16) (created bool, err error) {
+	details, err := adm.ListTopics(ctx, append([]string{topic}, inputs...)...)
+	if err != nil {
+		return false, fmt.Errorf("ledger topic %s: list topics: %w", topic, err)
+	}
+	var need int
+	for _, in := range inputs {
+		d, ok := details[in]
+		if !ok || d.Err != nil {
+			continue // the pipeline reports input topics it cannot read
+		}
+		need = max(need, len(d.Partitions))
+	}
+	if need == 0 {
+		return false, fmt.Errorf("ledger topic %s: none of the input topics %s exists yet, so its partition count is unknown", topic, strings.Join(inputs, ", "))
+	}
+	d, ok := details[topic]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		resp, err := adm.CreateTopic(ctx, int32(need), replicationFactor, TopicConfig(window), topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if errors.Is(err, kerr.TopicAlreadyExists) {
+			return Ensure(ctx, adm, topic, inputs, window, replicationFactor)
+		}
+		if err != nil {
+			return false, fmt.Errorf("ledger topic %s: create with %d partitions (cleanup.policy=compact,delete, retention.ms=%d): %w (create it so, or grant the bridge CREATE on it)",
+				topic, need, window.Milliseconds(), err)
+		}
+		return true, nil
+	}
+	if d.Err != nil {
+		return false, fmt.Errorf("ledger topic %s: %w", topic, d.Err)
+	}
+	if len(d.Partitions) < need {
+		return false, fmt.Errorf("ledger topic %s: %d partitions, fewer than an input topic's %d: the entries of input partition p live in ledger partition p (add partitions with kafka-topics --alter)",
+			topic, len(d.Partitions), need)
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return false, fmt.Errorf("ledger topic %s: describe configs: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return false, fmt.Errorf("ledger topic %s: describe configs: %w", topic, err)
+	}
+	var problems []string
+	for _, c := range rc.Configs {
+		switch c.Key {
+		case "cleanup.policy":
+			if !strings.Contains(c.MaybeValue(), "compact") {
+				problems = append(problems, fmt.Sprintf("cleanup.policy=%s must include compact", c.MaybeValue()))
+			}
+		case "retention.ms":
+			ms, perr := strconv.ParseInt(c.MaybeValue(), 10, 64)
+			if perr == nil && ms >= 0 && ms < window.Milliseconds() {
+				problems = append(problems, fmt.Sprintf("retention.ms=%d is below the dedup window (%d ms)", ms, window.Milliseconds()))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return false, fmt.Errorf("ledger topic %s: %s (kafka-configs --alter --entity-type topics --entity-name %s)", topic, strings.Join(problems, "; "), topic)
+	}
+	return false, nil
+}
