@@ -37,7 +37,7 @@ type Pipeline struct {
 
 	mu         sync.Mutex
 	parts      map[tp]*partition
-	assigned   uint64 // assignments made so far (partition.assignment)
+	assigned   uint64   // assignments made so far (partition.assignment)
 	count      counters // every record's; includes records of dropped partitions
 	buffered   int      // sum of the live partitions' tracker lengths
 	bytes      int      // sum of the live partitions' tracker bytes (recordSize)
