@@ -30,7 +30,7 @@ func (s *stack) withLedger(group string) (*ledger.Ledger, kgo.Opt) {
 	s.t.Cleanup(cl.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := ledger.Ensure(ctx, kadm.NewClient(cl), topic, topics.Inputs(), ledger.DefaultWindow, 1); err != nil {
+	if _, err := ledger.Ensure(ctx, cl, topic, topics.Inputs(), ledger.DefaultWindow, 1); err != nil {
 		s.t.Fatal(err)
 	}
 	l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topic: topic, Logger: s.log})

@@ -31,6 +31,7 @@ type Config struct {
 	Partner    Partner
 	Processing Processing
 	Delivery   Delivery
+	Ledger     Ledger
 	Ops        Ops
 	// RegisterSchemas registers the bridge's schemas at start-up.
 	RegisterSchemas bool
@@ -92,6 +93,7 @@ func DefineWith(fs *flag.FlagSet, d Defaults) (*Config, *flagenv.Binder) {
 	fs.BoolVar(&c.RegisterSchemas, "register-schemas", false, "register the bridge's schemas at start-up (otherwise they must already be registered)")
 	c.Processing.Define(b)
 	c.Delivery.Define(b)
+	c.Ledger.Define(b)
 	c.Ops.Define(b)
 	c.API.Define(b, "api-")
 	c.Partner.Define(b, EnvPrefix)
@@ -109,6 +111,7 @@ func (c *Config) Validate() error {
 	for _, s := range []Section{&c.Kafka, &c.Group, &c.Topics, &c.Registry, &c.Processing, &c.Delivery, &c.Ops, &c.API, &c.Partner} {
 		errs = append(errs, s.Validate())
 	}
+	errs = append(errs, c.Ledger.validate(c.Group.Name))
 	return errors.Join(errs...)
 }
 

@@ -10,6 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/topicseed"
 )
 
 // TopicConfig is the configuration the ledger topic is created with:
@@ -27,7 +30,8 @@ func TopicConfig(window time.Duration) map[string]*string {
 // (-1: the broker's default) and TopicConfig; or checks the one that
 // exists: enough partitions, compacted, kept at least the window. It
 // names what is wrong and how to fix it.
-func Ensure(ctx context.Context, adm *kadm.Client, topic string, inputs []string, window time.Duration, replicationFactor int16) (created bool, err error) {
+func Ensure(ctx context.Context, cl *kgo.Client, topic string, inputs []string, window time.Duration, replicationFactor int16) (created bool, err error) {
+	adm := kadm.NewClient(cl)
 	details, err := adm.ListTopics(ctx, append([]string{topic}, inputs...)...)
 	if err != nil {
 		return false, fmt.Errorf("ledger topic %s: list topics: %w", topic, err)
@@ -50,11 +54,16 @@ func Ensure(ctx context.Context, adm *kadm.Client, topic string, inputs []string
 			err = resp.Err
 		}
 		if errors.Is(err, kerr.TopicAlreadyExists) {
-			return Ensure(ctx, adm, topic, inputs, window, replicationFactor)
+			return Ensure(ctx, cl, topic, inputs, window, replicationFactor)
 		}
 		if err != nil {
 			return false, fmt.Errorf("ledger topic %s: create with %d partitions (cleanup.policy=compact,delete, retention.ms=%d): %w (create it so, or grant the bridge CREATE on it)",
 				topic, need, window.Milliseconds(), err)
+		}
+		// Readable before the first record asks: a created topic reaches
+		// the brokers' metadata a moment after CreateTopics answers.
+		if err := topicseed.Wait(ctx, cl, int32(need), topic); err != nil {
+			return true, fmt.Errorf("ledger topic %s: %w", topic, err)
 		}
 		return true, nil
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
@@ -71,10 +72,12 @@ type Deps struct {
 	Breaker   *circuit.Breaker
 	Hold      *authhold.Hold  // holds records while the partner refuses the credentials
 	Signer    *signing.Signer // nil without --partner-key
+	Ledger    *ledger.Ledger  // nil with --ledger=false
 
-	admin   *kgo.Client
-	api     *config.APIClient
-	retries retryWatch // for WaitingFor
+	admin    *kgo.Client
+	ledgerCl *kgo.Client
+	api      *config.APIClient
+	retries  retryWatch // for WaitingFor
 }
 
 // Service is a configured, connected bridge. New checks every dependency;
@@ -134,6 +137,9 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 	if o.NoAPI {
 		return d, nil
 	}
+	if err := d.buildLedger(ctx); err != nil {
+		return nil, err
+	}
 	if err := d.buildClient(ctx); err != nil {
 		return nil, err
 	}
@@ -173,6 +179,7 @@ func (d *Deps) Bridge(replay bool) (*bridge.Bridge, error) {
 	o := cfg.Processing.BuildBridge()
 	o.Client, o.Codec, o.Topics, o.Breaker, o.Hold, o.Signer = d.Client, d.Codec, cfg.Topics.Build(), d.Breaker, d.Hold, d.Signer
 	o.Replay, o.Metrics, o.Logger, o.Profile = replay, d.Metrics, d.Log.Named("bridge"), cfg.Partner.Build()
+	o.Ledger = d.Ledger
 	return bridge.New(o)
 }
 
@@ -245,6 +252,36 @@ func (gs gates) Ready(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// buildLedger opens the transaction ledger (--ledger): its topic is
+// created when missing, or checked (partitions, compaction, retention);
+// every client of d's then partitions it by input partition, so that the
+// pipeline's and replay's producers write settled entries where the
+// ledger reads them.
+func (d *Deps) buildLedger(ctx context.Context) error {
+	lc := d.Config.Ledger
+	if !lc.On {
+		return nil
+	}
+	d.KafkaOpts = append(d.KafkaOpts, kgo.RecordPartitioner(ledger.Partitioner(lc.Topic)))
+	// An intent is waited for before its write is sent: no linger.
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), d.KafkaOpts...), kgo.ProducerLinger(0))...)
+	if err != nil {
+		return fmt.Errorf("ledger client: %w", err)
+	}
+	d.ledgerCl = cl
+	inputs := d.Config.Topics.Build().Inputs()
+	created, err := ledger.Ensure(ctx, cl, lc.Topic, inputs, lc.Window, int16(lc.ReplicationFactor))
+	if err != nil {
+		return fmt.Errorf("--ledger-topic: %w", err)
+	}
+	if created {
+		d.Log.Info("ledger topic created", zap.String("topic", lc.Topic), zap.Duration("dedup_window", lc.Window))
+	}
+	d.Ledger, err = ledger.New(ledger.Options{Client: cl, ReaderOpts: d.KafkaOpts, Topic: lc.Topic, Window: lc.Window,
+		Logger: d.Log})
+	return err
 }
 
 // buildClient builds the partner API client stack (see config.API.Build)
@@ -408,6 +445,9 @@ func (d *Deps) Close() {
 	}
 	if d.admin != nil {
 		d.admin.Close()
+	}
+	if d.ledgerCl != nil {
+		d.ledgerCl.Close()
 	}
 }
 

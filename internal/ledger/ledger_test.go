@@ -1,0 +1,284 @@
+package ledger_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	input = "loyalty.purchase"
+	topic = "g.ledger"
+)
+
+// cluster is a kfake cluster with the input topic (4 partitions).
+func cluster(t *testing.T) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+func client(t *testing.T, brokers []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(ledger.Partitioner(topic))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// open is one process's ledger over a client of its own.
+func open(t *testing.T, brokers []string, now func() time.Time) (*ledger.Ledger, *kgo.Client) {
+	t.Helper()
+	cl := client(t, brokers)
+	ctx := context.Background()
+	if _, err := ledger.Ensure(ctx, cl, topic, []string{input}, ledger.DefaultWindow, 1); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topic: topic, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, cl
+}
+
+func rec(partition int32, offset int64) *kgo.Record {
+	return &kgo.Record{Topic: input, Partition: partition, Offset: offset}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func lookup(t *testing.T, l *ledger.Ledger, partition int32, assignment uint64, kind ledger.Kind, id string) *ledger.Entry {
+	t.Helper()
+	e, err := l.Lookup(ctxT(t), rec(partition, 0), assignment, kind, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// What one process wrote, another reads back from Kafka: intents,
+// settled outcomes (the latest state wins), each kind apart, each
+// partition apart.
+func TestLedgerIsReadBack(t *testing.T) {
+	brokers := cluster(t)
+	a, acl := open(t, brokers, nil)
+	ctx := ctxT(t)
+	if err := a.Intend(ctx, rec(1, 10), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Intend(ctx, rec(1, 11), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Intend(ctx, rec(2, 5), ledger.Entry{Kind: ledger.Refund, TransactionID: "f-1", ClawbackID: "p-9~cb2"}); err != nil {
+		t.Fatal(err)
+	}
+	points := int64(70)
+	settled, err := a.Settle(rec(1, 10), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1", Outcome: "APPLIED", Points: &points, BitReference: "BIT1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if settled.Topic != topic || settled.Partition != 1 || string(settled.Key) != "a/p-1" {
+		t.Fatalf("settled entry goes to %s/%d key %q; want %s/1 key a/p-1", settled.Topic, settled.Partition, settled.Key, topic)
+	}
+	if err := acl.ProduceSync(ctx, settled).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	b, _ := open(t, brokers, nil)
+	cases := []struct {
+		partition int32
+		kind      ledger.Kind
+		id        string
+		state     ledger.State // "" for none
+		slot      string
+	}{
+		{1, ledger.Accrual, "p-1", ledger.Settled, ""},
+		{1, ledger.Accrual, "p-2", ledger.Intent, ""},
+		{1, ledger.Redemption, "p-1", "", ""}, // another kind
+		{2, ledger.Accrual, "p-1", "", ""},    // another partition
+		{2, ledger.Refund, "f-1", ledger.Intent, "p-9~cb2"},
+		{3, ledger.Accrual, "nothing", "", ""},
+	}
+	for _, tc := range cases {
+		e := lookup(t, b, tc.partition, 1, tc.kind, tc.id)
+		switch {
+		case tc.state == "" && e != nil:
+			t.Errorf("%d %s: found %+v, want none", tc.partition, ledger.Key(tc.kind, tc.id), e)
+		case tc.state != "" && (e == nil || e.State != tc.state || e.ClawbackID != tc.slot):
+			t.Errorf("%d %s: %+v, want state %s slot %q", tc.partition, ledger.Key(tc.kind, tc.id), e, tc.state, tc.slot)
+		}
+	}
+	if e := lookup(t, b, 1, 1, ledger.Accrual, "p-1"); e == nil || e.Points == nil || *e.Points != 70 || e.BitReference != "BIT1" || e.Offset != 10 {
+		t.Errorf("settled p-1 read back as %+v, want points 70, BIT1, offset 10", e)
+	}
+}
+
+// A process reads a partition again only under a new assignment: what
+// another member wrote meanwhile is seen once the partition comes back.
+func TestLedgerCatchesUpOnAssignment(t *testing.T) {
+	brokers := cluster(t)
+	a, _ := open(t, brokers, nil)
+	b, _ := open(t, brokers, nil)
+	if e := lookup(t, b, 0, 1, ledger.Accrual, "p-1"); e != nil {
+		t.Fatalf("found %+v before anything was written", e)
+	}
+	if err := a.Intend(ctxT(t), rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if e := lookup(t, b, 0, 1, ledger.Accrual, "p-1"); e != nil {
+		t.Fatalf("read again under the same assignment: %+v", e)
+	}
+	if e := lookup(t, b, 0, 2, ledger.Accrual, "p-1"); e == nil || e.State != ledger.Intent {
+		t.Fatalf("under a new assignment: %+v, want the intent", e)
+	}
+	// The writer's own settled outcome, still on its way to Kafka, is not
+	// hidden by its intent read back.
+	if _, err := a.Settle(rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1", Outcome: "APPLIED"}); err != nil {
+		t.Fatal(err)
+	}
+	if e := lookup(t, a, 0, 3, ledger.Accrual, "p-1"); e == nil || e.State != ledger.Settled {
+		t.Fatalf("the writer's settled entry after reading its intent back: %+v", e)
+	}
+}
+
+// Entries older than the window are forgotten, read back or kept.
+func TestLedgerForgetsPastTheWindow(t *testing.T) {
+	brokers := cluster(t)
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	a, _ := open(t, brokers, clock)
+	if err := a.Intend(ctxT(t), rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(ledger.DefaultWindow - time.Minute)
+	if err := a.Intend(ctxT(t), rec(0, 2), ledger.Entry{Kind: ledger.Accrual, TransactionID: "young"}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute)
+	b, _ := open(t, brokers, clock)
+	for _, l := range []*ledger.Ledger{a, b} {
+		if e := lookup(t, l, 0, 1, ledger.Accrual, "old"); e != nil {
+			t.Errorf("an entry past the window: %+v", e)
+		}
+		if e := lookup(t, l, 0, 1, ledger.Accrual, "young"); e == nil {
+			t.Error("an entry inside the window is gone")
+		}
+	}
+	if n := a.Size(input, 0); n != 1 {
+		t.Errorf("the writer keeps %d entries, want 1", n)
+	}
+}
+
+// Settled entries travel in exactly-once mode's transactions: an aborted
+// round's entry is never read back, a committed one is, and an intent
+// written after an aborted transaction is not missed.
+func TestLedgerReadsCommittedOnly(t *testing.T) {
+	brokers := cluster(t)
+	a, _ := open(t, brokers, nil)
+	ctx := ctxT(t)
+	tx := client(t, brokers, kgo.TransactionalID("ledger-test"))
+	points := int64(5)
+	for _, commit := range []kgo.TransactionEndTry{kgo.TryAbort, kgo.TryCommit} {
+		if err := tx.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		id := "aborted"
+		if commit {
+			id = "committed"
+		}
+		r, err := a.Settle(rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: id, Outcome: "APPLIED", Points: &points})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Intend(ctx, rec(0, 2), ledger.Entry{Kind: ledger.Accrual, TransactionID: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := open(t, brokers, nil)
+	if e := lookup(t, b, 0, 1, ledger.Accrual, "aborted"); e != nil {
+		t.Errorf("an aborted entry was read back: %+v", e)
+	}
+	if e := lookup(t, b, 0, 1, ledger.Accrual, "committed"); e == nil || e.State != ledger.Settled {
+		t.Errorf("committed entry: %+v", e)
+	}
+	if e := lookup(t, b, 0, 1, ledger.Accrual, "after"); e == nil {
+		t.Error("the intent after the transactions was missed")
+	}
+}
+
+// The topic is created to fit, and one that does not fit is refused with
+// what to change.
+func TestEnsure(t *testing.T) {
+	brokers := cluster(t)
+	cl := client(t, brokers)
+	ctx := ctxT(t)
+	created, err := ledger.Ensure(ctx, cl, topic, []string{input}, ledger.DefaultWindow, 1)
+	if err != nil || !created {
+		t.Fatalf("Ensure: created %v, %v", created, err)
+	}
+	adm := kadm.NewClient(cl)
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil || len(td[topic].Partitions) != 4 {
+		t.Fatalf("created with %d partitions (%v), want 4", len(td[topic].Partitions), err)
+	}
+	if created, err := ledger.Ensure(ctx, cl, topic, []string{input}, ledger.DefaultWindow, 1); err != nil || created {
+		t.Fatalf("again: created %v, %v; want it accepted as it is", created, err)
+	}
+	str := func(s string) *string { return &s }
+	bad := []struct {
+		name    string
+		create  func() error
+		wantErr string
+	}{
+		{"too few partitions", func() error {
+			_, err := adm.CreateTopic(ctx, 2, 1, nil, "small.ledger")
+			return err
+		}, "2 partitions, fewer than an input topic's 4"},
+		{"not compacted", func() error {
+			_, err := adm.CreateTopic(ctx, 4, 1, map[string]*string{"cleanup.policy": str("delete")}, "deleting.ledger")
+			return err
+		}, "cleanup.policy=delete must include compact"},
+		{"kept too briefly", func() error {
+			_, err := adm.CreateTopic(ctx, 4, 1, map[string]*string{"cleanup.policy": str("compact"), "retention.ms": str("60000")}, "brief.ledger")
+			return err
+		}, "retention.ms=60000 is below the dedup window"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.create(); err != nil {
+				t.Fatal(err)
+			}
+			name := map[string]string{"too few partitions": "small.ledger", "not compacted": "deleting.ledger", "kept too briefly": "brief.ledger"}[tc.name]
+			_, err := ledger.Ensure(ctx, cl, name, []string{input}, ledger.DefaultWindow, 1)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Ensure: %v; want an error saying %q", err, tc.wantErr)
+			}
+		})
+	}
+}
