@@ -56,6 +56,10 @@ type Ledger struct {
 
 	mu     sync.Mutex
 	stores map[storeKey]*store
+	// newClient serialises building readers: kgo.NewClient rewrites
+	// slices inside the options it is given (the compression codecs), so
+	// two restores building clients from ReaderOpts at once race.
+	newClient sync.Mutex
 }
 
 type storeKey struct {
@@ -235,7 +239,9 @@ func (l *Ledger) read(ctx context.Context, s *store, from int64) (next int64, re
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(100 * time.Millisecond),
 	}, l.o.ReaderOpts...)
+	l.newClient.Lock()
 	cl, err := kgo.NewClient(opts...)
+	l.newClient.Unlock()
 	if err != nil {
 		return from, 0, fmt.Errorf("ledger: read %s/%d: %w", l.o.Topic, partition, err)
 	}
