@@ -152,8 +152,10 @@ func (l *Ledger) record(rec *kgo.Record, e *Entry) (*kgo.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kgo.Record{Topic: l.o.Topic, Partition: rec.Partition, Key: []byte(Key(e.Kind, e.TransactionID)), Value: v,
-		Timestamp: e.At}, nil
+	// The record's timestamp is the producer's clock, not Options.Now:
+	// Kafka refuses records stamped over an hour ahead
+	// (message.timestamp.after.max.ms), and retention counts from it.
+	return &kgo.Record{Topic: l.o.Topic, Partition: rec.Partition, Key: []byte(Key(e.Kind, e.TransactionID)), Value: v}, nil
 }
 
 // Covers reports whether a record with timestamp ts still has its entries

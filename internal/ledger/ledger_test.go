@@ -12,29 +12,38 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const (
-	input = "loyalty.purchase"
-	topic = "g.ledger"
-)
+// world is one test's cluster and names: kfake, or the real cluster
+// LOYALTY_BRIDGE_TEST_BROKERS names (unique topics, deleted after).
+type world struct {
+	brokers      []string
+	input, topic string
+}
 
-// cluster is a kfake cluster with the input topic (4 partitions).
-func cluster(t *testing.T) []string {
+// cluster is a cluster with an input topic of 4 partitions.
+func cluster(t *testing.T) world {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, input))
+	if seeds := realkafka.Seeds(); len(seeds) > 0 {
+		w := world{brokers: seeds, input: realkafka.Name(t, "in"), topic: realkafka.Name(t, "ledger")}
+		realkafka.SeedTopics(t, seeds, 4, w.input)
+		realkafka.DeleteAtEnd(t, seeds, []string{w.topic})
+		return w
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "loyalty.purchase"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return c.ListenAddrs()
+	return world{brokers: c.ListenAddrs(), input: "loyalty.purchase", topic: "g.ledger"}
 }
 
-func client(t *testing.T, brokers []string, opts ...kgo.Opt) *kgo.Client {
+func (w world) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(ledger.Partitioner(topic))}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.brokers...), kgo.RecordPartitioner(ledger.Partitioner(w.topic))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,22 +52,21 @@ func client(t *testing.T, brokers []string, opts ...kgo.Opt) *kgo.Client {
 }
 
 // open is one process's ledger over a client of its own.
-func open(t *testing.T, brokers []string, now func() time.Time) (*ledger.Ledger, *kgo.Client) {
+func (w world) open(t *testing.T, now func() time.Time) (*ledger.Ledger, *kgo.Client) {
 	t.Helper()
-	cl := client(t, brokers)
-	ctx := context.Background()
-	if _, err := ledger.Ensure(ctx, cl, topic, []string{input}, ledger.DefaultWindow, 1); err != nil {
+	cl := w.client(t)
+	if _, err := ledger.Ensure(ctxT(t), cl, w.topic, []string{w.input}, ledger.DefaultWindow, -1); err != nil {
 		t.Fatal(err)
 	}
-	l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topic: topic, Now: now})
+	l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(w.brokers...)}, Topic: w.topic, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l, cl
 }
 
-func rec(partition int32, offset int64) *kgo.Record {
-	return &kgo.Record{Topic: input, Partition: partition, Offset: offset}
+func (w world) rec(partition int32, offset int64) *kgo.Record {
+	return &kgo.Record{Topic: w.input, Partition: partition, Offset: offset}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -67,9 +75,9 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func lookup(t *testing.T, l *ledger.Ledger, partition int32, assignment uint64, kind ledger.Kind, id string) *ledger.Entry {
+func (w world) lookup(t *testing.T, l *ledger.Ledger, partition int32, assignment uint64, kind ledger.Kind, id string) *ledger.Entry {
 	t.Helper()
-	e, err := l.Lookup(ctxT(t), rec(partition, 0), assignment, kind, id)
+	e, err := l.Lookup(ctxT(t), w.rec(partition, 0), assignment, kind, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,31 +88,31 @@ func lookup(t *testing.T, l *ledger.Ledger, partition int32, assignment uint64, 
 // settled outcomes (the latest state wins), each kind apart, each
 // partition apart.
 func TestLedgerIsReadBack(t *testing.T) {
-	brokers := cluster(t)
-	a, acl := open(t, brokers, nil)
+	w := cluster(t)
+	a, acl := w.open(t, nil)
 	ctx := ctxT(t)
-	if err := a.Intend(ctx, rec(1, 10), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1"}); err != nil {
+	if err := a.Intend(ctx, w.rec(1, 10), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Intend(ctx, rec(1, 11), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-2"}); err != nil {
+	if err := a.Intend(ctx, w.rec(1, 11), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-2"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Intend(ctx, rec(2, 5), ledger.Entry{Kind: ledger.Refund, TransactionID: "f-1", ClawbackID: "p-9~cb2"}); err != nil {
+	if err := a.Intend(ctx, w.rec(2, 5), ledger.Entry{Kind: ledger.Refund, TransactionID: "f-1", ClawbackID: "p-9~cb2"}); err != nil {
 		t.Fatal(err)
 	}
 	points := int64(70)
-	settled, err := a.Settle(rec(1, 10), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1", Outcome: "APPLIED", Points: &points, BitReference: "BIT1"})
+	settled, err := a.Settle(w.rec(1, 10), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1", Outcome: "APPLIED", Points: &points, BitReference: "BIT1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if settled.Topic != topic || settled.Partition != 1 || string(settled.Key) != "a/p-1" {
-		t.Fatalf("settled entry goes to %s/%d key %q; want %s/1 key a/p-1", settled.Topic, settled.Partition, settled.Key, topic)
+	if settled.Topic != w.topic || settled.Partition != 1 || string(settled.Key) != "a/p-1" {
+		t.Fatalf("settled entry goes to %s/%d key %q; want %s/1 key a/p-1", settled.Topic, settled.Partition, settled.Key, w.topic)
 	}
 	if err := acl.ProduceSync(ctx, settled).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 
-	b, _ := open(t, brokers, nil)
+	b, _ := w.open(t, nil)
 	cases := []struct {
 		partition int32
 		kind      ledger.Kind
@@ -120,7 +128,7 @@ func TestLedgerIsReadBack(t *testing.T) {
 		{3, ledger.Accrual, "nothing", "", ""},
 	}
 	for _, tc := range cases {
-		e := lookup(t, b, tc.partition, 1, tc.kind, tc.id)
+		e := w.lookup(t, b, tc.partition, 1, tc.kind, tc.id)
 		switch {
 		case tc.state == "" && e != nil:
 			t.Errorf("%d %s: found %+v, want none", tc.partition, ledger.Key(tc.kind, tc.id), e)
@@ -128,7 +136,7 @@ func TestLedgerIsReadBack(t *testing.T) {
 			t.Errorf("%d %s: %+v, want state %s slot %q", tc.partition, ledger.Key(tc.kind, tc.id), e, tc.state, tc.slot)
 		}
 	}
-	if e := lookup(t, b, 1, 1, ledger.Accrual, "p-1"); e == nil || e.Points == nil || *e.Points != 70 || e.BitReference != "BIT1" || e.Offset != 10 {
+	if e := w.lookup(t, b, 1, 1, ledger.Accrual, "p-1"); e == nil || e.Points == nil || *e.Points != 70 || e.BitReference != "BIT1" || e.Offset != 10 {
 		t.Errorf("settled p-1 read back as %+v, want points 70, BIT1, offset 10", e)
 	}
 }
@@ -136,55 +144,55 @@ func TestLedgerIsReadBack(t *testing.T) {
 // A process reads a partition again only under a new assignment: what
 // another member wrote meanwhile is seen once the partition comes back.
 func TestLedgerCatchesUpOnAssignment(t *testing.T) {
-	brokers := cluster(t)
-	a, _ := open(t, brokers, nil)
-	b, _ := open(t, brokers, nil)
-	if e := lookup(t, b, 0, 1, ledger.Accrual, "p-1"); e != nil {
+	w := cluster(t)
+	a, _ := w.open(t, nil)
+	b, _ := w.open(t, nil)
+	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "p-1"); e != nil {
 		t.Fatalf("found %+v before anything was written", e)
 	}
-	if err := a.Intend(ctxT(t), rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1"}); err != nil {
+	if err := a.Intend(ctxT(t), w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if e := lookup(t, b, 0, 1, ledger.Accrual, "p-1"); e != nil {
+	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "p-1"); e != nil {
 		t.Fatalf("read again under the same assignment: %+v", e)
 	}
-	if e := lookup(t, b, 0, 2, ledger.Accrual, "p-1"); e == nil || e.State != ledger.Intent {
+	if e := w.lookup(t, b, 0, 2, ledger.Accrual, "p-1"); e == nil || e.State != ledger.Intent {
 		t.Fatalf("under a new assignment: %+v, want the intent", e)
 	}
 	// The writer's own settled outcome, still on its way to Kafka, is not
 	// hidden by its intent read back.
-	if _, err := a.Settle(rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1", Outcome: "APPLIED"}); err != nil {
+	if _, err := a.Settle(w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1", Outcome: "APPLIED"}); err != nil {
 		t.Fatal(err)
 	}
-	if e := lookup(t, a, 0, 3, ledger.Accrual, "p-1"); e == nil || e.State != ledger.Settled {
+	if e := w.lookup(t, a, 0, 3, ledger.Accrual, "p-1"); e == nil || e.State != ledger.Settled {
 		t.Fatalf("the writer's settled entry after reading its intent back: %+v", e)
 	}
 }
 
 // Entries older than the window are forgotten, read back or kept.
 func TestLedgerForgetsPastTheWindow(t *testing.T) {
-	brokers := cluster(t)
+	w := cluster(t)
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	a, _ := open(t, brokers, clock)
-	if err := a.Intend(ctxT(t), rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "old"}); err != nil {
+	a, _ := w.open(t, clock)
+	if err := a.Intend(ctxT(t), w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "old"}); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(ledger.DefaultWindow - time.Minute)
-	if err := a.Intend(ctxT(t), rec(0, 2), ledger.Entry{Kind: ledger.Accrual, TransactionID: "young"}); err != nil {
+	if err := a.Intend(ctxT(t), w.rec(0, 2), ledger.Entry{Kind: ledger.Accrual, TransactionID: "young"}); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(2 * time.Minute)
-	b, _ := open(t, brokers, clock)
+	b, _ := w.open(t, clock)
 	for _, l := range []*ledger.Ledger{a, b} {
-		if e := lookup(t, l, 0, 1, ledger.Accrual, "old"); e != nil {
+		if e := w.lookup(t, l, 0, 1, ledger.Accrual, "old"); e != nil {
 			t.Errorf("an entry past the window: %+v", e)
 		}
-		if e := lookup(t, l, 0, 1, ledger.Accrual, "young"); e == nil {
+		if e := w.lookup(t, l, 0, 1, ledger.Accrual, "young"); e == nil {
 			t.Error("an entry inside the window is gone")
 		}
 	}
-	if n := a.Size(input, 0); n != 1 {
+	if n := a.Size(w.input, 0); n != 1 {
 		t.Errorf("the writer keeps %d entries, want 1", n)
 	}
 }
@@ -193,10 +201,10 @@ func TestLedgerForgetsPastTheWindow(t *testing.T) {
 // round's entry is never read back, a committed one is, and an intent
 // written after an aborted transaction is not missed.
 func TestLedgerReadsCommittedOnly(t *testing.T) {
-	brokers := cluster(t)
-	a, _ := open(t, brokers, nil)
+	w := cluster(t)
+	a, _ := w.open(t, nil)
 	ctx := ctxT(t)
-	tx := client(t, brokers, kgo.TransactionalID("ledger-test"))
+	tx := w.client(t, kgo.TransactionalID(w.topic + "-tx"))
 	points := int64(5)
 	for _, commit := range []kgo.TransactionEndTry{kgo.TryAbort, kgo.TryCommit} {
 		if err := tx.BeginTransaction(); err != nil {
@@ -206,7 +214,7 @@ func TestLedgerReadsCommittedOnly(t *testing.T) {
 		if commit {
 			id = "committed"
 		}
-		r, err := a.Settle(rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: id, Outcome: "APPLIED", Points: &points})
+		r, err := a.Settle(w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: id, Outcome: "APPLIED", Points: &points})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,17 +225,17 @@ func TestLedgerReadsCommittedOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := a.Intend(ctx, rec(0, 2), ledger.Entry{Kind: ledger.Accrual, TransactionID: "after"}); err != nil {
+	if err := a.Intend(ctx, w.rec(0, 2), ledger.Entry{Kind: ledger.Accrual, TransactionID: "after"}); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := open(t, brokers, nil)
-	if e := lookup(t, b, 0, 1, ledger.Accrual, "aborted"); e != nil {
+	b, _ := w.open(t, nil)
+	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "aborted"); e != nil {
 		t.Errorf("an aborted entry was read back: %+v", e)
 	}
-	if e := lookup(t, b, 0, 1, ledger.Accrual, "committed"); e == nil || e.State != ledger.Settled {
+	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "committed"); e == nil || e.State != ledger.Settled {
 		t.Errorf("committed entry: %+v", e)
 	}
-	if e := lookup(t, b, 0, 1, ledger.Accrual, "after"); e == nil {
+	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "after"); e == nil {
 		t.Error("the intent after the transactions was missed")
 	}
 }
@@ -235,47 +243,42 @@ func TestLedgerReadsCommittedOnly(t *testing.T) {
 // The topic is created to fit, and one that does not fit is refused with
 // what to change.
 func TestEnsure(t *testing.T) {
-	brokers := cluster(t)
-	cl := client(t, brokers)
+	w := cluster(t)
+	cl := w.client(t)
 	ctx := ctxT(t)
-	created, err := ledger.Ensure(ctx, cl, topic, []string{input}, ledger.DefaultWindow, 1)
+	created, err := ledger.Ensure(ctx, cl, w.topic, []string{w.input}, ledger.DefaultWindow, -1)
 	if err != nil || !created {
 		t.Fatalf("Ensure: created %v, %v", created, err)
 	}
 	adm := kadm.NewClient(cl)
-	td, err := adm.ListTopics(ctx, topic)
-	if err != nil || len(td[topic].Partitions) != 4 {
-		t.Fatalf("created with %d partitions (%v), want 4", len(td[topic].Partitions), err)
+	td, err := adm.ListTopics(ctx, w.topic)
+	if err != nil || len(td[w.topic].Partitions) != 4 {
+		t.Fatalf("created with %d partitions (%v), want 4", len(td[w.topic].Partitions), err)
 	}
-	if created, err := ledger.Ensure(ctx, cl, topic, []string{input}, ledger.DefaultWindow, 1); err != nil || created {
+	if created, err := ledger.Ensure(ctx, cl, w.topic, []string{w.input}, ledger.DefaultWindow, -1); err != nil || created {
 		t.Fatalf("again: created %v, %v; want it accepted as it is", created, err)
 	}
 	str := func(s string) *string { return &s }
 	bad := []struct {
-		name    string
-		create  func() error
-		wantErr string
+		name       string
+		partitions int32
+		configs    map[string]*string
+		wantErr    string
 	}{
-		{"too few partitions", func() error {
-			_, err := adm.CreateTopic(ctx, 2, 1, nil, "small.ledger")
-			return err
-		}, "2 partitions, fewer than an input topic's 4"},
-		{"not compacted", func() error {
-			_, err := adm.CreateTopic(ctx, 4, 1, map[string]*string{"cleanup.policy": str("delete")}, "deleting.ledger")
-			return err
-		}, "cleanup.policy=delete must include compact"},
-		{"kept too briefly", func() error {
-			_, err := adm.CreateTopic(ctx, 4, 1, map[string]*string{"cleanup.policy": str("compact"), "retention.ms": str("60000")}, "brief.ledger")
-			return err
-		}, "retention.ms=60000 is below the dedup window"},
+		{"few", 2, nil, "2 partitions, fewer than an input topic's 4"},
+		{"deleting", 4, map[string]*string{"cleanup.policy": str("delete")}, "cleanup.policy=delete must include compact"},
+		{"brief", 4, map[string]*string{"cleanup.policy": str("compact"), "retention.ms": str("60000")}, "retention.ms=60000 is below the dedup window"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := tc.create(); err != nil {
+			name := w.topic + "." + tc.name
+			if seeds := realkafka.Seeds(); len(seeds) > 0 {
+				realkafka.DeleteAtEnd(t, seeds, []string{name})
+			}
+			if _, err := adm.CreateTopic(ctx, tc.partitions, -1, tc.configs, name); err != nil {
 				t.Fatal(err)
 			}
-			name := map[string]string{"too few partitions": "small.ledger", "not compacted": "deleting.ledger", "kept too briefly": "brief.ledger"}[tc.name]
-			_, err := ledger.Ensure(ctx, cl, name, []string{input}, ledger.DefaultWindow, 1)
+			_, err := ledger.Ensure(ctx, cl, name, []string{w.input}, ledger.DefaultWindow, -1)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("Ensure: %v; want an error saying %q", err, tc.wantErr)
 			}
