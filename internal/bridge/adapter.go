@@ -209,6 +209,10 @@ func retryable(cat events.Category, cause error) bool {
 		return true
 	case events.CategoryInternal:
 		return transient(cause) || errors.Is(cause, pipeline.ErrProduce)
+	case events.CategoryValidation:
+		// The refund is valid; its placement is not. A replay, one
+		// process, handles it.
+		return isRefundKeyError(cause)
 	}
 	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -135,6 +136,12 @@ type Options struct {
 	// Replay guards every accrual and redemption and marks outputs
 	// replayed: true.
 	Replay bool
+	// RefundKeyCheck is what a refund whose record key is neither its
+	// loyaltyId nor its originalTransactionId gets (refundkey.go): a
+	// VALIDATION error event (RefundKeyRefuse) or, with RefundKeyWarn,
+	// handled with a metric and a warning. Zero value:
+	// DefaultRefundKeyCheck. Not checked with Replay.
+	RefundKeyCheck RefundKeyCheck
 	// Metrics, when set, counts outcomes, error events, guard lookups and
 	// already-applied records.
 	Metrics *telemetry.Metrics
@@ -156,6 +163,9 @@ type Bridge struct {
 	// wireAccepted counts the calls accepted with each wire setting
 	// (wirerefusal.go).
 	wireAccepted wireAccepted
+	// refundKeySeen is set by the first refund keyed otherwise
+	// (refundkey.go): it alone is logged at warn level.
+	refundKeySeen atomic.Bool
 }
 
 // New checks o, reporting every problem together, and returns a Bridge.
@@ -175,6 +185,11 @@ func New(o Options) (*Bridge, error) {
 	}
 	if o.RetryBackoff < 0 {
 		errs = append(errs, fmt.Errorf("RetryBackoff %s: must not be negative", o.RetryBackoff))
+	}
+	if o.RefundKeyCheck != "" {
+		if _, err := ParseRefundKeyCheck(string(o.RefundKeyCheck)); err != nil {
+			errs = append(errs, fmt.Errorf("RefundKeyCheck %w", err))
+		}
 	}
 	topics := o.Topics.WithDefaults()
 	if o.Codec != nil {
@@ -201,6 +216,9 @@ func New(o Options) (*Bridge, error) {
 	}
 	if o.RetryBackoff == 0 {
 		o.RetryBackoff = DefaultRetryBackoff
+	}
+	if o.RefundKeyCheck == "" {
+		o.RefundKeyCheck = DefaultRefundKeyCheck
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
@@ -251,6 +269,9 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 	j.ev, j.st.id = ev, ev.ID()
 	if err := ev.Validate(); err != nil {
 		return b.failure(j, events.CategoryValidation, "", err)
+	}
+	if err := b.checkRefundKey(j); err != nil {
+		return b.failure(j, events.CategoryValidation, events.ReasonRefundKey, err)
 	}
 	h, err := handlerFor(ev, b.o.Profile)
 	if err != nil {

@@ -301,7 +301,11 @@ func (s *stack) record(topic string, ev events.Event, headers ...kgo.RecordHeade
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	return &kgo.Record{Topic: topic, Partition: 1, Offset: 42, Key: []byte("k"), Value: v, Headers: headers,
+	key := []byte("k")
+	if r, ok := ev.(*events.PurchaseRefunded); ok {
+		key = []byte(r.LoyaltyID) // what the clawback cap needs (refundkey.go)
+	}
+	return &kgo.Record{Topic: topic, Partition: 1, Offset: 42, Key: key, Value: v, Headers: headers,
 		Timestamp: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
 }
 

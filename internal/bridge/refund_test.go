@@ -261,7 +261,7 @@ func TestRefundsThroughThePipeline(t *testing.T) {
 				o := i % tc.originals
 				ev := refundOf(fmt.Sprintf("pp-%d-r%d", o, i), fmt.Sprintf("pp-%d", o), 10+o, float64(10_000+5_000*rnd.IntN(3)),
 					refundBase.Add(time.Duration(i)*time.Second))
-				p.send(topics.RefundRedemption, ev.TransactionID, ev)
+				p.send(topics.RefundRedemption, ev.LoyaltyID, ev)
 				refunds, recs = append(refunds, ev.TransactionID), append(recs, ev)
 			}
 			p.flush()

@@ -47,8 +47,10 @@ type Processing struct {
 	BreakerOpen             time.Duration
 	Enrich                  bool
 	IncludeOriginal         bool
+	RefundKeyCheck          bridge.RefundKeyCheck
 
 	ordering           *choice[ordering.Mode]
+	refundKeyCheck     *choice[bridge.RefundKeyCheck]
 	defaultMaxInFlight int // 0: pipeline.DefaultMaxInFlight
 }
 
@@ -79,13 +81,15 @@ func (p *Processing) Define(b *flagenv.Binder) {
 	fs.DurationVar(&p.BreakerOpen, "breaker-open-timeout", circuit.DefaultOpenTimeout, "how long the circuit stays open before a probe")
 	fs.BoolVar(&p.Enrich, "enrich", false, "add non-PII profile fields (tierClass, status, eKycStatus) to member results")
 	fs.BoolVar(&p.IncludeOriginal, "include-original", false, "carry the original record key and value in error events; they may hold personal data, which every reader of the error topics would see (off: replay reads originals from their source position)")
+	p.refundKeyCheck = defineChoice(fs, &p.RefundKeyCheck, "refund-key-check", bridge.DefaultRefundKeyCheck, bridge.ParseRefundKeyCheck,
+		"a refund keyed neither by its loyaltyId nor by its originalTransactionId: refuse (a VALIDATION error event, reason REFUND_KEY, retryable; nothing called) or warn (handled, counted and logged: unsafe against a partner that applies a repeated transactionId, where two members may claw back one original past what it earned)")
 }
 
 // Validate reports every problem of the section, each naming its flag.
 func (p *Processing) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	errs = append(errs, p.ordering.check("ordering"))
+	errs = append(errs, p.ordering.check("ordering"), p.refundKeyCheck.check("refund-key-check"))
 	if p.MaxInFlight < 1 {
 		bad("--max-in-flight %d: must be at least 1", p.MaxInFlight)
 	}
@@ -208,7 +212,8 @@ func (f offInt) Set(s string) error {
 
 // BuildBridge returns the bridge options the section sets.
 func (p *Processing) BuildBridge() bridge.Options {
-	return bridge.Options{RecordAttempts: p.RecordAttempts, RetryBackoff: p.RecordBackoff, Enrich: p.Enrich, IncludeOriginal: p.IncludeOriginal}
+	return bridge.Options{RecordAttempts: p.RecordAttempts, RetryBackoff: p.RecordBackoff, Enrich: p.Enrich, IncludeOriginal: p.IncludeOriginal,
+		RefundKeyCheck: p.RefundKeyCheck}
 }
 
 // Delivery is the output guarantee: at-least-once, or exactly-once with

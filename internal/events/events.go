@@ -83,6 +83,13 @@ const (
 	// found to other writers too many times in a row, each write refused as
 	// a duplicate (TRANSIENT_EXHAUSTED, retryable). Nothing was clawed back.
 	ReasonClawbackConflict = "CLAWBACK_CONFLICT"
+	// ReasonRefundKey: a PurchaseRefunded whose record key is neither its
+	// loyaltyId nor its originalTransactionId (VALIDATION, retryable): the
+	// cap on an original's clawbacks holds only while one process handles
+	// the refunds of one original, which such keys do not ensure. Nothing
+	// was called. A replay handles its records in one process and does not
+	// refuse it.
+	ReasonRefundKey = "REFUND_KEY"
 )
 
 // Event is an input event of one of the input topics. Implementations are

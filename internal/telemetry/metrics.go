@@ -31,6 +31,9 @@ type Metrics struct {
 	UnrecognisedAnswers *prometheus.CounterVec
 	AlreadyApplied      *prometheus.CounterVec // topic
 	LedgerAnswered      *prometheus.CounterVec // topic: duplicates answered from the transaction ledger
+	// RefundKeyMismatches counts refunds keyed neither by loyaltyId nor by
+	// originalTransactionId, by topic and action (refused, warned).
+	RefundKeyMismatches *prometheus.CounterVec
 	TokenRefreshes      *prometheus.CounterVec // result: ok, error; one per grant call (see TokenGrant)
 	CircuitState        prometheus.Gauge       // 0 closed, 1 half-open, 2 open
 	AuthFailures        prometheus.Counter     // attempts and probes refused for the credentials
@@ -76,6 +79,9 @@ func NewMetrics() *Metrics {
 		Name: "already_applied_total", Help: "Records answered ALREADY_APPLIED instead of a second effect."}, []string{"topic"})
 	m.LedgerAnswered = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
 		Name: "ledger_answered_total", Help: "Records answered from the transaction ledger without a partner call: their transaction was settled already (a duplicate event, a record redone after an offsets reset, a replay)."}, []string{"topic"})
+	m.RefundKeyMismatches = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "refund_key_mismatches_total", Help: "Refunds whose record key is neither their loyaltyId nor their originalTransactionId, which the clawback cap needs (one process per original); action refused (an error event, --refund-key-check refuse) or warned (handled anyway)."},
+		[]string{"topic", "action"})
 	m.TokenRefreshes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
 		Name: "token_refreshes_total", Help: "Access-token grants (login, refresh, exchange), by result."}, []string{"result"})
 	m.CircuitState = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
@@ -98,7 +104,7 @@ func NewMetrics() *Metrics {
 		Name: "consumer_lag", Help: "High watermark minus committed offset, per partition."}, []string{"topic", "partition"})
 
 	for _, c := range []prometheus.Collector{m.RecordsConsumed, m.RecordsCompleted, m.ErrorEvents, m.APICalls,
-		m.APILatency, m.APIRetries, m.GuardLookups, m.UnrecognisedAnswers, m.AlreadyApplied, m.LedgerAnswered, m.TokenRefreshes, m.CircuitState, m.AuthFailures, m.AuthHeld,
+		m.APILatency, m.APIRetries, m.GuardLookups, m.UnrecognisedAnswers, m.AlreadyApplied, m.LedgerAnswered, m.RefundKeyMismatches, m.TokenRefreshes, m.CircuitState, m.AuthFailures, m.AuthHeld,
 		m.InFlight, m.APICallsInFlight, m.ConcurrencyLimit, m.Held, m.CommittedOffset, m.Lag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
