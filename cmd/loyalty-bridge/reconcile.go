@@ -33,6 +33,11 @@ transaction once. It reports:
   DIFFERS            the partner's points, amount or bitReference differ from the result's
                      (or from the amount and usedPoint of the input record it answers)
   ERROR_BUT_APPLIED  only error events answer the transaction, and the partner has it applied
+  CLAWBACK_OVER_EARNED
+                     the applied clawback slots of an original (<original>~cb1, ~cb2, ...)
+                     took more points than it earned (for each original a refund result names)
+  SHARED_CLAWBACK    the results of two or more refunds name one clawbackTransactionId: one
+                     clawback stands for several refunds (too little, or a slot written twice)
   UNRECOGNISED       an answer the partner profile does not name (a status, a transactionType,
                      an error code): reported, never taken for applied or not found
   UNCHECKED          no answer (retries exhausted, credentials refused, an answer that does not

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 
 	"go.uber.org/zap"
@@ -39,6 +40,20 @@ const clawbackMark = "~cb"
 // ClawbackID is the partner transactionId of the k-th clawback (k ≥ 1) of
 // the accrual original.
 func ClawbackID(original string, k int) string { return original + clawbackMark + strconv.Itoa(k) }
+
+// ClawbackSlot reads an id ClawbackID made: the original's transactionId
+// and the slot k ≥ 1. ok is false for any other id.
+func ClawbackSlot(id string) (original string, k int, ok bool) {
+	i := strings.LastIndex(id, clawbackMark)
+	if i <= 0 {
+		return "", 0, false
+	}
+	k, err := strconv.Atoi(id[i+len(clawbackMark):])
+	if err != nil || k < 1 || ClawbackID(id[:i], k) != id {
+		return "", 0, false
+	}
+	return id[:i], k, true
+}
 
 // amountSlack is how far a slot's transactionAmount may be from a refund's
 // amount and still be taken for that refund's: a partner may keep amounts

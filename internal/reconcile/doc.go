@@ -39,6 +39,13 @@
 //     answer that does not read), or nothing to ask with (no loyaltyId
 //     anywhere).
 //
+// And, per original accrual whose clawback slots the window's refund
+// results name (see Refunds):
+//
+//   - ClawbackOverEarned: the original's applied slots took more points
+//     than it earned;
+//   - SharedClawback: the results of two or more refunds name one slot.
+//
 // A run holds a few hundred bytes per transaction of its window until the
 // lookups are done; Options.MaxTransactions bounds them, and a window that
 // holds more fails before any lookup, asking for a narrower one.
@@ -60,6 +67,28 @@
 // clawed back twice. Error events carry neither, so a refund that failed
 // is looked up by its transactionId: a clawback that its ambiguous write
 // left in a slot is not found.
+//
+// No single result shows what all the clawbacks of one original took. So
+// for every original named by a refund result's clawbackTransactionId
+// (bridge.ClawbackSlot reads it), reconcile looks the original up (its
+// transactionPoint is what it earned; nothing if the partner holds no
+// applied accrual) and then its slots, <original>~cb1 onwards, until one
+// is not found past the last slot any result names (at most
+// bridge.MaxClawbacks), and sums the points of those applied (a slot with
+// a failed status took no effect). Over what the original earned, it is
+// ClawbackOverEarned, named by the original's transactionId. A slot named
+// by the results of two refunds is SharedClawback, named by the slot's id:
+// one clawback stands for several refunds, which is too little clawed back
+// when a refund took an equal twin's clawback for its own, and too much
+// when two processes wrote the slot at once at a partner that applies a
+// repeated transactionId (its lookup shows one of the two, so the sum
+// cannot see the second: the shared slot is the trace). One refund's
+// results naming its own slot again (a replay's ALREADY_APPLIED) are
+// neither. A lookup of an original that fails, or that the profile does
+// not recognise, is Unchecked or NotRecognised for the original, said
+// once when the original's own result already said it. These lookups run
+// after the others, under the same Concurrency and Rate; Report.Originals
+// counts the originals summed.
 //
 // # One reading of an answer
 //

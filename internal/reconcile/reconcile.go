@@ -214,14 +214,21 @@ func (r *Reconciler) Run(ctx context.Context, q Request) (*Report, error) {
 	if err := r.sources(ctx, adm, list); err != nil {
 		return rep, err
 	}
-	err = r.lookups(ctx, list, rep)
+	var limiter *rate.Limiter
+	if r.o.Rate > 0 {
+		limiter = rate.NewLimiter(rate.Limit(r.o.Rate), 1)
+	}
+	err = r.lookups(ctx, list, limiter, rep)
 	for _, it := range list {
 		rep.Findings = append(rep.Findings, it.findings...)
 		if it.looked && len(it.findings) == 0 {
 			rep.Agreed++
 		}
 	}
-	return rep, err
+	if err != nil {
+		return rep, err
+	}
+	return rep, r.clawbacks(ctx, list, limiter, rep)
 }
 
 // take files a reply record under its transaction.
@@ -410,8 +417,9 @@ func (r *Reconciler) sources(ctx context.Context, adm *kadm.Client, list []*item
 }
 
 // lookups looks every item up, Options.Concurrency at once and at no more
-// than Options.Rate per second, and judges the answers.
-func (r *Reconciler) lookups(ctx context.Context, list []*item, rep *Report) error {
+// than limiter allows (Options.Rate; nil: no bound), and judges the
+// answers.
+func (r *Reconciler) lookups(ctx context.Context, list []*item, limiter *rate.Limiter, rep *Report) error {
 	var todo []*item
 	for _, it := range list {
 		if it.loyaltyID() == "" {
@@ -425,10 +433,6 @@ func (r *Reconciler) lookups(ctx context.Context, list []*item, rep *Report) err
 		todo = append(todo, it)
 	}
 	rep.Checked = len(todo)
-	var limiter *rate.Limiter
-	if r.o.Rate > 0 {
-		limiter = rate.NewLimiter(rate.Limit(r.o.Rate), 1)
-	}
 	var mu sync.Mutex
 	done := 0
 	g, gctx := errgroup.WithContext(ctx)

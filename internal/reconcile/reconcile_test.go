@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.uber.org/goleak"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
@@ -292,7 +293,10 @@ func scenario(h *harness) []string {
 	// Before the window: not read.
 	h.result(events.Source{Topic: h.topics.Purchase}, acc, "A-before", events.OutcomeApplied, old, nil)
 
+	// A-ok earned 5 points; the slots planted above (~cb1, ~cb3, ~cb4)
+	// took 11.
 	return []string{
+		"CLAWBACK_OVER_EARNED A-ok",
 		"DIFFERS A-amount", "DIFFERS A-points", "DIFFERS F-twice", "DIFFERS R-used",
 		"ERROR_BUT_APPLIED A-failed-but-applied", "ERROR_BUT_APPLIED A-failed-but-applied-2",
 		"MISSING A-lost", "MISSING F-lost", "MISSING F-slot-lost",
@@ -329,7 +333,7 @@ func TestReconcileFindsEveryPlantedMismatch(t *testing.T) {
 	if rep.Checked != 17 || rep.Agreed != 8 || calls != 17 || last != 17 || planned != 17 {
 		t.Errorf("checked %d, agreed %d; progress %d calls, last %d/%d\n%s", rep.Checked, rep.Agreed, calls, last, planned, rep.Table())
 	}
-	if rep.OK() || rep.Mismatches() != 9 || rep.Count(reconcile.Unchecked) != 1 {
+	if rep.OK() || rep.Mismatches() != 10 || rep.Count(reconcile.Unchecked) != 1 {
 		t.Errorf("OK %v, %d mismatches, %d unchecked", rep.OK(), rep.Mismatches(), rep.Count(reconcile.Unchecked))
 	}
 	details := map[string]string{}
@@ -568,5 +572,86 @@ func TestReconcileBoundsTheWindow(t *testing.T) {
 	_, err := r.Run(context.Background(), reconcile.Request{Inputs: []string{purchase}, Since: time.Now().Add(-time.Hour)})
 	if err == nil || !strings.Contains(err.Error(), "more than 1 transactions") || looked {
 		t.Fatalf("err %v, looked up %v", err, looked)
+	}
+}
+
+// refund writes a refund's input record and a result naming its clawback
+// slot, with the points the result says it clawed back.
+func (h *harness) refund(id, original string, amount float64, o events.Outcome, slot string, points int64) {
+	h.t.Helper()
+	src := h.input(h.topics.RefundRedemption, &events.PurchaseRefunded{TransactionID: id, OriginalTransactionID: original, LoyaltyID: member,
+		RefundAmount: amount, RefundDate: time.Now()})
+	h.result(src, events.TypePurchaseRefunded, id, o, time.Time{}, func(r *events.LoyaltyResult) {
+		r.UsedPoint, r.Points, r.RequestedPoints, r.ClawbackTransactionID = ptr(points), ptr(points), ptr(points), ptr(slot)
+	})
+}
+
+// Each refund result agrees with the partner on its own; what reconcile
+// sums across them: an original whose clawback slots took more than it
+// earned, and one slot named by the results of several refunds (an
+// equal-amount twin taken for a refund's own). A refund answered twice
+// (a replay's ALREADY_APPLIED) naming its own slot again is neither.
+func TestReconcileSumsClawbacks(t *testing.T) {
+	h := newHarness(t)
+	// 100,000 VND earn 100 points; the slots are what the bridge writes,
+	// planted as the partner would hold them.
+	h.accrue("P-over", 100_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-over", 1), 60, 60_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-over", 2), 60, 60_000)
+	h.refund("F-o1", "P-over", 60_000, events.OutcomeApplied, "P-over~cb1", 60)
+	h.refund("F-o2", "P-over", 60_000, events.OutcomeApplied, "P-over~cb2", 60)
+
+	h.accrue("P-shared", 100_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-shared", 1), 30, 30_000)
+	h.refund("F-s1", "P-shared", 30_000, events.OutcomeApplied, "P-shared~cb1", 30)
+	h.refund("F-s2", "P-shared", 30_000, events.OutcomeAlreadyApplied, "P-shared~cb1", 30)
+	h.refund("F-s3", "P-shared", 30_000, events.OutcomeAlreadyApplied, "P-shared~cb1", 30)
+
+	h.accrue("P-full", 100_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-full", 1), 50, 50_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-full", 2), 50, 50_000)
+	h.refund("F-f1", "P-full", 50_000, events.OutcomeApplied, "P-full~cb1", 50)
+	h.refund("F-f1", "P-full", 50_000, events.OutcomeAlreadyApplied, "P-full~cb1", 50)
+	h.refund("F-f2", "P-full", 50_000, events.OutcomeApplied, "P-full~cb2", 50)
+
+	rep, err := h.reconciler(nil).Run(context.Background(), reconcile.Request{Inputs: []string{h.topics.RefundRedemption}, Since: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"CLAWBACK_OVER_EARNED P-over", "SHARED_CLAWBACK P-shared~cb1"}
+	if got := findings(rep); !slices.Equal(got, want) || rep.Agreed != 7 || rep.Originals != 3 || rep.OK() || rep.Mismatches() != 2 {
+		t.Fatalf("findings %q, want %q; agreed %d, originals %d\n%s", got, want, rep.Agreed, rep.Originals, rep.Table())
+	}
+	for _, f := range rep.Findings {
+		want := map[reconcile.FindingKind]string{
+			reconcile.ClawbackOverEarned: "original earned 100 points; its clawbacks took 120 (P-over~cb1 60, P-over~cb2 60): 20 more than it earned",
+			reconcile.SharedClawback:     "named by the results of 3 refunds (F-s1, F-s2, F-s3)",
+		}[f.Kind]
+		if !strings.Contains(f.Detail, want) || f.EventType != events.TypePurchaseRefunded || f.Topic != h.topics.RefundRedemption {
+			t.Errorf("%s %s: %q, want %q", f.Kind, f.TransactionID, f.Detail, want)
+		}
+	}
+	tab := strings.Join(strings.Fields(rep.Table()), " ")
+	for _, s := range []string{"CLAWBACK_OVER_EARNED 1", "SHARED_CLAWBACK 1", "originals whose clawbacks were summed 3"} {
+		if !strings.Contains(tab, s) {
+			t.Errorf("table lacks %q:\n%s", s, rep.Table())
+		}
+	}
+	if b, err := json.Marshal(rep); err != nil || !strings.Contains(string(b), `"kind":"SHARED_CLAWBACK"`) || strings.Contains(string(b), member) {
+		t.Errorf("JSON (no loyaltyId in it): %s, %v", b, err)
+	}
+}
+
+// Clawbacks that add up to exactly what the original earned are clean.
+func TestReconcileClawbacksClean(t *testing.T) {
+	h := newHarness(t)
+	h.accrue("P-1", 100_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-1", 1), 70, 70_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-1", 2), 30, 30_000)
+	h.refund("F-1", "P-1", 70_000, events.OutcomeApplied, "P-1~cb1", 70)
+	h.refund("F-2", "P-1", 30_000, events.OutcomeApplied, "P-1~cb2", 30)
+	rep, err := h.reconciler(nil).Run(context.Background(), reconcile.Request{Inputs: []string{h.topics.RefundRedemption}, Since: time.Now().Add(-time.Hour)})
+	if err != nil || !rep.OK() || rep.Agreed != 2 || rep.Originals != 1 {
+		t.Fatalf("%v: OK %v, agreed %d, originals %d\n%s", err, rep.OK(), rep.Agreed, rep.Originals, rep.Table())
 	}
 }

@@ -40,6 +40,18 @@ const (
 	// Unchecked: the transaction could not be looked up (no answer, no
 	// loyaltyId to ask with).
 	Unchecked FindingKind = "UNCHECKED"
+	// ClawbackOverEarned: the applied clawback slots of an original
+	// (<original>~cb1, ~cb2, …) took more points than the original earned
+	// (its transactionPoint; nothing when the partner holds no applied
+	// accrual). The finding's transactionId is the original's.
+	ClawbackOverEarned FindingKind = "CLAWBACK_OVER_EARNED"
+	// SharedClawback: the results of two or more refunds name one
+	// clawbackTransactionId. One clawback stands for several refunds:
+	// clawed back too little (a refund took an equal twin's clawback for
+	// its own), or too much (two writes of the slot applied at a partner
+	// that applies a repeated transactionId). The finding's transactionId
+	// is the clawback's.
+	SharedClawback FindingKind = "SHARED_CLAWBACK"
 )
 
 // Finding is one transaction that needs a person's attention.
@@ -70,7 +82,12 @@ type Report struct {
 	Agreed int `json:"agreed"`
 	// Skipped counts reply records (or transactions) not checked, by why.
 	Skipped map[string]int `json:"skipped,omitempty"`
-	// Interrupted is the lookups not made because the run was stopped.
+	// Originals is the originals, named by the refund results'
+	// clawbackTransactionIds, whose clawback slots were looked up and
+	// summed against what they earned.
+	Originals int `json:"originals,omitempty"`
+	// Interrupted is the lookups not made because the run was stopped
+	// (and originals not summed).
 	Interrupted int       `json:"interrupted,omitempty"`
 	Findings    []Finding `json:"findings"`
 }
@@ -121,9 +138,10 @@ func (r *Report) Table() string {
 	fmt.Fprintf(w, "reply records read\t%d\n", r.Replies)
 	fmt.Fprintf(w, "transactions looked up\t%d\n", r.Checked)
 	fmt.Fprintf(w, "  as the partner has them\t%d\n", r.Agreed)
-	for _, k := range []FindingKind{Missing, NotApplied, Differs, ErrorButApplied, NotRecognised, Unchecked} {
+	for _, k := range []FindingKind{Missing, NotApplied, Differs, ErrorButApplied, ClawbackOverEarned, SharedClawback, NotRecognised, Unchecked} {
 		fmt.Fprintf(w, "  %s\t%d\n", k, r.Count(k))
 	}
+	fmt.Fprintf(w, "originals whose clawbacks were summed\t%d\n", r.Originals)
 	if r.Interrupted > 0 {
 		fmt.Fprintf(w, "  not looked up (interrupted)\t%d\n", r.Interrupted)
 	}
