@@ -457,3 +457,26 @@ func TestClawbackRefusesSlotPointsItCannotCount(t *testing.T) {
 		})
 	}
 }
+
+// ClawbackSlot reads exactly the ids ClawbackID makes.
+func TestClawbackSlot(t *testing.T) {
+	for _, c := range []struct {
+		id, original string
+		k            int
+	}{
+		{ClawbackID("P-1", 1), "P-1", 1},
+		{ClawbackID("P~cb2", 12), "P~cb2", 12},
+		{"P-1~cb0", "", 0},
+		{"P-1~cb01", "", 0},
+		{"P-1~cb+1", "", 0},
+		{"P-1~cb", "", 0},
+		{"~cb1", "", 0},
+		{"P-1", "", 0},
+		{"", "", 0},
+	} {
+		o, k, ok := ClawbackSlot(c.id)
+		if o != c.original || k != c.k || ok != (c.k > 0) {
+			t.Errorf("ClawbackSlot(%q) = %q, %d, %v; want %q, %d", c.id, o, k, ok, c.original, c.k)
+		}
+	}
+}

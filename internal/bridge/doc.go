@@ -124,6 +124,21 @@
 //     originalTransactionId, any ordering mode, replays and restarts
 //     included), and with any placement of refunds when the partner rejects
 //     a repeated transactionId.
+//   - Checked: a refund whose record key is neither its loyaltyId nor its
+//     originalTransactionId (its own transactionId, any other value, an
+//     empty or a null key, which producers spread over partitions) could
+//     be handled beside another refund of its original in another
+//     member. By default (Options.RefundKeyCheck, --refund-key-check
+//     refuse) it is answered, before any call, with a VALIDATION error
+//     event, reason REFUND_KEY, naming the rule and the keys accepted
+//     (never the key: it may be personal data); retryable, as a replay
+//     handles its records in one process and does not check keys. With
+//     warn it is handled, counted
+//     (loyalty_bridge_refund_key_mismatches_total) and logged, and the cap
+//     then rests on the partner rejecting a repeated transactionId. A
+//     producer must key all refunds one way: some by loyaltyId and others
+//     of the same original by originalTransactionId pass the check and
+//     may still land in two partitions.
 //   - Not guaranteed: refunds of one original in two processes at the same
 //     moment against a partner that applies duplicates. Both claims of a
 //     slot are applied and the lookup shows one, so later refunds count too

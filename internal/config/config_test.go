@@ -3,11 +3,13 @@ package config
 import (
 	"flag"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 )
 
@@ -210,5 +212,22 @@ func TestBreakerOff(t *testing.T) {
 	}
 	if !strings.Contains(fs.Lookup("breaker-failures").Usage, "off (or 0) turns the circuit breaker off") {
 		t.Errorf("the help does not document off: %q", fs.Lookup("breaker-failures").Usage)
+	}
+}
+
+// --refund-key-check: refuse by default, warn from the environment, and
+// anything else refused naming the flag.
+func TestRefundKeyCheck(t *testing.T) {
+	c, err := parse(t, nil, creds)
+	if err != nil || c.Processing.RefundKeyCheck != bridge.RefundKeyRefuse || c.Processing.BuildBridge().RefundKeyCheck != bridge.RefundKeyRefuse {
+		t.Fatalf("default: %v, %q", err, c.Processing.RefundKeyCheck)
+	}
+	env := map[string]string{"LOYALTY_BRIDGE_REFUND_KEY_CHECK": "warn"}
+	maps.Copy(env, creds)
+	if c, err = parse(t, nil, env); err != nil || c.Processing.BuildBridge().RefundKeyCheck != bridge.RefundKeyWarn {
+		t.Fatalf("warn: %v, %q", err, c.Processing.RefundKeyCheck)
+	}
+	if _, err = parse(t, []string{"--refund-key-check", "ignore"}, creds); err == nil || !strings.Contains(err.Error(), `--refund-key-check "ignore"`) {
+		t.Fatalf("ignore: %v", err)
 	}
 }
