@@ -359,6 +359,7 @@ func registered(t *testing.T) map[string]bool {
 	m.APIRetries.WithLabelValues("e")
 	m.GuardLookups.WithLabelValues("found")
 	m.AlreadyApplied.WithLabelValues("t")
+	m.RefundKeyMismatches.WithLabelValues("t", "refused")
 	m.TokenRefreshes.WithLabelValues("ok")
 	m.CommittedOffset.WithLabelValues("t", "0")
 	m.Lag.WithLabelValues("t", "0")
