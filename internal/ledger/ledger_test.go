@@ -204,7 +204,7 @@ func TestLedgerReadsCommittedOnly(t *testing.T) {
 	w := cluster(t)
 	a, _ := w.open(t, nil)
 	ctx := ctxT(t)
-	tx := w.client(t, kgo.TransactionalID(w.topic + "-tx"))
+	tx := w.client(t, kgo.TransactionalID(w.topic+"-tx"))
 	points := int64(5)
 	for _, commit := range []kgo.TransactionEndTry{kgo.TryAbort, kgo.TryCommit} {
 		if err := tx.BeginTransaction(); err != nil {
