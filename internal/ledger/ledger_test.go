@@ -25,7 +25,7 @@ type world struct {
 }
 
 // cluster is a cluster with an input topic of 4 partitions.
-func cluster(t *testing.T) world {
+func cluster(t testing.TB) world {
 	t.Helper()
 	if seeds := realkafka.Seeds(); len(seeds) > 0 {
 		w := world{brokers: seeds, input: realkafka.Name(t, "in"), topic: realkafka.Name(t, "ledger")}
@@ -41,7 +41,7 @@ func cluster(t *testing.T) world {
 	return world{brokers: c.ListenAddrs(), input: "loyalty.purchase", topic: "g.ledger"}
 }
 
-func (w world) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+func (w world) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.brokers...), kgo.RecordPartitioner(ledger.Partitioner(w.topic))}, opts...)...)
 	if err != nil {
