@@ -28,6 +28,7 @@ type tokenTTLs struct {
 //	POST /__sim/credentials     RotateCredentials: {"clientSecret":…,"password":…,"revokeTokens":true}
 //	GET  /__sim/token-ttl       {"accessTokenTTL":"5m0s","refreshTokenTTL":"30m0s"}
 //	PUT  /__sim/token-ttl       change either or both
+//	POST /__sim/late-applies/flush  FlushLateApplies
 //	GET  /__sim/counters        Counters
 //	GET  /__sim/ledger          {"<transactionId>": effects, …}
 //	GET  /__sim/ledger?over=N   only the transactionIds applied more than N times (EffectsOver)
@@ -129,6 +130,12 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) reply {
 		}
 		a, rf := s.TokenTTLs()
 		return adminOK(tokenTTLs{AccessTokenTTL: a.String(), RefreshTokenTTL: rf.String()})
+	case path == "late-applies/flush":
+		if r.Method != http.MethodPost {
+			return methodNotAllowed(http.MethodPost)
+		}
+		s.FlushLateApplies()
+		return adminOK(map[string]bool{"flushed": true})
 	case path == "counters":
 		if r.Method != http.MethodGet {
 			return methodNotAllowed(http.MethodGet)

@@ -48,10 +48,56 @@ type Faults struct {
 	// ApplyThen500Rate: after a successful write (accrual, redemption,
 	// onboard, link, unlink) answer 500 although the write stays applied.
 	ApplyThen500Rate float64
+	// LateApplyRate: answer an accrual or a redemption 504 without
+	// applying it, or, under injected latency, let the client give up
+	// without an answer, and apply it LateApplyDelay later, as a partner
+	// whose gateway times out before its backend commits. It is drawn
+	// after ErrorRates and excludes ApplyThen500Rate. The late write goes
+	// through the duplicate policy when it lands, not when it arrived: a
+	// repeat of its transactionId sent in between is handled as if the
+	// first had never come (so it applies, and under DuplicateReject the
+	// late one is then refused; under DuplicateApply both count in
+	// Effects). A late write counts once in Effects, and in
+	// Counters.LateApplied once it has applied. Writes still pending at
+	// Close are never applied; FlushLateApplies lands them at once.
+	LateApplyRate float64
+	// LateApplyDelay is how long after its answer a late write is applied
+	// (0: DefaultLateApplyDelay). Real time, not Options.Now.
+	LateApplyDelay time.Duration
+	// LookupLag hides a transaction from Lookup Transaction until this
+	// long after it was applied (by Options.Now), as a partner whose reads
+	// come from a lagging replica. Not limited by Endpoints.
+	LookupLag time.Duration
+	// NullNumbersRate: a 200 answer's data has every JSON number in it
+	// (at any depth: transactionPoint, transactionAmount, usedPoint,
+	// sponsorId, the balance and point fields of user-profile and
+	// user-profile-ext) set to null, or, on another draw with even odds,
+	// left out. The spec shows each as a number and says nothing of
+	// null; a client must not read either as 0. The state is unchanged.
+	NullNumbersRate float64
+	// SharedIDLookup chooses which record a lookup by transactionId alone
+	// answers when the member has an accrual and a redemption with that
+	// id (the simulator keys transactions by id and type, as the spec's
+	// separate endpoints allow): SharedIDAccrual (the default, ""),
+	// SharedIDRedemption or SharedIDLatest (the one applied last). The
+	// spec shows one record per lookup and does not say. Not limited by
+	// Endpoints.
+	SharedIDLookup string
 	// Endpoints limits the faults to these Endpoint* names; empty means
 	// every business and token endpoint (never the JWKS or admin API).
 	Endpoints []string
 }
+
+// Faults.SharedIDLookup choices.
+const (
+	SharedIDAccrual    = "accrual"
+	SharedIDRedemption = "redemption"
+	SharedIDLatest     = "latest"
+)
+
+// DefaultLateApplyDelay is Faults.LateApplyDelay's default: longer than a
+// guard lookup sent straight after a 504, shorter than a test's patience.
+const DefaultLateApplyDelay = 300 * time.Millisecond
 
 // Validate reports every invalid setting together.
 func (f Faults) Validate() error {
@@ -64,6 +110,14 @@ func (f Faults) Validate() error {
 	rate("DropRate", f.DropRate)
 	rate("HangRate", f.HangRate)
 	rate("ApplyThen500Rate", f.ApplyThen500Rate)
+	rate("LateApplyRate", f.LateApplyRate)
+	rate("NullNumbersRate", f.NullNumbersRate)
+	switch f.SharedIDLookup {
+	case "", SharedIDAccrual, SharedIDRedemption, SharedIDLatest:
+	default:
+		errs = append(errs, fmt.Errorf("SharedIDLookup %q: want %s, %s or %s", f.SharedIDLookup,
+			SharedIDAccrual, SharedIDRedemption, SharedIDLatest))
+	}
 	total := 0.0
 	for _, status := range slices.Sorted(maps.Keys(f.ErrorRates)) {
 		if status < 400 || status > 599 {
@@ -75,7 +129,7 @@ func (f Faults) Validate() error {
 	if total > 1+1e-9 {
 		errs = append(errs, fmt.Errorf("ErrorRates add up to %g, more than 1", total))
 	}
-	if f.Latency < 0 || f.LatencyP50 < 0 || f.LatencyP99 < 0 {
+	if f.Latency < 0 || f.LatencyP50 < 0 || f.LatencyP99 < 0 || f.LateApplyDelay < 0 || f.LookupLag < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
 	}
 	if f.LatencyP99 > 0 && (f.LatencyP50 == 0 || f.LatencyP99 < f.LatencyP50) {
@@ -123,6 +177,11 @@ type faultsJSON struct {
 	DropRate         float64         `json:"dropRate,omitempty"`
 	HangRate         float64         `json:"hangRate,omitempty"`
 	ApplyThen500Rate float64         `json:"applyThen500Rate,omitempty"`
+	LateApplyRate    float64         `json:"lateApplyRate,omitempty"`
+	LateApplyDelay   string          `json:"lateApplyDelay,omitempty"`
+	LookupLag        string          `json:"lookupLag,omitempty"`
+	NullNumbersRate  float64         `json:"nullNumbersRate,omitempty"`
+	SharedIDLookup   string          `json:"sharedIdLookup,omitempty"`
 	Endpoints        []string        `json:"endpoints,omitempty"`
 }
 
@@ -146,7 +205,9 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 	return json.Marshal(faultsJSON{
 		Latency: durationText(f.Latency), LatencyP50: durationText(f.LatencyP50), LatencyP99: durationText(f.LatencyP99),
 		ErrorRates: f.ErrorRates, RetryAfter: retryAfterText(f.RetryAfter), DropRate: f.DropRate, HangRate: f.HangRate,
-		ApplyThen500Rate: f.ApplyThen500Rate, Endpoints: f.Endpoints,
+		ApplyThen500Rate: f.ApplyThen500Rate, LateApplyRate: f.LateApplyRate, LateApplyDelay: durationText(f.LateApplyDelay),
+		LookupLag: durationText(f.LookupLag), NullNumbersRate: f.NullNumbersRate, SharedIDLookup: f.SharedIDLookup,
+		Endpoints: f.Endpoints,
 	})
 }
 
@@ -174,7 +235,9 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 		Latency: dur("latency", j.Latency), LatencyP50: dur("latencyP50", j.LatencyP50),
 		LatencyP99: dur("latencyP99", j.LatencyP99), ErrorRates: j.ErrorRates,
 		RetryAfter: dur("retryAfter", j.RetryAfter), DropRate: j.DropRate, HangRate: j.HangRate,
-		ApplyThen500Rate: j.ApplyThen500Rate, Endpoints: j.Endpoints,
+		ApplyThen500Rate: j.ApplyThen500Rate, LateApplyRate: j.LateApplyRate,
+		LateApplyDelay: dur("lateApplyDelay", j.LateApplyDelay), LookupLag: dur("lookupLag", j.LookupLag),
+		NullNumbersRate: j.NullNumbersRate, SharedIDLookup: j.SharedIDLookup, Endpoints: j.Endpoints,
 	}
 	if j.RetryAfter != "" && f.RetryAfter <= 0 {
 		f.RetryAfter = NoRetryAfter
@@ -188,6 +251,10 @@ type faultPlan struct {
 	drop, hang   bool
 	status       int // injected error status, 0 for none
 	applyThen500 bool
+	lateApply    bool
+	lateDelay    time.Duration
+	nullNumbers  bool
+	absent       bool // nullNumbers: leave the numbers out rather than null them
 	retryAfter   string
 }
 
@@ -223,7 +290,19 @@ func (f Faults) plan(rng *rand.Rand, endpoint string, write bool) faultPlan {
 			}
 		}
 	}
+	if (endpoint == EndpointAccrual || endpoint == EndpointRedemption) && fire(f.LateApplyRate) {
+		p.lateApply = true
+		p.lateDelay = f.LateApplyDelay
+		if p.lateDelay == 0 {
+			p.lateDelay = DefaultLateApplyDelay
+		}
+		return p
+	}
 	p.applyThen500 = write && fire(f.ApplyThen500Rate)
+	if fire(f.NullNumbersRate) {
+		p.nullNumbers = true
+		p.absent = rng.Float64() < 0.5
+	}
 	return p
 }
 

@@ -410,6 +410,17 @@ func (s *Server) handleLookup(c *call) reply {
 	case l.BitReference == "" && l.TransactionID == "":
 		return invalid("required: bitReference or transactionId")
 	}
+	s.faultsMu.Lock()
+	lag, shared := s.faults.LookupLag, s.faults.SharedIDLookup
+	s.faultsMu.Unlock()
+	now := s.now()
+	// visible: what a lagging replica (Faults.LookupLag) has seen.
+	visible := func(t *txn) *txn {
+		if t == nil || t.loyaltyID != l.LoyaltyID || now.Sub(t.at) < lag {
+			return nil
+		}
+		return t
+	}
 	s.st.mu.Lock()
 	defer s.st.mu.Unlock()
 	if s.st.get(l.LoyaltyID) == nil {
@@ -418,18 +429,16 @@ func (s *Server) handleLookup(c *call) reply {
 	var t *txn
 	switch {
 	case l.BitReference != "":
-		t = s.st.byBitRef[l.BitReference]
+		t = visible(s.st.byBitRef[l.BitReference])
 		if t != nil && l.TransactionID != "" && t.transactionID != l.TransactionID {
 			t = nil
 		}
 	default:
-		// A transactionId used for both kinds finds the accrual; its
-		// bitReference reaches the redemption.
-		if t = s.st.accruals[l.TransactionID]; t == nil || t.loyaltyID != l.LoyaltyID {
-			t = s.st.redemptions[l.TransactionID]
-		}
+		// A transactionId used for both kinds finds one of them
+		// (Faults.SharedIDLookup); its bitReference reaches the other.
+		t = sharedID(visible(s.st.accruals[l.TransactionID]), visible(s.st.redemptions[l.TransactionID]), shared)
 	}
-	if t == nil || t.loyaltyID != l.LoyaltyID {
+	if t == nil {
 		return badRequest(s.opts.Profile.NotFoundCodes[0], "Transaction not found")
 	}
 	return ok(transactionRecord{
@@ -438,4 +447,21 @@ func (s *Server) handleLookup(c *call) reply {
 		Status: s.opts.Profile.AppliedStatuses[0], TransactionTime: t.txTime.In(ict).Format(isoMillisZoned), RequestID: t.requestID,
 		Timestamp: t.at.UTC().Format(isoMillisUTC),
 	})
+}
+
+// sharedID picks the record a lookup by transactionId answers when it may
+// find an accrual a and a redemption r (either may be nil).
+func sharedID(a, r *txn, choice string) *txn {
+	switch {
+	case a == nil:
+		return r
+	case r == nil:
+		return a
+	case choice == SharedIDRedemption:
+		return r
+	case choice == SharedIDLatest && r.bitReference > a.bitReference:
+		// bitRef numbers references in order of application, zero-padded.
+		return r
+	}
+	return a
 }

@@ -102,11 +102,14 @@ type Server struct {
 	// holds its place, before faults and the handler; nil otherwise.
 	handling func(endpoint string)
 
+	late lateApplies
+
 	countMu      sync.Mutex
 	calls        map[callKey]int
 	totals       map[string]int
 	overCapacity map[string]int
 	issued       int
+	lateLanded   int
 
 	st state
 }
@@ -222,7 +225,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // closed without an answer). Call it before http.Server.Shutdown or
 // httptest.Server.Close, which otherwise wait for hung requests. The
 // Server keeps serving; later hangs end at once.
-func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.late.stop()
+	})
+}
 
 func (s *Server) serve(rt *route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -286,6 +294,9 @@ func (s *Server) serve(rt *route) http.HandlerFunc {
 			bufferBody(w, r)
 		}
 		if p.delay > 0 && !s.wait(r.Context(), p.delay) {
+			if p.lateApply && s.lateCheck(rt, r) {
+				s.scheduleLate(rt, r, p.lateDelay)
+			}
 			drop()
 			return
 		}
@@ -317,11 +328,19 @@ func (s *Server) serve(rt *route) http.HandlerFunc {
 		if rep.status == 0 && rt.bearer {
 			rep = rt.checkContentType(r)
 		}
+		if rep.status == 0 && p.lateApply {
+			bufferBody(w, r)
+			s.scheduleLate(rt, r, p.lateDelay)
+			rep = plainError(http.StatusGatewayTimeout)
+		}
 		if rep.status == 0 {
 			rep = rt.handle(s, c)
 		}
 		if p.applyThen500 && rep.status == http.StatusOK {
 			rep = plainError(http.StatusInternalServerError)
+		}
+		if p.nullNumbers && rep.status == http.StatusOK {
+			rep = withoutNumbers(rep, p.absent)
 		}
 		free()
 		status = writeReply(w, rep)
@@ -564,6 +583,12 @@ type Counters struct {
 	// OverCapacity: endpoint → answered over Options.Capacity (also in
 	// Calls).
 	OverCapacity map[string]int `json:"overCapacity"`
+	// LateLanded counts late writes (Faults.LateApplyRate) handled when
+	// they landed, whatever the answer: under DuplicateReject one that a
+	// repeat overtook is refused then, so Effects, not this, says what
+	// applied. LatePending counts those not landed yet.
+	LateLanded  int `json:"lateLanded,omitempty"`
+	LatePending int `json:"latePending,omitempty"`
 }
 
 // Counters returns a copy of every counter.
@@ -571,7 +596,7 @@ func (s *Server) Counters() Counters {
 	s.countMu.Lock()
 	defer s.countMu.Unlock()
 	c := Counters{TokensIssued: s.issued, Calls: map[string]map[int]int{}, Totals: maps.Clone(s.totals),
-		OverCapacity: maps.Clone(s.overCapacity)}
+		OverCapacity: maps.Clone(s.overCapacity), LateLanded: s.lateLanded, LatePending: s.late.pending()}
 	for k, n := range s.calls {
 		if c.Calls[k.endpoint] == nil {
 			c.Calls[k.endpoint] = map[int]int{}
