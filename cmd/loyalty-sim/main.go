@@ -107,6 +107,12 @@ func parse(e env, args []string) (*config, error) {
 	fs.Float64Var(&f.DropRate, "drop-rate", 0, "fault: probability of closing the connection unanswered")
 	fs.Float64Var(&f.HangRate, "hang-rate", 0, "fault: probability of never answering")
 	fs.Float64Var(&f.ApplyThen500Rate, "apply-then-500-rate", 0, "fault: probability of applying a write and answering 500")
+	fs.Float64Var(&f.LateApplyRate, "late-apply-rate", 0, "fault: probability of answering an accrual or redemption 504 (or letting the client give up under --latency) and applying it --late-apply-delay later")
+	fs.DurationVar(&f.LateApplyDelay, "late-apply-delay", sim.DefaultLateApplyDelay, "fault: how long after its answer a late write is applied")
+	fs.DurationVar(&f.LookupLag, "lookup-lag", 0, "fault: lookups see a transaction only this long after it was applied")
+	fs.Float64Var(&f.NullNumbersRate, "null-numbers-rate", 0, "fault: probability of a 200 answer's numbers being null, or (even odds) left out")
+	fs.StringVar(&f.SharedIDLookup, "shared-id-lookup", sim.SharedIDAccrual, "a lookup by a transactionId that an accrual and a redemption share answers: "+
+		strings.Join([]string{sim.SharedIDAccrual, sim.SharedIDRedemption, sim.SharedIDLatest}, ", ")+" (the one applied last)")
 	fs.StringVar(&c.faultEndpoints, "fault-endpoints", "", "comma-separated endpoints the faults apply to (default all): "+strings.Join(sim.AllEndpoints, ","))
 	fs.Int64Var(&o.Seed, "seed", 1, "seed of fault randomness")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may finish after SIGINT/SIGTERM")

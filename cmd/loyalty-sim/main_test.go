@@ -252,6 +252,41 @@ func TestRetryAfterFlag(t *testing.T) {
 	}
 }
 
+// The bad-partner flags become the faults in force, as the admin API
+// shows them; left out, they are off.
+func TestBadPartnerFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, `{"retryAfter":"1s","lateApplyDelay":"300ms","sharedIdLookup":"accrual"}`},
+		{[]string{"--late-apply-rate", "0.2", "--late-apply-delay", "2s", "--lookup-lag", "1500ms", "--null-numbers-rate", "0.1",
+			"--shared-id-lookup", "latest"},
+			`{"retryAfter":"1s","lateApplyRate":0.2,"lateApplyDelay":"2s","lookupLag":"1.5s","nullNumbersRate":0.1,"sharedIdLookup":"latest"}`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			s := start(t, nil, append([]string{"--admin-token", "adm"}, tc.args...)...)
+			c := &http.Client{Transport: &http.Transport{}}
+			defer c.CloseIdleConnections()
+			req, _ := http.NewRequest(http.MethodGet, s.base+"/__sim/faults", nil)
+			req.Header.Set(sim.AdminHeader, "adm")
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			_, _ = got.ReadFrom(res.Body)
+			res.Body.Close()
+			if strings.TrimSpace(got.String()) != tc.want {
+				t.Fatalf("faults %s, want %s", got.String(), tc.want)
+			}
+			if code := s.stop(); code != 0 {
+				t.Fatalf("exit %d", code)
+			}
+		})
+	}
+}
+
 // --capacity 1 with the one accrual hanging: a profile read is answered
 // --over-capacity-status, without Retry-After under --retry-after 0s, and
 // counted; the token endpoint is not limited.
@@ -355,6 +390,11 @@ func TestUsageErrors(t *testing.T) {
 		"replay cache size":  {args: []string{"--replay-cache-size", "-1"}},
 		"retry after":        {args: []string{"--retry-after", "-1s"}},
 		"capacity":           {args: []string{"--capacity", "-1"}},
+		"late apply rate":    {args: []string{"--late-apply-rate", "1.1"}},
+		"late apply delay":   {args: []string{"--late-apply-delay", "-1s"}},
+		"lookup lag":         {args: []string{"--lookup-lag", "-1s"}},
+		"null numbers rate":  {args: []string{"--null-numbers-rate", "-0.5"}},
+		"shared id lookup":   {args: []string{"--shared-id-lookup", "oldest"}},
 		"over-capacity":      {args: []string{"--over-capacity-status", "500"}},
 		"bad env value":      {envs: map[string]string{"LOYALTY_SIM_EARN_RATE": "lots"}},
 		"log level":          {args: []string{"--log-level", "loud"}},
