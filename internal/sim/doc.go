@@ -178,6 +178,24 @@
 // or none when it is NoRetryAfter (the flag's and admin API's "0s"), so
 // that a client can be tested with and without one.
 //
+// # A partner as bad as the spec allows
+//
+// Four more Faults settings play what the spec does not forbid, each off
+// in the zero value. LateApplyRate answers an accrual or a redemption 504
+// (or lets a client give up under injected latency) and applies it
+// LateApplyDelay later, through the duplicate policy as it stands then:
+// it counts once in Effects, and a repeat sent in between finds nothing,
+// which is how a guard lookup after a 504 can be fooled.
+// FlushLateApplies (POST /__sim/late-applies/flush) lands them at once,
+// so that tests need not wait. LookupLag hides a transaction from
+// lookups for a while after it applied (Options.Now's clock).
+// NullNumbersRate nulls, or leaves out, every number in a 200 answer's
+// data. Transactions are always keyed by id and type, as the spec's two
+// endpoints allow, so an accrual and a redemption may share an id; which
+// one a lookup by the id alone answers is SharedIDLookup's (the accrual by
+// default, the redemption, or the one applied last). These settings
+// exist so that a client's guards can be shown to hold against them.
+//
 // # Capacity
 //
 // Options.Capacity plays a partner that is overloaded rather than broken:
