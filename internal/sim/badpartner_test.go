@@ -116,6 +116,58 @@ func TestLateApplyClientGaveUpAndClose(t *testing.T) {
 	}
 }
 
+// A late redemption's sign is checked, and its jti used up, when the
+// request arrives: a sign that expires before the write lands does not
+// refuse it then, and a retry whose sign reuses the jti (the profile's
+// jti transaction-id) is refused as a replay, so that under DuplicateApply
+// the redemption still applies once, the late write being the one.
+func TestLateRedemptionSignCheckedOnArrival(t *testing.T) {
+	jtiIsID := func(c claims) { c["jti"] = "R-1" }
+	t.Run("expired by landing", func(t *testing.T) {
+		e := newEnv(t, func(o *sim.Options) { o.DuplicatePolicy = sim.DuplicateApply })
+		e.sim.SetFaults(sim.Faults{LateApplyRate: 1, LateApplyDelay: time.Hour})
+		if r := e.post(sim.PathRedemption, e.redemption(1, "R-1", 7, 10, "2026-11-22", jtiIsID)); r.status != http.StatusGatewayTimeout {
+			t.Fatalf("status %d, want 504: %s", r.status, r.raw)
+		}
+		e.clk.Advance(time.Hour) // the sign's exp and the skew are long past
+		e.sim.FlushLateApplies()
+		if got := e.sim.Effects("R-1"); got != 1 {
+			t.Fatalf("effects %d, want 1: the sign was valid when the request arrived", got)
+		}
+	})
+	t.Run("retry reusing the jti", func(t *testing.T) {
+		e := newEnv(t, func(o *sim.Options) { o.DuplicatePolicy = sim.DuplicateApply })
+		e.sim.SetFaults(sim.Faults{LateApplyRate: 1, LateApplyDelay: time.Hour})
+		if r := e.post(sim.PathRedemption, e.redemption(1, "R-1", 7, 10, "2026-11-22", jtiIsID)); r.status != http.StatusGatewayTimeout {
+			t.Fatalf("status %d, want 504: %s", r.status, r.raw)
+		}
+		e.sim.SetFaults(sim.Faults{})
+		r := e.post(sim.PathRedemption, e.redemption(1, "R-1", 7, 10, "2026-11-22", jtiIsID))
+		wantError(t, r, 400, sim.CodeInvalidSign)
+		e.sim.FlushLateApplies()
+		if got := e.sim.Effects("R-1"); got != 1 {
+			t.Fatalf("effects %d, want 1 (the late write)", got)
+		}
+		if m, _ := e.sim.Member(sim.MemberID(1)); m.Balance != 10_000-7 {
+			t.Fatalf("balance %v, want %v", m.Balance, 10_000-7)
+		}
+		if c := e.sim.Counters(); c.LateLanded != 1 {
+			t.Fatalf("counters %+v", c)
+		}
+	})
+	t.Run("refused on arrival never lands", func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.sim.SetFaults(sim.Faults{LateApplyRate: 1, LateApplyDelay: time.Hour})
+		bad := e.redemption(1, "R-1", 7, 10, "2026-11-22", func(c claims) { c["usedPoint"] = 8 })
+		if r := e.post(sim.PathRedemption, bad); r.status != http.StatusGatewayTimeout {
+			t.Fatalf("status %d, want 504: %s", r.status, r.raw)
+		}
+		if c := e.sim.Counters(); c.LatePending != 0 {
+			t.Fatalf("a refused write is pending: %+v", c)
+		}
+	})
+}
+
 // Lookups see a write only LookupLag after it was applied, by
 // transactionId and by bitReference alike.
 func TestLookupLag(t *testing.T) {

@@ -185,7 +185,13 @@
 // (or lets a client give up under injected latency) and applies it
 // LateApplyDelay later, through the duplicate policy as it stands then:
 // it counts once in Effects, and a repeat sent in between finds nothing,
-// which is how a guard lookup after a 504 can be fooled.
+// which is how a guard lookup after a 504 can be fooled. The request is
+// checked when it arrives, as a partner validates before it queues:
+// body, member, date, and a redemption's sign, whose jti is used up then
+// (a sign that expires before the write lands does not refuse it, and a
+// retry reusing the jti is refused as a replay). A request refused on
+// arrival is answered 504 all the same and never lands; balance and the
+// duplicate policy are applied when it lands.
 // FlushLateApplies (POST /__sim/late-applies/flush) lands them at once,
 // so that tests need not wait. LookupLag hides a transaction from
 // lookups for a while after it applied (Options.Now's clock).

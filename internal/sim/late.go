@@ -2,9 +2,7 @@ package sim
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -102,23 +100,23 @@ func (s *Server) lateCheck(rt *route, r *http.Request) bool {
 	return s.authorize(r).status == 0 && rt.checkContentType(r).status == 0
 }
 
-// scheduleLate arms rt's handler on a copy of r (whose body serve has
-// buffered) after d, cut off from the client, which is gone or answered.
-func (s *Server) scheduleLate(rt *route, r *http.Request, d time.Duration) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
+// acceptLate runs rt's handler on c now, as the partner checks a request
+// on arrival (body, member, date, sign and its jti), and arms what it
+// would apply to land d later. A request refused on arrival never lands;
+// its client got a 504 or nothing all the same.
+func (s *Server) acceptLate(rt *route, c *call, d time.Duration) {
+	c.later = func(apply func() reply) {
+		s.late.add(d, func() {
+			rep := apply()
+			s.countMu.Lock()
+			s.lateLanded++
+			s.countMu.Unlock()
+			s.log.Info("late write landed", zap.String("endpoint", rt.name), zap.Int("status", rep.status))
+		})
 	}
-	late := r.Clone(context.WithoutCancel(r.Context()))
-	s.late.add(d, func() {
-		late.Body = io.NopCloser(bytes.NewReader(body))
-		w := &discardWriter{header: http.Header{}}
-		rep := rt.handle(s, &call{w: w, r: late})
-		s.countMu.Lock()
-		s.lateLanded++
-		s.countMu.Unlock()
-		s.log.Info("late write landed", zap.String("endpoint", rt.name), zap.Int("status", rep.status))
-	})
+	if rep := rt.handle(s, c); rep.status != http.StatusGatewayTimeout {
+		s.log.Info("late write refused on arrival", zap.String("endpoint", rt.name), zap.Int("status", rep.status))
+	}
 }
 
 // discardWriter is the ResponseWriter of a late write: nobody reads its

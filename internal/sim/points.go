@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -188,8 +189,19 @@ func (s *Server) handleAccrual(c *call) reply {
 		a.TransactionCurrency = "VND"
 	}
 	points := wholePoints(int64(math.Floor(*a.TransactionAmount * s.opts.EarnRate)))
-	now := s.now()
+	if c.later != nil {
+		if !s.memberKnown(a.LoyaltyID) {
+			return s.memberNotFound()
+		}
+		c.later(func() reply { return s.applyAccrual(a, points, txTime) })
+		return plainError(http.StatusGatewayTimeout)
+	}
+	return s.applyAccrual(a, points, txTime)
+}
 
+// applyAccrual applies a checked accrual under the duplicate policy.
+func (s *Server) applyAccrual(a accrualRequest, points milli, txTime time.Time) reply {
+	now := s.now()
 	s.st.mu.Lock()
 	defer s.st.mu.Unlock()
 	m := s.st.get(a.LoyaltyID)
@@ -247,27 +259,35 @@ func (s *Server) handleRedemption(c *call) reply {
 	if msg != "" {
 		return invalid("%s", msg)
 	}
-	now := s.now()
-
 	// Member first (as a real service resolves it before anything else),
 	// then the sign, then duplicates and balance under the lock.
-	s.st.mu.Lock()
-	known := s.st.get(rq.LoyaltyID) != nil
-	s.st.mu.Unlock()
-	if !known {
+	if !s.memberKnown(rq.LoyaltyID) {
 		return s.memberNotFound()
 	}
 	txTime, dateErr := s.redemptionDate(rq.TransactionDate)
 	if dateErr != "" {
 		return invalid("transactionDate: %s", dateErr)
 	}
+	// The sign is checked, and its jti used up, when the request arrives,
+	// also for a write applied late: a sign expired or replayed by the
+	// time a late write lands must not refuse it then.
 	if msg := s.verifySign(&rq, body); msg != "" {
 		return badRequest(s.opts.Profile.SignRefusedCodes[0], msg)
 	}
+	if c.later != nil {
+		c.later(func() reply { return s.applyRedemption(rq, usedPoint, txTime) })
+		return plainError(http.StatusGatewayTimeout)
+	}
+	return s.applyRedemption(rq, usedPoint, txTime)
+}
+
+// applyRedemption applies a checked redemption under the duplicate policy,
+// if the balance allows.
+func (s *Server) applyRedemption(rq redemptionRequest, usedPoint milli, txTime time.Time) reply {
+	now := s.now()
 	if txTime.IsZero() || s.opts.StampProcessingTime {
 		txTime = now
 	}
-
 	s.st.mu.Lock()
 	defer s.st.mu.Unlock()
 	m := s.st.get(rq.LoyaltyID)
@@ -464,4 +484,11 @@ func sharedID(a, r *txn, choice string) *txn {
 		return r
 	}
 	return a
+}
+
+// memberKnown reports whether loyaltyID names a member.
+func (s *Server) memberKnown(loyaltyID string) bool {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	return s.st.get(loyaltyID) != nil
 }

@@ -181,6 +181,11 @@ func (rt *route) checkContentType(r *http.Request) reply {
 type call struct {
 	w http.ResponseWriter
 	r *http.Request
+	// later, when set, takes a write's effect instead of the handler
+	// applying it (Faults.LateApplyRate): the handler checks the request
+	// first, as on arrival, and hands over only what a partner that
+	// accepted it would apply.
+	later func(apply func() reply)
 }
 
 // reply is a handler's answer, written by serve.
@@ -295,7 +300,7 @@ func (s *Server) serve(rt *route) http.HandlerFunc {
 		}
 		if p.delay > 0 && !s.wait(r.Context(), p.delay) {
 			if p.lateApply && s.lateCheck(rt, r) {
-				s.scheduleLate(rt, r, p.lateDelay)
+				s.acceptLate(rt, &call{w: &discardWriter{header: http.Header{}}, r: r}, p.lateDelay)
 			}
 			drop()
 			return
@@ -329,8 +334,7 @@ func (s *Server) serve(rt *route) http.HandlerFunc {
 			rep = rt.checkContentType(r)
 		}
 		if rep.status == 0 && p.lateApply {
-			bufferBody(w, r)
-			s.scheduleLate(rt, r, p.lateDelay)
+			s.acceptLate(rt, c, p.lateDelay)
 			rep = plainError(http.StatusGatewayTimeout)
 		}
 		if rep.status == 0 {
