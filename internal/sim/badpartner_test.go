@@ -54,7 +54,7 @@ func TestLateApplyExactlyOnce(t *testing.T) {
 			if r := e.admin(http.MethodPost, "late-applies/flush", "admin-secret", ""); r.status != 200 {
 				t.Fatalf("flush: %s", r.raw)
 			}
-			e.sim.FlushLateApplies() // nothing left: no second effect
+			e.flushLate() // nothing left: no second effect
 			if got := e.sim.Effects("T-1"); got != tc.effects || e.sim.Effects("R-1") != 1 {
 				t.Fatalf("effects of T-1 %d, want %d; ledger %v", got, tc.effects, e.sim.Ledger())
 			}
@@ -99,7 +99,7 @@ func TestLateApplyClientGaveUpAndClose(t *testing.T) {
 	if e.sim.Effects("T-gone") != 0 || e.sim.Effects("T-closed") != 0 {
 		t.Fatalf("applied before landing: ledger %v", e.sim.Ledger())
 	}
-	e.sim.FlushLateApplies()
+	e.flushLate()
 	if e.sim.Effects("T-gone") != 1 || e.sim.Effects("T-closed") != 1 {
 		t.Fatalf("ledger %v, want each once", e.sim.Ledger())
 	}
@@ -109,8 +109,10 @@ func TestLateApplyClientGaveUpAndClose(t *testing.T) {
 	if r := e2.post(sim.PathAccrual, accrual(1, "T-1", 5000, 1)); r.status != http.StatusGatewayTimeout {
 		t.Fatalf("status %d", r.status)
 	}
-	e2.sim.Close()
-	e2.sim.FlushLateApplies()
+	if !finishes(5*time.Second, e2.sim.Close) {
+		t.Fatal("Close did not return within 5s")
+	}
+	e2.flushLate()
 	if c := e2.sim.Counters(); e2.sim.Effects("T-1") != 0 || c.LatePending != 0 {
 		t.Fatalf("after Close: counters %+v, ledger %v", c, e2.sim.Ledger())
 	}
@@ -130,7 +132,7 @@ func TestLateRedemptionSignCheckedOnArrival(t *testing.T) {
 			t.Fatalf("status %d, want 504: %s", r.status, r.raw)
 		}
 		e.clk.Advance(time.Hour) // the sign's exp and the skew are long past
-		e.sim.FlushLateApplies()
+		e.flushLate()
 		if got := e.sim.Effects("R-1"); got != 1 {
 			t.Fatalf("effects %d, want 1: the sign was valid when the request arrived", got)
 		}
@@ -144,7 +146,7 @@ func TestLateRedemptionSignCheckedOnArrival(t *testing.T) {
 		e.sim.SetFaults(sim.Faults{})
 		r := e.post(sim.PathRedemption, e.redemption(1, "R-1", 7, 10, "2026-11-22", jtiIsID))
 		wantError(t, r, 400, sim.CodeInvalidSign)
-		e.sim.FlushLateApplies()
+		e.flushLate()
 		if got := e.sim.Effects("R-1"); got != 1 {
 			t.Fatalf("effects %d, want 1 (the late write)", got)
 		}

@@ -110,11 +110,43 @@ func newEnvHooked(t testing.TB, mod func(*sim.Options), hook func(endpoint strin
 	e := &env{t: t, sim: s, srv: httptest.NewServer(s), clk: clk,
 		client: &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}}
 	t.Cleanup(func() {
-		s.Close()
+		// Bounded: a Close that never returns (late writes never counted
+		// as landed) fails the test instead of hanging the run.
+		if !finishes(5*time.Second, s.Close) {
+			t.Error("Server.Close did not return within 5s")
+			return
+		}
 		e.srv.Close()
 		e.client.CloseIdleConnections()
 	})
 	return e
+}
+
+// finishes runs f and reports whether it returned within d. When it did
+// not, f's goroutine is left behind: the test has failed anyway.
+func finishes(d time.Duration, f func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// flushLate is FlushLateApplies, failing the test if it does not return
+// within 5s.
+func (e *env) flushLate() {
+	e.t.Helper()
+	if !finishes(5*time.Second, e.sim.FlushLateApplies) {
+		e.t.Fatal("FlushLateApplies did not return within 5s")
+	}
 }
 
 // resp is a decoded answer.
