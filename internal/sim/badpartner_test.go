@@ -3,8 +3,11 @@ package sim_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,7 +116,14 @@ func TestLateApplyClientGaveUpAndClose(t *testing.T) {
 		t.Fatal("Close did not return within 5s")
 	}
 	e2.flushLate()
-	if c := e2.sim.Counters(); e2.sim.Effects("T-1") != 0 || c.LatePending != 0 {
+	if c := e2.sim.Counters(); e2.sim.Effects("T-1") != 0 || c.LatePending != 0 || c.LateDropped != 1 {
+		t.Fatalf("after Close: counters %+v, ledger %v", c, e2.sim.Ledger())
+	}
+	// After Close a late write is still answered 504, and dropped.
+	if r := e2.post(sim.PathAccrual, accrual(1, "T-2", 5000, 1)); r.status != http.StatusGatewayTimeout {
+		t.Fatalf("after Close: status %d", r.status)
+	}
+	if c := e2.sim.Counters(); e2.sim.Effects("T-2") != 0 || c.LatePending != 0 || c.LateDropped != 2 {
 		t.Fatalf("after Close: counters %+v, ledger %v", c, e2.sim.Ledger())
 	}
 }
@@ -168,6 +178,51 @@ func TestLateRedemptionSignCheckedOnArrival(t *testing.T) {
 			t.Fatalf("a refused write is pending: %+v", c)
 		}
 	})
+}
+
+// A flush racing the timers applies each late write once, and returns
+// only when every write it could see has landed.
+func TestLateApplyFlushRacesTimers(t *testing.T) {
+	e := newEnv(t, func(o *sim.Options) { o.DuplicatePolicy = sim.DuplicateApply })
+	e.sim.SetFaults(sim.Faults{LateApplyRate: 1, LateApplyDelay: 5 * time.Millisecond, Endpoints: []string{sim.EndpointAccrual}})
+	const n = 40
+	for i := range n {
+		if r := e.post(sim.PathAccrual, accrual(1, fmt.Sprintf("T-%d", i), 5000, 1)); r.status != http.StatusGatewayTimeout {
+			t.Fatalf("status %d", r.status)
+		}
+		if i%8 != 7 {
+			continue
+		}
+		// Three flushes at once reach the same writes as each other
+		// and as the timers.
+		var wg sync.WaitGroup
+		var stuck atomic.Int32
+		for range 3 {
+			wg.Go(func() {
+				if !finishes(5*time.Second, e.sim.FlushLateApplies) {
+					stuck.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if stuck.Load() > 0 {
+			t.Fatalf("%d concurrent flushes did not return within 5s", stuck.Load())
+		}
+	}
+	// Once flushed, every write has landed: flush waits for those a timer
+	// took just before it too.
+	e.flushLate()
+	if c := e.sim.Counters(); c.LatePending != 0 || c.LateLanded != n {
+		t.Fatalf("after the flush: counters %+v, want all %d landed", c, n)
+	}
+	if over := e.sim.EffectsOver(1); len(over) != 0 {
+		t.Fatalf("applied twice: %v", over)
+	}
+	for i := range n {
+		if got := e.sim.Effects(fmt.Sprintf("T-%d", i)); got != 1 {
+			t.Fatalf("T-%d applied %d times", i, got)
+		}
+	}
 }
 
 // Lookups see a write only LookupLag after it was applied, by

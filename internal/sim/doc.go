@@ -192,8 +192,13 @@
 // retry reusing the jti is refused as a replay). A request refused on
 // arrival is answered 504 all the same and never lands; balance and the
 // duplicate policy are applied when it lands.
-// FlushLateApplies (POST /__sim/late-applies/flush) lands them at once,
-// so that tests need not wait. LookupLag hides a transaction from
+// FlushLateApplies (POST /__sim/late-applies/flush) lands them at once and
+// returns once they have landed, so that tests need not wait. Close drops
+// the late writes still pending (Counters.LateDropped), and those
+// accepted after it: a write answered 504 may never apply, so this is a
+// partner the spec allows, and a closed Server changes no state behind a
+// test's back nor leaves a timer running. A write landing when Close is
+// called is waited for. LookupLag hides a transaction from
 // lookups for a while after it applied (Options.Now's clock).
 // NullNumbersRate nulls, or leaves out, every number in a 200 answer's
 // data. Transactions are always keyed by id and type, as the spec's two

@@ -15,21 +15,30 @@ import (
 // lateApplies are the writes answered 504 (or abandoned by their client)
 // that the Server applies later (Faults.LateApplyRate). Each is a timer,
 // not a goroutine, until it fires.
+//
+// Exactly once: a write leaves runs under mu before it is applied, so the
+// timer, a flush and stop (which drops it) race for it and one wins.
+// Applying happens outside mu, so that a write landing never holds mu while
+// it takes the Server's other locks.
 type lateApplies struct {
 	mu      sync.Mutex
 	next    int
 	timers  map[int]*time.Timer
 	runs    map[int]func()
 	stopped bool
-	// wg waits for late writes being applied, so that Close leaves none
-	// running.
-	wg sync.WaitGroup
+	// landing counts writes being applied now; idle is signalled when it
+	// drops to 0, so that flush and stop return only once they landed.
+	landing int
+	idle    *sync.Cond
+	// dropped counts writes stop dropped and those accepted after it.
+	dropped int
 }
 
-func (l *lateApplies) pending() int {
+// counts returns the writes pending and those dropped.
+func (l *lateApplies) counts() (pending, dropped int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.runs)
+	return len(l.runs), l.dropped
 }
 
 // add arms run to be called once after d, unless stopped first.
@@ -37,6 +46,7 @@ func (l *lateApplies) add(d time.Duration, run func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.stopped {
+		l.dropped++
 		return
 	}
 	if l.runs == nil {
@@ -48,7 +58,7 @@ func (l *lateApplies) add(d time.Duration, run func()) {
 	l.timers[id] = time.AfterFunc(d, func() { l.fire(id) })
 }
 
-// fire runs the write id if it is still pending: a timer and a flush may
+// fire applies the write id if it is still pending: a timer and a flush may
 // both reach it, and only the first applies it.
 func (l *lateApplies) fire(id int) {
 	l.mu.Lock()
@@ -57,16 +67,38 @@ func (l *lateApplies) fire(id int) {
 		delete(l.runs, id)
 		l.timers[id].Stop()
 		delete(l.timers, id)
-		l.wg.Add(1)
+		l.landing++
 	}
 	l.mu.Unlock()
-	if ok {
-		defer l.wg.Done()
-		run()
+	if !ok {
+		return
+	}
+	defer l.landed()
+	run()
+}
+
+func (l *lateApplies) landed() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.landing--
+	if l.landing == 0 && l.idle != nil {
+		l.idle.Broadcast()
 	}
 }
 
-// flush applies every pending write now, in the order they arrived.
+// waitLanded returns once no write is being applied. mu must be held.
+func (l *lateApplies) waitLanded() {
+	if l.idle == nil {
+		l.idle = sync.NewCond(&l.mu)
+	}
+	for l.landing > 0 {
+		l.idle.Wait()
+	}
+}
+
+// flush applies every pending write now, in the order they arrived, and
+// returns once every write that was pending or landing when it was called
+// has landed (a timer may have taken one just before).
 func (l *lateApplies) flush() {
 	l.mu.Lock()
 	ids := slices.Sorted(maps.Keys(l.runs))
@@ -74,24 +106,30 @@ func (l *lateApplies) flush() {
 	for _, id := range ids {
 		l.fire(id)
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.waitLanded()
 }
 
-// stop drops the pending writes and waits for those being applied.
+// stop drops the pending writes and waits for those being applied; writes
+// accepted later are dropped too.
 func (l *lateApplies) stop() {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.stopped = true
 	for id, t := range l.timers {
 		t.Stop()
 		delete(l.timers, id)
 		delete(l.runs, id)
+		l.dropped++
 	}
-	l.mu.Unlock()
-	l.wg.Wait()
+	l.waitLanded()
 }
 
 // FlushLateApplies applies every late write still pending now (POST
 // /__sim/late-applies/flush), so that a test decides when they land
-// instead of waiting Faults.LateApplyDelay.
+// instead of waiting Faults.LateApplyDelay. It returns once they landed.
+// After Close there is nothing to flush: Close dropped them.
 func (s *Server) FlushLateApplies() { s.late.flush() }
 
 // lateCheck reports whether an abandoned request would have reached its

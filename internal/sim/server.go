@@ -590,17 +590,22 @@ type Counters struct {
 	// LateLanded counts late writes (Faults.LateApplyRate) handled when
 	// they landed, whatever the answer: under DuplicateReject one that a
 	// repeat overtook is refused then, so Effects, not this, says what
-	// applied. LatePending counts those not landed yet.
+	// applied. LatePending counts those not landed yet; LateDropped those
+	// Close dropped, and those accepted after it.
 	LateLanded  int `json:"lateLanded,omitempty"`
 	LatePending int `json:"latePending,omitempty"`
+	LateDropped int `json:"lateDropped,omitempty"`
 }
 
 // Counters returns a copy of every counter.
 func (s *Server) Counters() Counters {
+	// Read outside countMu: nothing waits for the late writes' lock while
+	// holding countMu, which a write landing takes.
+	pending, dropped := s.late.counts()
 	s.countMu.Lock()
 	defer s.countMu.Unlock()
 	c := Counters{TokensIssued: s.issued, Calls: map[string]map[int]int{}, Totals: maps.Clone(s.totals),
-		OverCapacity: maps.Clone(s.overCapacity), LateLanded: s.lateLanded, LatePending: s.late.pending()}
+		OverCapacity: maps.Clone(s.overCapacity), LateLanded: s.lateLanded, LatePending: pending, LateDropped: dropped}
 	for k, n := range s.calls {
 		if c.Calls[k.endpoint] == nil {
 			c.Calls[k.endpoint] = map[int]int{}
