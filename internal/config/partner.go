@@ -88,6 +88,9 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 		"jti of the partner token: random or none")
 	p.fractions = defineChoice(fs, &pr.FractionalPoints, "partner-fractional-points", pr.FractionalPoints,
 		partnerprofile.ParseFractions, "a fractional transactionPoint or usedPoint in an answer: refuse (a malformed answer) or round-half-up")
+	fs.DurationVar(&pr.ApplyWindow, "partner-apply-window", pr.ApplyWindow,
+		"a write the partner received is applied within this long of its sending, or never (the spec does not say; set the partner's own bound): "+
+			"after an ambiguous write (timeout, 5xx, lost connection) the guard's lookup waits until the window has passed, and a takeover waits --api-timeout plus it")
 	fs.Var(listFlag{&pr.ResultURLParams}, "partner-result-url-params",
 		"query parameters of an error answer's resultUrl kept in error events, comma-separated (default none: the query string is dropped; onboarding error events carry no resultUrl)")
 	for _, name := range PartnerFlags {
@@ -100,7 +103,7 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 var PartnerFlags = []string{"partner-not-found-codes", "partner-member-not-found-codes", "partner-duplicate-codes", "partner-sign-refused-codes", "partner-wire-refused-codes", "partner-accrual-type", "partner-redemption-type",
 	"partner-applied-statuses", "partner-failed-statuses", "partner-accrual-date-format", "partner-accrual-date-type",
 	"partner-redemption-date-format", "partner-redemption-date-type", "partner-unset-keyed-fields",
-	"partner-fractional-points", "partner-result-url-params",
+	"partner-fractional-points", "partner-result-url-params", "partner-apply-window",
 	"partner-jwt-algorithm", "partner-jwt-issuer", "partner-sign-audience", "partner-sign-type", "partner-sign-lifetime", "partner-sign-jti",
 	"partner-sign-claims", "partner-token-audience", "partner-token-type", "partner-token-lifetime", "partner-token-jti"}
 
@@ -124,6 +127,9 @@ func (p *Partner) Validate() error {
 	errs = append(errs, p.fractions.check("partner-fractional-points"), p.keyed.check("partner-unset-keyed-fields"),
 		p.accrualType.check("partner-accrual-date-type"), p.redemptionType.check("partner-redemption-date-type"),
 		p.signJTI.check("partner-sign-jti"), p.tokenJTI.check("partner-token-jti"))
+	if p.Profile.ApplyWindow <= 0 {
+		errs = append(errs, fmt.Errorf("--partner-apply-window %v: must be more than 0", p.Profile.ApplyWindow))
+	}
 	if p.signClaims != nil && p.signClaims.err != nil {
 		errs = append(errs, fmt.Errorf("--partner-sign-claims: %w", p.signClaims.err))
 	}

@@ -41,6 +41,7 @@ partner-token-audience: none
 partner-token-type: pt
 partner-token-lifetime: 90s
 partner-token-jti: none
+partner-apply-window: 5s
 `
 	if err := os.WriteFile(file, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
@@ -54,7 +55,7 @@ partner-token-jti: none
 		DuplicateCodes: []string{"TXN_DUPLICATE"},
 		AccrualType:    "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED", "POSTED"}, FailedStatuses: []string{"FAILED"},
 		AccrualDateFormat: partnerprofile.DateISO8601, RedemptionDateFormat: partnerprofile.DateEpochMillis,
-		FractionalPoints: partnerprofile.FractionsRoundHalfUp, ResultURLParams: []string{"errorCode"},
+		FractionalPoints: partnerprofile.FractionsRoundHalfUp, ResultURLParams: []string{"errorCode"}, ApplyWindow: 5 * time.Second,
 		AccrualDateType: partnerprofile.DateString, RedemptionDateType: partnerprofile.DateNumber, UnsetKeyed: partnerprofile.KeyedNull,
 		JWT: partnerprofile.JWT{Algorithm: "PS256", Issuer: "shop-1",
 			Sign:         partnerprofile.Claims{Audience: "loyalty", Type: "none", Lifetime: time.Minute, JTI: partnerprofile.JTITransactionID},

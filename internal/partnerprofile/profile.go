@@ -23,6 +23,18 @@ const (
 	DefaultRedemptionDateType   = DateString
 	DefaultUnsetKeyed           = KeyedAbsent
 	DefaultSignRefusedCode      = "INVALID_SIGN"
+	// DefaultApplyWindow is ApplyWindow's default. The spec says nothing
+	// of when a write is applied, so this is an assumption, to be replaced
+	// by the partner's own bound: several times the 300 ms after which
+	// our simulator applies a late write (sim.DefaultLateApplyDelay), and
+	// room for a partner's queue behind a gateway that answered 504. It is
+	// also what each ambiguous write costs its record (the wait before its
+	// guarded retry, holding no slot) and what an unclean takeover and
+	// the lease add to --api-timeout, so it is kept short: a partner whose
+	// gateway may hold a request longer (a 30 s gateway timeout before a
+	// backend that keeps going) needs its own bound here, and no default
+	// can know it.
+	DefaultApplyWindow = 2 * time.Second
 	// DefaultInvalidRequestCode and DefaultMissingFieldCode are the
 	// default wire-refused codes: the simulator's errors.code of a point
 	// call refused for a field, and its onboarding resultUrl errorCode of
@@ -134,6 +146,13 @@ type Profile struct {
 	WireRefusedCodes []string
 	// FractionalPoints is what a fractional point value in an answer means.
 	FractionalPoints Fractions
+	// ApplyWindow bounds when the partner applies a write it received: a
+	// write is applied within ApplyWindow of when it was sent, or never.
+	// After an ambiguous write (a timeout, a 5xx, a lost connection) a
+	// lookup that finds nothing means "not applied" only once the window
+	// has passed; the takeover wait and the lease add it to the call
+	// timeout. Zero: DefaultApplyWindow.
+	ApplyWindow time.Duration
 	// ResultURLParams are the query parameters of data.resultUrl that an
 	// error event keeps (the spec's errorCode, say). Default none: the
 	// partner's URL is untrusted text, and a query string is where an
@@ -187,8 +206,17 @@ func (p Profile) WithDefaults() Profile {
 	// format (AccrualDate), which a caller may still change.
 	p.RedemptionDateType = p.RedemptionDateEncoding().Type
 	p.UnsetKeyed = p.Keyed()
+	p.ApplyWindow = p.Window()
 	p.JWT = p.JWT.WithDefaults()
 	return p
+}
+
+// Window is ApplyWindow, or DefaultApplyWindow when it is zero.
+func (p Profile) Window() time.Duration {
+	if p.ApplyWindow == 0 {
+		return DefaultApplyWindow
+	}
+	return p.ApplyWindow
 }
 
 // Validate reports every contradiction of p (after WithDefaults) together:
@@ -236,6 +264,9 @@ func (p Profile) Validate() error {
 	}
 	if _, err := ParseFractions(string(p.FractionalPoints)); err != nil {
 		errs = append(errs, err)
+	}
+	if p.ApplyWindow < 0 {
+		bad("apply window %v: must be positive", p.ApplyWindow)
 	}
 	return errors.Join(errs...)
 }

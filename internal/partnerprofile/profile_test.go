@@ -26,12 +26,13 @@ func TestZeroIsDefault(t *testing.T) {
 				Lifetime: 2 * time.Minute, JTI: partnerprofile.JTIRandom},
 			SignClaims: []partnerprofile.SignClaim{{"loyaltyId", "loyaltyId", "body"}, {"transactionId", "transactionId", "body"},
 				{"usedPoint", "usedPoint", "body"}, {"transactionAmount", "transactionAmount", "body"}, {"transactionDate", "transactionDate", "body"}}},
-		FractionalPoints: partnerprofile.FractionsRefuse}
+		FractionalPoints: partnerprofile.FractionsRefuse, ApplyWindow: 2 * time.Second}
 	if !reflect.DeepEqual(d, want) {
 		t.Fatalf("Default %+v", d)
 	}
 	for _, p := range []partnerprofile.Profile{zero, d} {
 		if !p.IsNotFound("TRANSACTION_NOT_FOUND") || p.IsNotFound("") || !p.IsDuplicate("DUPLICATE_TRANSACTION") ||
+			p.Window() != 2*time.Second ||
 			!p.IsMemberNotFound("MEMBER_NOT_FOUND") || p.IsMemberNotFound("") || p.IsMemberNotFound("TRANSACTION_NOT_FOUND") ||
 			p.KindOf("ACCRUAL") != partnerprofile.Accrual || p.KindOf("REDEMPTION") != partnerprofile.Redemption || p.KindOf("EARN") != 0 ||
 			p.StatusOf("SUCCESS") != partnerprofile.StatusApplied || p.StatusOf("FAILED") != partnerprofile.StatusUnknown ||
@@ -69,6 +70,7 @@ func TestValidate(t *testing.T) {
 			RedemptionType:      "T", FailedStatuses: []string{"SUCCESS", " "}, AccrualDateFormat: "julian", FractionalPoints: "floor"},
 			`code "X" is both|code "Y" is both a member-not-found and a duplicate code|member-not-found codes: an empty entry|same transactionType "T"|status "SUCCESS" is both|failed statuses: an empty entry|accrual date format "julian"|fractional points "floor"`},
 		{"empty result URL parameter", partnerprofile.Profile{ResultURLParams: []string{"errorCode", ""}}, "result URL parameters: an empty entry"},
+		{"negative apply window", partnerprofile.Profile{ApplyWindow: -time.Second}, "apply window -1s: must be positive"},
 		{"one type for both through the default", partnerprofile.Profile{RedemptionType: "ACCRUAL"}, `same transactionType "ACCRUAL"`},
 	} {
 		err := tc.p.Validate()
