@@ -133,6 +133,11 @@ type Options struct {
 	// before the write is sent. The pipeline's client must partition its
 	// topic by Record.Partition (ledger.Partitioner). nil: none.
 	Ledger *ledger.Ledger
+	// CallTimeout bounds one partner call, as the Client's
+	// loyalty.Options.Timeout does (default loyalty.DefaultTimeout): a
+	// write the ledger shows intended at t has landed, or never will, by
+	// t + CallTimeout + the profile's apply window.
+	CallTimeout time.Duration
 	// Replay guards every accrual and redemption and marks outputs
 	// replayed: true.
 	Replay bool
@@ -216,6 +221,9 @@ func New(o Options) (*Bridge, error) {
 	}
 	if o.RetryBackoff == 0 {
 		o.RetryBackoff = DefaultRetryBackoff
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = loyalty.DefaultTimeout
 	}
 	if o.RefundKeyCheck == "" {
 		o.RefundKeyCheck = DefaultRefundKeyCheck

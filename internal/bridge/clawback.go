@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -94,9 +95,28 @@ func (g *guardedPartner) clawBack(ctx context.Context, c clawRequest) (*events.L
 	// doc, Refunds): by then the write has landed or never will, so another
 	// refund sees the slot filled or free for good, and this record's next
 	// attempt is guarded and recognises its own slot by looking it up.
-	release, err := g.b.lanes.acquire(ctx, ev.LoyaltyID+"\x00"+ev.OriginalTransactionID)
-	if err != nil {
-		return nil, err
+	//
+	// An ambiguous write may land up to the apply window after it
+	// returned, so the lane also remembers until when its last one may
+	// (lanes.settling): no refund of the original looks its slots up
+	// before then, or it would take a slot about to be filled for free.
+	// That wait is a timer, not a lock, so it cannot deadlock; it holds
+	// the circuit's admission (a half-open probe included) for at most the
+	// window.
+	key := ev.LoyaltyID + "\x00" + ev.OriginalTransactionID
+	var release func()
+	for {
+		if err := g.settled(ctx, g.b.lanes.settling(key)); err != nil {
+			return nil, err
+		}
+		var err error
+		if release, err = g.b.lanes.acquire(ctx, key); err != nil {
+			return nil, err
+		}
+		if g.b.lanes.settling(key).IsZero() {
+			break
+		}
+		release() // another refund's write went ambiguous meanwhile
 	}
 	defer release()
 
@@ -233,6 +253,7 @@ func (g *guardedPartner) claim(ctx context.Context, c clawRequest, id string, n 
 		// The write may have been applied: the next attempt (guarded)
 		// finds it in this slot, and takes it for its own if it fits.
 		g.st.clawSlot, g.st.guard = id, true
+		g.b.lanes.unsettled(ev.LoyaltyID+"\x00"+ev.OriginalTransactionID, g.unsettled())
 	}
 	return nil, false, err
 }
@@ -322,6 +343,40 @@ func clawbackResult(o events.Outcome, c clawRequest, id string, points int64, bi
 type lanes struct {
 	mu sync.Mutex
 	m  map[string]*lane
+	// settle maps a lane's key to when its last ambiguous write settles
+	// (the write's return plus the apply window). Entries are dropped once
+	// past, so it holds at most the ambiguous clawbacks of one window.
+	settle map[string]time.Time
+}
+
+// unsettled records that a write under key's lane went ambiguous and may
+// be applied until until.
+func (l *lanes) unsettled(key string, until time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	for k, t := range l.settle {
+		if !t.After(now) {
+			delete(l.settle, k)
+		}
+	}
+	if l.settle == nil {
+		l.settle = map[string]time.Time{}
+	}
+	l.settle[key] = later(l.settle[key], until)
+}
+
+// settling returns when key's last ambiguous write settles, or the zero
+// time when it has.
+func (l *lanes) settling(key string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.settle[key]
+	if ok && !t.After(time.Now()) {
+		delete(l.settle, key)
+		return time.Time{}
+	}
+	return t
 }
 
 type lane struct {

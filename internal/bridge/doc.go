@@ -52,6 +52,19 @@
 // everything it can have sent, however it died (see the pipeline's doc), so
 // no protection rests on the partner rejecting a repeated transactionId.
 //
+// A lookup answers only once the write it looks for has settled. The
+// partner may apply a write after answering it (a 504 from its gateway, a
+// timeout on our side): the profile's apply window (--partner-apply-window,
+// Profile.ApplyWindow) bounds how long after its sending. So after an
+// ambiguous write the record's next attempt, which starts with the guard's
+// lookup, waits until the write's return plus the window (the return is
+// no earlier than the sending, so this errs towards waiting longer): retry
+// makes its back-off at least that long, holding no pipeline slot, and the
+// guard waits out whatever is left before it looks (nothing, after
+// retry's wait). A not-found inside the window is not an answer. Records
+// another process may have sent are covered by the takeover wait and the
+// lease, which add the same window to the call timeout (internal/pipeline).
+//
 // What a lookup answer means is the partner profile's (Options.Profile, a
 // partnerprofile.Profile read by loyalty.ClassifyLookup), never a string of
 // the bridge's own: its not-found and duplicate codes, its transactionType
@@ -101,11 +114,14 @@
 // across a back-off: it is taken inside the circuit's admission, and a
 // refund waiting with it for the only half-open probe (or its pipeline
 // slot) would stall for good another refund of O that holds the probe and
-// waits for the lane. Letting go is safe under the assumption below: once
-// an ambiguous write's attempt has returned, the write has landed or never
-// will, so a refund of O in between sees its slot filled (and counts it)
-// or free for good, and the record's next attempt is guarded and finds
-// the slot as its own.
+// waits for the lane. Letting go is safe under the assumption below
+// because the lane remembers until when its last ambiguous write may
+// still land (that write's return plus the apply window): no refund of O
+// looks slots up before then. It waits for that moment before it takes
+// the lane (a timer, not a lock, so it cannot deadlock; it holds the
+// circuit's admission for at most the window), so it sees the slot filled
+// (and counts it) or free for good, and the record's own next attempt is
+// guarded and finds the slot as its own.
 // Across processes (refunds of one original in flight in two members at
 // once, which needs keys other than the loyaltyId the README asks for, or
 // a replay of refunds beside the live bridge), the partner settles it by
@@ -146,15 +162,15 @@
 //     own) and says so in an error log line naming the original. Measured,
 //     three processes racing twelve refunds per original: 197 of 200
 //     originals over-clawed, every one named.
-//   - Assumed, as for every guarded write: an ambiguous write has landed, or
-//     never will, by the time its attempt returns (the partner applies a
-//     request within --api-timeout of its sending, or never; a write
-//     answered by a 5xx is taken as settled when the answer comes). That
-//     is no more than every guarded write assumes: the back-off before
-//     its next attempt's lookup is full jitter, which may be nothing. And the
-//     partner returns a slot's transactionAmount (to within a currency
-//     unit) and transactionPoint as sent, and the original's points
-//     unchanged.
+//   - Assumed, as for every guarded write: the partner applies a write
+//     within its apply window (--partner-apply-window) of its sending, or
+//     never; a write answered by a 5xx or timed out may land until then,
+//     and no slot it may fill is looked up before. The window is the
+//     partner's to state (the spec says nothing); a partner that applies
+//     later than it can make a lookup miss a write, and then the slot is
+//     written twice. And the partner returns a slot's transactionAmount
+//     (to within a currency unit) and transactionPoint as sent, and the
+//     original's points unchanged.
 //
 // Idempotency. A refund is applied when one slot holds its clawback.
 // Whether R looks for its own is decided by the guard flag, as for every

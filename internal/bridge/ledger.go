@@ -77,7 +77,14 @@ func (b *Bridge) consult(ctx context.Context, j *job, m pipeline.Meta) (*ledgere
 			if e != nil && e.State == ledger.Intent {
 				// Sent before, outcome unknown: look before writing, and
 				// a refund's slot is the one its intent names.
-				j.st.guard, j.st.intentAt, j.st.ledgerSlot = true, e.At, e.ClawbackID
+				j.st.guard, j.st.ledgerSlot = true, e.ClawbackID
+				// Its write was sent within a call's time of the intent,
+				// and lands within the apply window of its sending: no
+				// lookup before then (the writer's clock, e.At, is trusted
+				// to agree with this one's well within the window).
+				if s := e.At.Add(b.o.CallTimeout + b.o.Profile.Window()); s.After(j.st.settleAt) {
+					j.st.settleAt = s
+				}
 			}
 			return lg, e, nil
 		}

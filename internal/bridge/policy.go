@@ -35,13 +35,16 @@ type recordState struct {
 	// (wirerefusal.go).
 	wireRefused map[wireChoice]uint64
 	// The transaction ledger (ledger.go): lg writes the record's intents
-	// (nil without a ledger); intentAt is when a write of it was last
-	// about to be sent, as far as the ledger knows, and ledgerSlot the
+	// (nil without a ledger); ledgerSlot is the
 	// clawback slot its refund's last intent named: its own slot, known
 	// exactly rather than matched by amount.
 	lg         *ledgered
-	intentAt   time.Time
 	ledgerSlot string
+	// settleAt is when the record's last ambiguous write has been applied
+	// or never will be: the moment it returned (no later than its last
+	// request was sent) plus the profile's apply window. No lookup of the
+	// record runs before it, since a not-found before then is no answer.
+	settleAt time.Time
 }
 
 // middleware wraps a handler with one concern of the attempt policy.
@@ -104,7 +107,12 @@ func (b *Bridge) retry(st *recordState) middleware {
 					return nil, err
 				}
 				b.log.Debug("attempt failed; retrying", zap.String("transactionId", st.id), zap.Int("attempt", st.attempts), zap.Error(err))
-				if err := sleep(ctx, b.backoff(tries)); err != nil {
+				// After an ambiguous write the back-off lasts at least until
+				// the write has settled: the next attempt starts with a
+				// lookup, which must not run inside the apply window. The
+				// wait is here, outside the circuit and the lanes, holding
+				// no pipeline slot.
+				if err := sleep(ctx, max(b.backoff(tries), time.Until(st.settleAt))); err != nil {
 					return nil, err
 				}
 			}
@@ -243,7 +251,6 @@ func (g *guardedPartner) intend(ctx context.Context, txID, slot string) error {
 		}
 		return &recordFailure{cat: events.CategoryInternal, err: fmt.Errorf("bridge: %s: nothing sent: %w", txID, err)}
 	}
-	g.st.intentAt = g.b.now()
 	if slot != "" {
 		g.st.ledgerSlot = slot
 	}
@@ -257,6 +264,9 @@ func (g *guardedPartner) check(ctx context.Context, loyaltyID, txID string, kind
 		return nil
 	}
 	g.st.guarded = true
+	if err := g.settled(ctx, time.Time{}); err != nil {
+		return err
+	}
 	if err := g.lookup(ctx, loyaltyID, txID, kind); err != nil {
 		return err
 	}
@@ -323,8 +333,41 @@ func (g *guardedPartner) writeFailed(ctx context.Context, loyaltyID, txID string
 	}
 	if loyalty.IsAmbiguous(err) {
 		g.st.guard = true
+		g.unsettled()
 	}
 	return err
+}
+
+// unsettled records that the record's write just returned ambiguous: it
+// may be applied until the apply window has passed, and it returns the
+// moment that happens. The write's return is taken for its sending: the
+// client sends a write's last request before it returns, so this errs on
+// the side of waiting longer (by the attempt's time, at most the call
+// timeout).
+func (g *guardedPartner) unsettled() time.Time {
+	g.st.settleAt = time.Now().Add(g.b.o.Profile.Window())
+	return g.st.settleAt
+}
+
+// settled waits (the record's pipeline slot given back) until the record's
+// last ambiguous write and also, for a non-zero other, another write the
+// caller depends on, have settled. retry already waits out the record's
+// own before its next attempt, so that wait is rarely more than nothing
+// here; it makes sure that no lookup reads a not-found inside the window.
+func (g *guardedPartner) settled(ctx context.Context, other time.Time) error {
+	if d := time.Until(later(g.st.settleAt, other)); d > 0 {
+		g.b.log.Debug("waiting for an ambiguous write to settle before looking it up", zap.String("transactionId", g.st.id), zap.Duration("wait", d))
+		return sleep(ctx, d)
+	}
+	return ctx.Err()
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // clientPartner is the partner over the loyalty client. It signs an

@@ -179,7 +179,7 @@ func (d *Deps) Bridge(replay bool) (*bridge.Bridge, error) {
 	o := cfg.Processing.BuildBridge()
 	o.Client, o.Codec, o.Topics, o.Breaker, o.Hold, o.Signer = d.Client, d.Codec, cfg.Topics.Build(), d.Breaker, d.Hold, d.Signer
 	o.Replay, o.Metrics, o.Logger, o.Profile = replay, d.Metrics, d.Log.Named("bridge"), cfg.Partner.Build()
-	o.Ledger = d.Ledger
+	o.Ledger, o.CallTimeout = d.Ledger, cfg.API.Timeout
 	return bridge.New(o)
 }
 
