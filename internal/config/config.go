@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
+	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
@@ -112,7 +114,21 @@ func (c *Config) Validate() error {
 		errs = append(errs, s.Validate())
 	}
 	errs = append(errs, c.Ledger.validate(c.Group.Name))
+	errs = append(errs, checkTakeoverWait(c.Processing.TakeoverWait, c.API.Timeout, c.Partner.Profile.ApplyWindow))
 	return errors.Join(errs...)
+}
+
+// checkTakeoverWait refuses a takeover wait that ends before a previous
+// owner's last write can have been applied: it may have started just
+// before the takeover, been sent up to the call timeout later, and be
+// applied up to the apply window after that. 0 is the default, which
+// covers both.
+func checkTakeoverWait(wait, call, window time.Duration) error {
+	if wait > 0 && wait < call+window {
+		return fmt.Errorf("--takeover-wait %v: below --api-timeout (%v) plus --partner-apply-window (%v), %v: "+
+			"a previous owner's last write may be applied after the guard looked for it", wait, call, window, call+window)
+	}
+	return nil
 }
 
 // Pipeline returns the consumer pipeline's options that the configuration
@@ -126,6 +142,7 @@ func (c *Config) Pipeline() pipeline.Options {
 	// last attempt (pipeline.Options.TakeoverWait), and a member calls
 	// only while its group session outlasts an attempt (its lease).
 	o.CallTimeout = c.API.Timeout
+	o.ApplyWindow = c.Partner.Profile.ApplyWindow
 	return o
 }
 

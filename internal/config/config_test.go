@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
 
 func parse(t *testing.T, args []string, env map[string]string) (*Config, error) {
@@ -133,6 +135,45 @@ func TestShutdownTimeoutExceedsDrain(t *testing.T) {
 	}
 	if _, err := parse(t, []string{"--drain-timeout", "30s", "--shutdown-timeout", "45s"}, creds); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// --partner-apply-window is a duration above 0, 2s by default; the
+// pipeline gets it, and a takeover wait below --api-timeout plus the
+// window is refused naming the flags (0 is the default, which covers it).
+func TestApplyWindowAndTakeoverWait(t *testing.T) {
+	c, err := parse(t, nil, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.Pipeline()
+	if c.Partner.Build().ApplyWindow != partnerprofile.DefaultApplyWindow || o.ApplyWindow != partnerprofile.DefaultApplyWindow ||
+		o.TakeoverWait != 0 || o.CallTimeout != loyalty.DefaultTimeout {
+		t.Fatalf("defaults: window %v, pipeline %v %v %v", c.Partner.Build().ApplyWindow, o.ApplyWindow, o.TakeoverWait, o.CallTimeout)
+	}
+	for _, tc := range []struct {
+		args []string
+		err  string // "" for valid
+	}{
+		{[]string{"--partner-apply-window", "0s"}, "--partner-apply-window 0s: must be more than 0"},
+		{[]string{"--partner-apply-window", "-1s"}, "--partner-apply-window -1s: must be more than 0"},
+		{[]string{"--takeover-wait", "11s"}, "--takeover-wait 11s: below --api-timeout (10s) plus --partner-apply-window (2s), 12s"},
+		{[]string{"--takeover-wait", "5s", "--api-timeout", "3s", "--partner-apply-window", "3s"}, "--takeover-wait 5s: below --api-timeout (3s) plus --partner-apply-window (3s)"},
+		{[]string{"--takeover-wait", "-1s"}, "--takeover-wait -1s: must not be negative"},
+		{[]string{"--takeover-wait", "12s"}, ""},
+		{[]string{"--takeover-wait", "6s", "--api-timeout", "3s", "--partner-apply-window", "3s"}, ""},
+	} {
+		c, err := parse(t, tc.args, creds)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%v: got %v, want %q", tc.args, err, tc.err)
+		case tc.err == "":
+			if o := c.Pipeline(); o.TakeoverWait != c.Processing.TakeoverWait || o.ApplyWindow != c.Partner.Profile.ApplyWindow {
+				t.Errorf("%v: pipeline %v %v", tc.args, o.TakeoverWait, o.ApplyWindow)
+			}
+		}
 	}
 }
 

@@ -39,6 +39,7 @@ type Processing struct {
 	CommitInterval          time.Duration
 	DrainTimeout            time.Duration
 	ShutdownTimeout         time.Duration
+	TakeoverWait            time.Duration
 	Linger                  time.Duration
 	RecordAttempts          int
 	RecordBackoff           time.Duration
@@ -71,6 +72,9 @@ func (p *Processing) Define(b *flagenv.Binder) {
 	fs.DurationVar(&p.DrainTimeout, "drain-timeout", pipeline.DefaultDrainTimeout, "how long a revoke or shutdown waits for in-flight records")
 	fs.DurationVar(&p.ShutdownTimeout, "shutdown-timeout", pipeline.DefaultDrainTimeout+pipeline.DefaultShutdownMargin,
 		"bound on a graceful shutdown, from the signal to exit: drain, produce, commit, leave the group (must exceed --drain-timeout)")
+	fs.DurationVar(&p.TakeoverWait, "takeover-wait", 0,
+		"how long a partition taken over uncleanly (a crash, an expulsion) holds its guarded records, so that the previous owner's last writes have landed before they are looked up "+
+			"(0: --api-timeout + --partner-apply-window + "+pipeline.DefaultTakeoverMargin.String()+"; a value below --api-timeout + --partner-apply-window is refused)")
 	fs.DurationVar(&p.Linger, "linger", pipeline.DefaultLinger, "producer linger")
 	fs.IntVar(&p.RecordAttempts, "record-attempts", bridge.DefaultRecordAttempts, "attempts per record at transient API failures while the circuit allows them, then TRANSIENT_EXHAUSTED")
 	fs.DurationVar(&p.RecordBackoff, "record-backoff", bridge.DefaultRetryBackoff, "base back-off between a record's attempts (full jitter)")
@@ -126,6 +130,9 @@ func (p *Processing) Validate() error {
 	if p.Linger < 0 || p.RecordBackoff < 0 {
 		bad("--linger and --record-backoff must not be negative")
 	}
+	if p.TakeoverWait < 0 {
+		bad("--takeover-wait %s: must not be negative (0: the default)", p.TakeoverWait)
+	}
 	return errors.Join(errs...)
 }
 
@@ -157,7 +164,8 @@ func (p *Processing) Build() pipeline.Options {
 	}
 	return pipeline.Options{Mode: p.Ordering, MaxInFlight: p.MaxInFlight, MaxInFlightPerPartition: handling,
 		MaxBuffered: buffered, MaxBufferedPerPartition: perPartition, MaxBufferedBytes: p.MaxBufferedMiB << 20,
-		CommitInterval: p.CommitInterval, DrainTimeout: p.DrainTimeout, ShutdownTimeout: p.ShutdownTimeout, Linger: p.Linger}
+		CommitInterval: p.CommitInterval, DrainTimeout: p.DrainTimeout, ShutdownTimeout: p.ShutdownTimeout, Linger: p.Linger,
+		TakeoverWait: p.TakeoverWait}
 }
 
 // BuildCallLimit returns the limit on partner calls in progress that the

@@ -123,11 +123,16 @@
 // owner's last partner call has landed; a guard lookup made before that
 // finds nothing, and a partner without duplicate detection applies the
 // write twice. Two bounds close the gap, both resting on one assumption,
-// stated in CallTimeout: a call the handler started has taken effect
-// within CallTimeout (for the bridge, --api-timeout) or never will.
+// stated in CallTimeout and ApplyWindow: a call the handler started is
+// sent within CallTimeout (for the bridge, --api-timeout) and applied
+// within ApplyWindow (--partner-apply-window) of its sending, or never; so
+// it has taken effect CallTimeout + ApplyWindow after it started, or never
+// will. The two add: the window counts from the sending, which may come as
+// late as CallTimeout after the start, and is the partner's, not bounded
+// by how long the member waits for an answer.
 //
 //   - The lease (package lease): a handler's partner write starts only while
-//     now + CallTimeout is before the earliest moment the group may
+//     now + CallTimeout + ApplyWindow is before the earliest moment the group may
 //     remove the member: the sending time of the last heartbeat answered
 //     as a member plus the session timeout, and the sending time of the
 //     last one answered without a rebalance (of the generation whose
@@ -150,14 +155,16 @@
 //     a new owner of a partition whose horizon is not released (a crash,
 //     an expulsion, a drain timeout that canceled handlers whose requests
 //     may be on the wire) holds its records TakeoverWait (CallTimeout plus
-//     DefaultTakeoverMargin) from the assignment before the first guarded
+//     ApplyWindow plus DefaultTakeoverMargin; the configuration refuses
+//     one below CallTimeout plus ApplyWindow) from the assignment before the first guarded
 //     lookup. It covers the calls of a member that cut its own handlers
 //     off, and is a second margin for an expelled one.
 //
 // What neither bound can cover: a partner, or a proxy before it, that
-// holds a request longer than CallTimeout and applies it after the
-// bridge gave up on it. The attempt timeout bounds when the member stops
-// waiting, not when the partner applies.
+// applies a request later than ApplyWindow after it was sent. The attempt
+// timeout bounds when the member stops waiting, the window when the
+// partner applies; the second is the partner's to state, and the bridge
+// only assumes it.
 //
 // # Exactly once
 //

@@ -14,8 +14,9 @@ import (
 // prober, and makes a write that finds it short wait here with its slot
 // given back, as in Wait.
 
-// Leased returns nil once a partner write started now ends (its
-// Options.CallTimeout) before the group can remove the member (its
+// Leased returns nil once a partner write started now has taken effect
+// (within Options.CallTimeout plus Options.ApplyWindow) before the group
+// can remove the member (its
 // session expiring or a rebalance timing out without it), and
 // the write's record is still this member's; it waits for a heartbeat
 // otherwise, with the record's slot given back as in Wait. It returns
@@ -85,7 +86,7 @@ func (p *Pipeline) leased(ctx context.Context, j *job) error {
 func (p *Pipeline) leaseShort(until time.Time) {
 	if !p.leaseLapsed.Swap(true) {
 		p.log.Warn("group membership not confirmed recently enough for a partner call to end before the group could remove the member; partner writes wait for a heartbeat",
-			zap.Duration("session_timeout", p.session), zap.Duration("rebalance_timeout", p.rebalance), zap.Duration("call_timeout", p.o.CallTimeout),
+			zap.Duration("session_timeout", p.session), zap.Duration("rebalance_timeout", p.rebalance), zap.Duration("call_timeout", p.o.CallTimeout), zap.Duration("apply_window", p.o.ApplyWindow),
 			zap.Time("writes_allowed_until", until))
 	}
 }

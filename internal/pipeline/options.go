@@ -159,11 +159,24 @@ type Options struct {
 	// the two bounds below rest on). 0: handlers make no such calls, and
 	// neither bound applies.
 	CallTimeout time.Duration
+	// ApplyWindow is how long after a call was sent the system it changes
+	// may still apply it (for the bridge, --partner-apply-window): a call
+	// is sent within CallTimeout of its start and applied within
+	// ApplyWindow of its sending, so one started at t has taken effect by
+	// t + CallTimeout + ApplyWindow or never will. The lease and the
+	// takeover wait use that sum; the two bounds add, since the window is
+	// counted from the sending, which may come as late as CallTimeout
+	// after the start. 0: applied by the time the call returns.
+	ApplyWindow time.Duration
 	// TakeoverWait is how long the records a previous owner may have sent
 	// wait after the assignment when it did not release the partition
 	// cleanly (a crash, an expulsion, a drain that timed out), so that its
 	// last calls have landed before the guard looks them up; default
-	// CallTimeout plus DefaultTakeoverMargin, 0 without a CallTimeout.
+	// CallTimeout plus ApplyWindow plus DefaultTakeoverMargin, 0 without a
+	// CallTimeout. One below CallTimeout plus ApplyWindow lets a guard
+	// look before a previous owner's last call may have landed: the
+	// service's configuration refuses it (internal/config); tests of the
+	// lease alone set it so on purpose.
 	// ExactlyOnce mode keeps no horizon to tell a clean release: its
 	// records wait TakeoverWait after every assignment, and after every
 	// round aborted while handlers ran (rounds.go).
@@ -278,8 +291,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ShutdownTimeout < 0 {
 		bad("ShutdownTimeout must not be negative, got %v", o.ShutdownTimeout)
 	}
-	if o.CallTimeout < 0 || o.TakeoverWait < 0 {
-		bad("CallTimeout and TakeoverWait must not be negative, got %v and %v", o.CallTimeout, o.TakeoverWait)
+	if o.CallTimeout < 0 || o.TakeoverWait < 0 || o.ApplyWindow < 0 {
+		bad("CallTimeout, ApplyWindow and TakeoverWait must not be negative, got %v, %v and %v", o.CallTimeout, o.ApplyWindow, o.TakeoverWait)
 	}
 	if _, err := o.Delivery.MarshalText(); err != nil {
 		errs = append(errs, err)
@@ -334,7 +347,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.DrainTimeout = DefaultDrainTimeout
 	}
 	if o.TakeoverWait == 0 && o.CallTimeout > 0 {
-		o.TakeoverWait = o.CallTimeout + DefaultTakeoverMargin
+		o.TakeoverWait = o.landed() + DefaultTakeoverMargin
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = o.DrainTimeout + DefaultShutdownMargin
@@ -350,3 +363,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	return o, errors.Join(errs...)
 }
+
+// landed is how long after its start a handler's call has taken effect or
+// never will: CallTimeout to be sent, ApplyWindow to be applied.
+func (o Options) landed() time.Duration { return o.CallTimeout + o.ApplyWindow }

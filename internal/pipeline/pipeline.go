@@ -160,7 +160,7 @@ func (p *Pipeline) clientOpts() []kgo.Opt {
 		// lets writes start only until CallTimeout before the rebalance
 		// timeout since the group was last seen stable, so it leaves
 		// rebalanceMargin past CallTimeout too.
-		kgo.RebalanceTimeout(max(p.o.DrainTimeout, p.o.CallTimeout) + rebalanceMargin),
+		kgo.RebalanceTimeout(max(p.o.DrainTimeout, p.o.landed()) + rebalanceMargin),
 		// After NOT_LEADER_FOR_PARTITION franz-go refreshes metadata before
 		// it retries, but no sooner than MetadataMinAge after the last
 		// refresh (5s by default): outputs, and the commit points behind
@@ -218,7 +218,7 @@ func (p *Pipeline) stopped() error {
 }
 
 // rebalanceMargin is what the rebalance timeout adds to the longer of
-// DrainTimeout and CallTimeout.
+// DrainTimeout and CallTimeout plus ApplyWindow.
 const rebalanceMargin = 10 * time.Second
 
 // checkLease refuses a CallTimeout the group session or rebalance timeout
@@ -226,14 +226,14 @@ const rebalanceMargin = 10 * time.Second
 // forever). The rebalance timeout is one the client options set.
 func (p *Pipeline) checkLease(cl *kgo.Client) error {
 	session, _ := cl.OptValue(kgo.SessionTimeout).(time.Duration)
-	if p.o.CallTimeout > 0 && p.o.CallTimeout >= session {
-		return fmt.Errorf("pipeline: the partner call timeout %v (--api-timeout) is not shorter than the group session timeout %v: "+
-			"a member starts a write only while its session outlasts the call", p.o.CallTimeout, session)
+	if p.o.CallTimeout > 0 && p.o.landed() >= session {
+		return fmt.Errorf("pipeline: the partner call timeout %v (--api-timeout) plus the apply window %v (--partner-apply-window) is not shorter than the group session timeout %v: "+
+			"a member starts a write only while its session outlasts the call and its applying", p.o.CallTimeout, p.o.ApplyWindow, session)
 	}
 	rebalance, _ := cl.OptValue(kgo.RebalanceTimeout).(time.Duration)
-	if p.o.CallTimeout > 0 && p.o.CallTimeout >= rebalance {
-		return fmt.Errorf("pipeline: the partner call timeout %v (--api-timeout) is not shorter than the group rebalance timeout %v: "+
-			"a member starts a write only while a rebalance could not have removed it before the call ends", p.o.CallTimeout, rebalance)
+	if p.o.CallTimeout > 0 && p.o.landed() >= rebalance {
+		return fmt.Errorf("pipeline: the partner call timeout %v (--api-timeout) plus the apply window %v (--partner-apply-window) is not shorter than the group rebalance timeout %v: "+
+			"a member starts a write only while a rebalance could not have removed it before the call is applied", p.o.CallTimeout, p.o.ApplyWindow, rebalance)
 	}
 	return nil
 }
@@ -244,7 +244,7 @@ func (p *Pipeline) checkLease(cl *kgo.Client) error {
 func (p *Pipeline) startProbe(ctx context.Context, cl *kgo.Client) (stop func()) {
 	p.session, _ = cl.OptValue(kgo.SessionTimeout).(time.Duration)
 	p.rebalance, _ = cl.OptValue(kgo.RebalanceTimeout).(time.Duration)
-	p.lease.SetTimeouts(p.session, p.rebalance, p.o.CallTimeout)
+	p.lease.SetTimeouts(p.session, p.rebalance, p.o.landed())
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { p.lease.Probe(ctx, cl, p.o.Group, p.log) })

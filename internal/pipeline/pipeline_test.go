@@ -384,3 +384,24 @@ func TestFailureStops(t *testing.T) {
 		})
 	}
 }
+
+// The takeover wait and the lease count a call as landed CallTimeout plus
+// ApplyWindow after its start: it is sent within the first and applied
+// within the second of its sending.
+func TestApplyWindowAddsToCallTimeout(t *testing.T) {
+	p, err := New(Options{Brokers: []string{"x"}, Group: "g", Topics: []string{"t"}, Handler: echo(nil),
+		CallTimeout: 3 * time.Second, ApplyWindow: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.o.TakeoverWait, 5*time.Second+DefaultTakeoverMargin; got != want {
+		t.Errorf("TakeoverWait %v, want %v", got, want)
+	}
+	if got := p.o.landed(); got != 5*time.Second {
+		t.Errorf("landed %v, want 5s (the lease's call duration)", got)
+	}
+	if _, err := New(Options{Brokers: []string{"x"}, Group: "g", Topics: []string{"t"}, Handler: echo(nil), ApplyWindow: -time.Second}); err == nil ||
+		!strings.Contains(err.Error(), "ApplyWindow") {
+		t.Errorf("negative ApplyWindow: %v", err)
+	}
+}
