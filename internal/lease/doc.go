@@ -82,14 +82,30 @@
 //
 // # Assumptions
 //
-//   - The partner applies a request within CallTimeout of the member
-//     sending it, or never. The attempt timeout bounds when the member
-//     stops waiting, not when the partner applies: a request queued in a
-//     proxy or the partner for longer than that may be applied after the
-//     successor's lookup, and nothing on this side can see it.
+//   - The partner applies a request within the call duration SetTimeouts
+//     is given of the write's start, or never. The pipeline gives it the
+//     attempt timeout plus the partner's apply window (--api-timeout plus
+//     --partner-apply-window): a write is sent within the first and
+//     applied within the second of its sending. A request the partner
+//     applies later than that may be applied after the successor's
+//     lookup, and nothing on this side can see it.
 //   - The classic group protocol, with the coordinator's clock running at
-//     the member's rate. Go's monotonic clock may stop over a host suspend,
-//     so a lease can outlive the coordinator's view of the member then.
+//     the member's rate while the member runs.
+//   - The member's host is not suspended while it holds a lease. The
+//     lease's deadlines are on Go's monotonic clock (time.Now, Sub,
+//     Before), which on Linux is CLOCK_MONOTONIC and does not advance
+//     while the host is suspended (a laptop's sleep, a VM paused or live-
+//     migrated with its clock stopped), whereas the coordinator's clock
+//     does. A member suspended for S resumes with its lease ending S
+//     later, in real time, than the rule allows: until a heartbeat sent
+//     after the resume is answered (Probe sends one every
+//     HeartbeatInterval; an answer saying the member is out ends the lease
+//     at once), it may start writes that take effect up to S after the
+//     group may have removed it, which a successor's lookup may already
+//     have missed. Nothing bounds S. The lease takes no injectable clock,
+//     so it does not read CLOCK_BOOTTIME; this is the exact limit. A
+//     process stopped (SIGSTOP, a GC pause) is not suspended: the
+//     monotonic clock runs on, and the lease covers it.
 //   - The last check is the one before the request leaves: what runs
 //     between Held and the write (a token refresh, a call slot) must be
 //     short next to CallTimeout, or be checked again.
