@@ -86,6 +86,11 @@ func (b *Bridge) consult(ctx context.Context, j *job, m pipeline.Meta) (*ledgere
 					j.st.settleAt = s
 				}
 			}
+			if e == nil && lg.l.Covers(j.rec) {
+				// Never sent by any member: nothing to look for, and
+				// no slot a refund could take for its own.
+				j.st.guard = false
+			}
 			return lg, e, nil
 		}
 		if ctx.Err() != nil {

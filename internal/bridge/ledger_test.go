@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 )
 
@@ -20,6 +22,12 @@ import (
 // the ledger, and the option a member's client needs to produce its
 // settled entries.
 func (s *stack) withLedger(group string) (*ledger.Ledger, kgo.Opt) {
+	s.t.Helper()
+	return s.withLedgerClock(group, nil)
+}
+
+// withLedgerClock is withLedger with the ledger's clock.
+func (s *stack) withLedgerClock(group string, now func() time.Time) (*ledger.Ledger, kgo.Opt) {
 	s.t.Helper()
 	topic := group + ".ledger"
 	part := kgo.RecordPartitioner(ledger.Partitioner(topic))
@@ -33,7 +41,7 @@ func (s *stack) withLedger(group string) (*ledger.Ledger, kgo.Opt) {
 	if _, err := ledger.Ensure(ctx, cl, topic, topics.Inputs(), ledger.DefaultWindow, 1); err != nil {
 		s.t.Fatal(err)
 	}
-	l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topic: topic, Logger: s.log})
+	l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topic: topic, Logger: s.log, Now: now})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -173,4 +181,66 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// Three refunds of one purchase, 30 points each: the third is handled as a
+// new owner handles a record a crashed one may have sent (Fresh). Its
+// ledger has no intent for it, and the ledger speaks for the partition,
+// so it was never sent: it claws back in the next slot instead of taking
+// an equal twin's slot for its own (finding 5 of issue 29: three 30-point
+// refunds clawed back 30 in all). A refund the ledger saw sent knows its
+// own slot exactly, whatever its twins look like.
+func TestLedgerTellsTwinRefundsApart(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	var shift atomic.Int64 // the ledger's clock runs ahead of the wall's by this
+	clock := func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
+	l, _ := s.withLedgerClock("twins", clock)
+	b := s.bridge(func(o *bridge.Options) { o.Ledger = l })
+	rt := topics.RefundRedemption
+	offset := int64(0)
+	handle := func(ev events.Event, topic string, fresh bool) reply {
+		t.Helper()
+		r := s.record(topic, ev)
+		r.Partition, r.Offset, r.Timestamp = 0, offset, clock()
+		offset++
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := b.Handle(ctx, r, pipeline.Meta{Fresh: fresh, Assignment: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Its reply, and its ledger entry unless the ledger answered it.
+		if len(out) < 1 || len(out) > 2 || (len(out) == 2 && out[1].Topic != l.Topic()) {
+			t.Fatalf("%s: %d outputs, want its reply and at most its ledger entry", ev.ID(), len(out))
+		}
+		return s.decode(out[0])
+	}
+	refund := func(id string) *events.PurchaseRefunded {
+		return &events.PurchaseRefunded{TransactionID: id, OriginalTransactionID: "p-1", LoyaltyID: sim.MemberID(1),
+			RefundAmount: 30_000, RefundDate: time.Now()}
+	}
+	if r := handle(purchase("p-1", 1, 100_000), topics.Purchase, false); r.outcome() != string(events.OutcomeApplied) {
+		t.Fatalf("purchase: %s", r.outcome())
+	}
+	for i, id := range []string{"f-1", "f-2"} {
+		if r := handle(refund(id), rt, false); r.result == nil || deref(r.result.ClawbackTransactionID) != bridge.ClawbackID("p-1", i+1) {
+			t.Fatalf("%s: %s, clawback %q", id, r.outcome(), deref(r.result.ClawbackTransactionID))
+		}
+	}
+	// Later than the rollout margin after the partition's first entry.
+	shift.Store(int64(2 * time.Hour))
+	r := handle(refund("f-3"), rt, true)
+	if r.result == nil || r.result.Outcome != events.OutcomeApplied || deref(r.result.ClawbackTransactionID) != bridge.ClawbackID("p-1", 3) {
+		t.Fatalf("f-3 handled Fresh: %s clawback %q; want APPLIED in slot 3, not a twin's slot", r.outcome(), deref(r.result.ClawbackTransactionID))
+	}
+	// f-2 again (a replay, a redone record): the ledger names its slot.
+	r = handle(refund("f-2"), rt, true)
+	if r.result == nil || r.result.Outcome != events.OutcomeAlreadyApplied || deref(r.result.ClawbackTransactionID) != bridge.ClawbackID("p-1", 2) {
+		t.Fatalf("f-2 again: %s clawback %q; want ALREADY_APPLIED naming slot 2", r.outcome(), deref(r.result.ClawbackTransactionID))
+	}
+	for k := 1; k <= 3; k++ {
+		if n := s.sim.Effects(bridge.ClawbackID("p-1", k)); n != 1 {
+			t.Errorf("slot %d applied %d times, want 1", k, n)
+		}
+	}
 }

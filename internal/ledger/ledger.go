@@ -158,10 +158,26 @@ func (l *Ledger) record(rec *kgo.Record, e *Entry) (*kgo.Record, error) {
 	return &kgo.Record{Topic: l.o.Topic, Partition: rec.Partition, Key: []byte(Key(e.Kind, e.TransactionID)), Value: v}, nil
 }
 
-// Covers reports whether a record with timestamp ts still has its entries
-// kept: younger than the window less DefaultSkew.
-func (l *Ledger) Covers(ts time.Time) bool {
-	return l.o.Now().Sub(ts) < l.o.Window-DefaultSkew
+// RolloutMargin is how long after a partition's first entry its ledger is
+// taken to speak for every member: a rolling deploy that turns the ledger
+// on is over by then, so no member without it sends the partition's
+// records any more.
+const RolloutMargin = time.Hour
+
+// Covers reports whether the ledger's silence about rec's transactions
+// means they were never sent: rec's partition was read (Lookup) and has
+// entries since before rec was produced, by RolloutMargin, so every
+// member that may have sent rec wrote its intents; and rec is younger
+// than the window less DefaultSkew, so none of them has been deleted.
+// When it does not, no entry means nothing either way.
+func (l *Ledger) Covers(rec *kgo.Record) bool {
+	if l.o.Now().Sub(rec.Timestamp) >= l.o.Window-DefaultSkew {
+		return false
+	}
+	s := l.store(rec.Topic, rec.Partition)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restored && !s.firstAt.IsZero() && rec.Timestamp.After(s.firstAt.Add(RolloutMargin))
 }
 
 func (l *Ledger) store(topic string, partition int32) *store {
@@ -309,6 +325,9 @@ type store struct {
 	running    chan struct{} // closed when the read in progress ends
 	next       int64         // next ledger offset to read
 	entries    map[string]*Entry
+	// firstAt is the earliest entry seen: the ledger speaks for the
+	// partition's records produced well after it (Covers).
+	firstAt time.Time
 	// order is the keys by when they were put, to forget entries past the
 	// window without scanning.
 	order []aged
@@ -332,6 +351,9 @@ func (s *store) put(e *Entry) {
 	}
 	s.entries[k] = e
 	s.order = append(s.order, aged{key: k, at: e.At})
+	if s.firstAt.IsZero() || e.At.Before(s.firstAt) {
+		s.firstAt = e.At
+	}
 }
 
 // get returns key's entry unless it was made before since; it forgets

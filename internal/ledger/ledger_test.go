@@ -285,3 +285,44 @@ func TestEnsure(t *testing.T) {
 		})
 	}
 }
+
+// The ledger's silence means "never sent" only for records produced well
+// after its first entry in the partition, and younger than the window.
+func TestLedgerCovers(t *testing.T) {
+	w := cluster(t)
+	start := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	now := start
+	a, _ := w.open(t, func() time.Time { return now })
+	at := func(ts time.Time) *kgo.Record { r := w.rec(0, 9); r.Timestamp = ts; return r }
+	w.lookup(t, a, 0, 1, ledger.Accrual, "x")
+	if a.Covers(at(now)) {
+		t.Fatal("an empty partition speaks for its records")
+	}
+	if err := a.Intend(ctxT(t), w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1"}); err != nil {
+		t.Fatal(err)
+	}
+	now = start.Add(3 * time.Hour)
+	cases := []struct {
+		name string
+		ts   time.Time
+		want bool
+	}{
+		{"produced before the first entry", start.Add(-time.Minute), false},
+		{"produced within the rollout margin", start.Add(ledger.RolloutMargin - time.Minute), false},
+		{"produced after it", start.Add(ledger.RolloutMargin + time.Minute), true},
+		{"older than the window", now.Add(-ledger.DefaultWindow), false},
+	}
+	for _, tc := range cases {
+		if got := a.Covers(at(tc.ts)); got != tc.want {
+			t.Errorf("%s: Covers %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	b, _ := w.open(t, func() time.Time { return now })
+	if b.Covers(at(start.Add(2 * time.Hour))) {
+		t.Error("a partition not read yet speaks for its records")
+	}
+	w.lookup(t, b, 0, 1, ledger.Accrual, "x")
+	if !b.Covers(at(start.Add(2 * time.Hour))) {
+		t.Error("read back, the partition's first entry is forgotten")
+	}
+}
