@@ -27,7 +27,7 @@ func wireProfile() partnerprofile.Profile {
 		AccrualType: "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED"},
 		AccrualDateFormat: partnerprofile.DateEpochSeconds, AccrualDateType: partnerprofile.DateString,
 		RedemptionDateFormat: "layout:2006-01-02 15:04:05", RedemptionDateType: partnerprofile.DateString,
-		UnsetKeyed: partnerprofile.KeyedNull,
+		UnsetKeyed: partnerprofile.KeyedNull, ApplyWindow: partnerprofile.DefaultApplyWindow,
 		JWT: partnerprofile.JWT{Issuer: "shop-1",
 			Sign:         partnerprofile.Claims{Audience: "loyalty", Type: partnerprofile.None, Lifetime: time.Minute, JTI: partnerprofile.JTITransactionID},
 			PartnerToken: partnerprofile.Claims{Audience: "loyalty-exchange", Type: partnerprofile.None, Lifetime: time.Minute, JTI: partnerprofile.JTINone},
