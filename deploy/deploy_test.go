@@ -417,7 +417,7 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"LoyaltyBridgeLagGrowing", "LoyaltyBridgeErrorEvents", "LoyaltyBridgeCircuitOpen",
-		"LoyaltyBridgeTokenRefreshFailing", "LoyaltyBridgeCredentialsRefused", "LoyaltyBridgeNoProgress"} {
+		"LoyaltyBridgeTokenRefreshFailing", "LoyaltyBridgeCredentialsRefused", "LoyaltyBridgeUnrecognisedAnswersHeld", "LoyaltyBridgeNoProgress"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s", want)
 		}

@@ -140,6 +140,12 @@ func parse(e env, args []string) (*config, error) {
 		errs = append(errs, err)
 	}
 	o.Profile = c.partner.Build()
+	if o.Profile.Key() != partnerprofile.KeyIDAndType {
+		// The simulator keys transactions by id and type, whatever its
+		// profile says: a profile file shared with the bridge must not
+		// make it look like a partner keyed by id alone.
+		errs = append(errs, fmt.Errorf("--partner-transaction-key %s: the simulator keys transactions by id and type (%s) only", o.Profile.Key(), partnerprofile.KeyIDAndType))
+	}
 	if o.DuplicatePolicy, err = sim.ParseDuplicatePolicy(c.duplicatePolicy); err != nil {
 		errs = append(errs, err)
 	}

@@ -401,6 +401,8 @@ func TestUsageErrors(t *testing.T) {
 		"profile":            {args: []string{"--partner-accrual-type", "X", "--partner-redemption-type", "X"}},
 		"profile file":       {args: []string{"--profile", "/nonexistent.yaml"}},
 		"profile env":        {envs: map[string]string{"LOYALTY_SIM_PARTNER_FRACTIONAL_POINTS": "floor"}},
+		"keyed by id alone":  {args: []string{"--partner-transaction-key", "id"}},
+		"transaction key":    {args: []string{"--partner-transaction-key", "type"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			// Cancelled: a setting wrongly accepted starts and stops at

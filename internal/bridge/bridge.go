@@ -125,7 +125,7 @@ type Options struct {
 	// codes, transaction types and statuses the guard and refunds read,
 	// and the redemption date format. Zero value: the simulator's
 	// (partnerprofile.Default). An answer it does not name holds the
-	// record as a transient failure (never written).
+	// record (never written; see UnrecognisedHold).
 	Profile partnerprofile.Profile
 	// Ledger, when set, is the transaction ledger (package ledger; see
 	// ledger.go): a settled transaction is answered without a call, an
@@ -138,6 +138,16 @@ type Options struct {
 	// write the ledger shows intended at t has landed, or never will, by
 	// t + CallTimeout + the profile's apply window.
 	CallTimeout time.Duration
+	// UnrecognisedHold bounds how long a record is held on lookup answers
+	// the Profile does not name (an unknown code, transactionType or
+	// status, or the transactionId found as the other kind's from a
+	// partner keyed by id and type): nothing is written, the lookup is
+	// asked again with back-off (doubling from RetryBackoff, capped at a
+	// minute), no attempt of the record's budget is spent, and only when
+	// this much time has passed since the first such answer does the
+	// record end as a retryable TRANSIENT_EXHAUSTED error event, reason
+	// UNRECOGNISED_ANSWER. Default DefaultUnrecognisedHold.
+	UnrecognisedHold time.Duration
 	// Replay guards every accrual and redemption and marks outputs
 	// replayed: true.
 	Replay bool
@@ -171,6 +181,10 @@ type Bridge struct {
 	// refundKeySeen is set by the first refund keyed otherwise
 	// (refundkey.go): it alone is logged at warn level.
 	refundKeySeen atomic.Bool
+	// heldUnrecognised counts the records in the unrecognised hold, and
+	// warned limits its warnings (unrecognised.go).
+	heldUnrecognised atomic.Int64
+	warned           warnLimit
 }
 
 // New checks o, reporting every problem together, and returns a Bridge.
@@ -195,6 +209,9 @@ func New(o Options) (*Bridge, error) {
 		if _, err := ParseRefundKeyCheck(string(o.RefundKeyCheck)); err != nil {
 			errs = append(errs, fmt.Errorf("RefundKeyCheck %w", err))
 		}
+	}
+	if o.UnrecognisedHold < 0 {
+		errs = append(errs, fmt.Errorf("UnrecognisedHold %s: must not be negative", o.UnrecognisedHold))
 	}
 	topics := o.Topics.WithDefaults()
 	if o.Codec != nil {
@@ -227,6 +244,9 @@ func New(o Options) (*Bridge, error) {
 	}
 	if o.RefundKeyCheck == "" {
 		o.RefundKeyCheck = DefaultRefundKeyCheck
+	}
+	if o.UnrecognisedHold == 0 {
+		o.UnrecognisedHold = DefaultUnrecognisedHold
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

@@ -65,8 +65,6 @@ func TestClawbackSlots(t *testing.T) {
 			false, events.OutcomeApplied, "", 25, "T-1~cb2", true},
 		{"may repeat: its own slot, whatever its time", map[string]*loyalty.Transaction{"T-1~cb1": slot(25, 250, when.Add(-72*time.Hour))},
 			true, events.OutcomeAlreadyApplied, "", 25, "T-1~cb1", false},
-		{"a slot that is not a redemption", map[string]*loyalty.Transaction{"T-1~cb1": {TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 5}},
-			false, "", events.ReasonClawbackConflict, 0, "", false},
 		{"every slot filled", many, false, "", events.ReasonClawbackLimit, 0, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,6 +25,14 @@ type recordState struct {
 	guard    bool   // look the transaction up before the next write
 	guarded  bool   // a guard lookup was made
 	probe    bool   // the current attempt is the circuit's half-open probe
+	// The unrecognised hold (unrecognised.go): held, the record is in it
+	// now; heldSince, when its first unrecognised answer came (the hold's
+	// bound runs from there); heldTries, its back-off step; free, the
+	// attempts that spent no budget because they were held.
+	held      bool
+	heldSince time.Time
+	heldTries int
+	free      int
 	// A refund's clawback (clawback.go): clawSlot is the slot its ambiguous
 	// write went to; legacyChecked, its clawback under its own id was looked
 	// for.
@@ -54,6 +62,8 @@ type middleware func(handler) handler
 //
 //   - retry spends the record's budget on transient failures, with
 //     back-off, and marks the next write guarded after an ambiguous one;
+//     an answer the partner profile does not name it holds instead
+//     (unrecognised.go), spending no budget, for at most UnrecognisedHold;
 //   - the auth hold admits each attempt, or holds it while the partner
 //     refuses the credentials, and makes a refused attempt again once a
 //     token is obtainable, without spending the record's budget;
@@ -85,14 +95,29 @@ func chain(h handler, ms ...middleware) handler {
 func (b *Bridge) retry(st *recordState) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) {
+			defer b.release(st)
 			for tries := 0; ; tries++ {
 				st.attempts++
 				st.probe = false
 				r, err := next(ctx, p)
+				if !loyalty.IsUnrecognised(err) || ctx.Err() != nil {
+					b.release(st)
+				}
 				if err == nil || !transient(err) || ctx.Err() != nil {
 					return r, err
 				}
-				b.unrecognised(st, err)
+				if loyalty.IsUnrecognised(err) {
+					// Held, not retried: no write, no budget spent, back
+					// off and ask again until the hold's time is over.
+					wait, err := b.holdUnrecognised(st, err)
+					if err != nil {
+						return nil, err
+					}
+					if err := sleep(ctx, wait); err != nil {
+						return nil, err
+					}
+					continue
+				}
 				if st.probe {
 					// A failed probe says the API is still down, not that
 					// this record is unlucky: it does not spend the
@@ -103,7 +128,7 @@ func (b *Bridge) retry(st *recordState) middleware {
 				if loyalty.IsAmbiguous(err) {
 					st.guard = true
 				}
-				if st.attempts >= b.o.RecordAttempts {
+				if st.attempts-st.free >= b.o.RecordAttempts {
 					return nil, err
 				}
 				b.log.Debug("attempt failed; retrying", zap.String("transactionId", st.id), zap.Int("attempt", st.attempts), zap.Error(err))
@@ -118,22 +143,6 @@ func (b *Bridge) retry(st *recordState) middleware {
 			}
 		}
 	}
-}
-
-// unrecognised reports an attempt that failed on a partner answer the
-// profile does not name: a metric by field and a warning naming the field
-// and value (a code, type or status, never personal data). The record is
-// held by retry like any transient failure, never written.
-func (b *Bridge) unrecognised(st *recordState, err error) {
-	var ue *loyalty.UnrecognisedAnswerError
-	if !errors.As(err, &ue) {
-		return
-	}
-	if m := b.o.Metrics; m != nil {
-		m.UnrecognisedAnswers.WithLabelValues(ue.Field).Inc()
-	}
-	b.log.Warn("partner answer not in the partner profile; record held, nothing written (check the --partner-* settings)",
-		zap.String("transactionId", st.id), zap.String("endpoint", ue.Op), zap.String("field", ue.Field), zap.String("answered", ue.Value))
 }
 
 // hold makes each attempt wait while the partner refuses the credentials
@@ -275,9 +284,11 @@ func (g *guardedPartner) check(ctx context.Context, loyaltyID, txID string, kind
 }
 
 // lookup asks whether txID of kind was applied: an *alreadyApplied if so,
-// nil if it was not (not found, found as the other kind, or found with a
-// failed status), or the lookup's failure, an answer the profile does not
-// name included.
+// nil if it was not (not found, or found with a failed status), a
+// BUSINESS TRANSACTION_ID_CONFLICT if a partner keyed by id alone holds
+// txID as the other kind, or the lookup's failure, an answer the profile
+// does not name included (the other kind, from a partner keyed by id and
+// type: ours may be beside it, unseen).
 func (g *guardedPartner) lookup(ctx context.Context, loyaltyID, txID string, kind partnerprofile.Kind) error {
 	t, err := g.partner.LookupTransaction(ctx, loyalty.LookupRequest{LoyaltyID: loyaltyID, TransactionID: txID})
 	v, err := loyalty.ClassifyLookup(g.b.o.Profile, kind, t, err)
@@ -285,11 +296,20 @@ func (g *guardedPartner) lookup(ctx context.Context, loyaltyID, txID string, kin
 	switch v {
 	case loyalty.LookupApplied:
 		result = "found"
-	case loyalty.LookupNotFound, loyalty.LookupOtherKind, loyalty.LookupMemberNotFound:
-		// The same id naming a transaction of the other kind is not this
-		// one; a member the partner does not know has nothing applied, and
-		// the write goes ahead to be refused as an unguarded one is.
+	case loyalty.LookupNotFound, loyalty.LookupMemberNotFound:
+		// A member the partner does not know has nothing applied, and the
+		// write goes ahead to be refused as an unguarded one is.
 		result, err = "not_found", nil
+	case loyalty.LookupOtherKind:
+		// Keyed by id alone, the partner holds one transaction under txID,
+		// of the other kind: this one was not applied, and can never be
+		// under this id. Held, nothing would change; written, it would
+		// collide with the other (refused, answered with the other's data,
+		// or applied over it). The partner's own refusal, in effect.
+		result = "other_kind"
+		err = &recordFailure{cat: events.CategoryBusiness, reason: events.ReasonTransactionIDConflict,
+			err: fmt.Errorf("%s %s: the partner holds this transactionId as a %s and keys transactions by id alone (--partner-transaction-key id): not applied, and not written, since a write would collide with it",
+				kind, txID, partnertext.Scrubber{}.Code(t.TransactionType))}
 	case loyalty.LookupNotApplied:
 		result = "not_applied"
 	case loyalty.LookupUnrecognised:

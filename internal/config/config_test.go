@@ -53,13 +53,13 @@ func TestValidateReportsEverything(t *testing.T) {
 	_, err := parse(t, []string{"--brokers", " , ", "--ordering", "random", "--max-in-flight", "0",
 		"--purchase-topic", "bad topic", "--member-onboarding-topic", "loyalty.refund-redemption",
 		"--kafka-sasl-mechanism", "GSSAPI", "--log-format", "xml", "--grant", "magic", "--drain-timeout", "0s",
-		"--kafka-tls-cert-file", "c.pem"}, env)
+		"--kafka-tls-cert-file", "c.pem", "--unrecognised-hold", "0s"}, env)
 	if err == nil {
 		t.Fatal("accepted")
 	}
 	msg := err.Error()
 	for _, want := range []string{"--brokers", "--ordering", "--max-in-flight", "--purchase-topic", "--member-onboarding-topic",
-		"--kafka-sasl-mechanism", "--log-format", "--grant", "--drain-timeout", "--client-id", "--kafka-tls-key-file"} {
+		"--kafka-sasl-mechanism", "--log-format", "--grant", "--drain-timeout", "--client-id", "--kafka-tls-key-file", "--unrecognised-hold"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error does not name %s:\n%s", want, msg)
 		}

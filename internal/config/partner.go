@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 )
@@ -24,6 +25,7 @@ type Partner struct {
 	accrualType, redemptionType             *choice[partnerprofile.DateType]
 	fractions                               *choice[partnerprofile.Fractions]
 	keyed                                   *choice[partnerprofile.Keyed]
+	txKey                                   *choice[partnerprofile.TransactionKey]
 	signJTI, tokenJTI                       *choice[partnerprofile.JTI]
 	signClaims                              *signClaimsFlag
 	legacy                                  partnerprofile.DateFormat
@@ -56,6 +58,9 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 			"such a refusal naming the field in errors.message (\"transactionDate: …\") or resultUrl's "+partnerprofile.FieldParam+" parameter holds records (the --partner-*-date-* or --partner-unset-keyed-fields setting is not the partner's) instead of writing error events")
 	fs.StringVar(&pr.AccrualType, "partner-accrual-type", pr.AccrualType, "transactionType of an accrual in lookup answers")
 	fs.StringVar(&pr.RedemptionType, "partner-redemption-type", pr.RedemptionType, "transactionType of a redemption in lookup answers")
+	p.txKey = defineChoice(fs, &pr.TransactionKey, "partner-transaction-key", pr.TransactionKey, partnerprofile.ParseTransactionKey,
+		"what identifies a transaction at the partner: id-and-type (an accrual and a redemption may share a transactionId, as in the simulator; a lookup finding the other kind holds the record) "+
+			"or id (one transaction per transactionId; a guarded write whose lookup finds the other kind is a BUSINESS error "+events.ReasonTransactionIDConflict+", never written)")
 	fs.Var(listFlag{&pr.AppliedStatuses}, "partner-applied-statuses",
 		"transaction statuses that mean applied, comma-separated")
 	fs.Var(listFlag{&pr.FailedStatuses}, "partner-failed-statuses",
@@ -101,7 +106,7 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 // PartnerFlags are the section's flags, which are also the keys of a
 // profile file (loyalty-sim --profile, or the bridge's --config).
 var PartnerFlags = []string{"partner-not-found-codes", "partner-member-not-found-codes", "partner-duplicate-codes", "partner-sign-refused-codes", "partner-wire-refused-codes", "partner-accrual-type", "partner-redemption-type",
-	"partner-applied-statuses", "partner-failed-statuses", "partner-accrual-date-format", "partner-accrual-date-type",
+	"partner-transaction-key", "partner-applied-statuses", "partner-failed-statuses", "partner-accrual-date-format", "partner-accrual-date-type",
 	"partner-redemption-date-format", "partner-redemption-date-type", "partner-unset-keyed-fields",
 	"partner-fractional-points", "partner-result-url-params", "partner-apply-window",
 	"partner-jwt-algorithm", "partner-jwt-issuer", "partner-sign-audience", "partner-sign-type", "partner-sign-lifetime", "partner-sign-jti",
@@ -125,6 +130,7 @@ func (p *Partner) Validate() error {
 		errs = append(errs, c.check(name))
 	}
 	errs = append(errs, p.fractions.check("partner-fractional-points"), p.keyed.check("partner-unset-keyed-fields"),
+		p.txKey.check("partner-transaction-key"),
 		p.accrualType.check("partner-accrual-date-type"), p.redemptionType.check("partner-redemption-date-type"),
 		p.signJTI.check("partner-sign-jti"), p.tokenJTI.check("partner-token-jti"))
 	if p.Profile.ApplyWindow <= 0 {

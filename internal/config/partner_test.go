@@ -30,6 +30,7 @@ partner-result-url-params: [errorCode]
 partner-accrual-date-type: string
 partner-redemption-date-type: number
 partner-unset-keyed-fields: "null"
+partner-transaction-key: id
 partner-jwt-algorithm: PS256
 partner-jwt-issuer: shop-1
 partner-sign-audience: loyalty
@@ -57,6 +58,7 @@ partner-apply-window: 5s
 		AccrualDateFormat: partnerprofile.DateISO8601, RedemptionDateFormat: partnerprofile.DateEpochMillis,
 		FractionalPoints: partnerprofile.FractionsRoundHalfUp, ResultURLParams: []string{"errorCode"}, ApplyWindow: 5 * time.Second,
 		AccrualDateType: partnerprofile.DateString, RedemptionDateType: partnerprofile.DateNumber, UnsetKeyed: partnerprofile.KeyedNull,
+		TransactionKey: partnerprofile.KeyID,
 		JWT: partnerprofile.JWT{Algorithm: "PS256", Issuer: "shop-1",
 			Sign:         partnerprofile.Claims{Audience: "loyalty", Type: "none", Lifetime: time.Minute, JTI: partnerprofile.JTITransactionID},
 			PartnerToken: partnerprofile.Claims{Audience: "none", Type: "pt", Lifetime: 90 * time.Second, JTI: partnerprofile.JTINone},
@@ -101,8 +103,9 @@ partner-apply-window: 5s
 		{name: "contradictions", args: []string{"--partner-not-found-codes", "X", "--partner-duplicate-codes", "X",
 			"--partner-accrual-type", "T", "--partner-redemption-type", "T", "--partner-failed-statuses", "SUCCESS",
 			"--partner-fractional-points", "floor", "--partner-redemption-date-format", "julian",
-			"--partner-sign-claims", "usedPoint:hex", "--partner-accrual-date-type", "date", "--partner-token-jti", "transaction-id"},
-			err: `--partner-sign-claims: sign claim "usedPoint:hex"|--partner-accrual-date-type "date"|partner token jti transaction-id|code "X" is both|same transactionType "T"|status "SUCCESS" is both|--partner-fractional-points "floor"|--partner-redemption-date-format "julian"`},
+			"--partner-sign-claims", "usedPoint:hex", "--partner-accrual-date-type", "date", "--partner-token-jti", "transaction-id",
+			"--partner-transaction-key", "type"},
+			err: `--partner-transaction-key "type"|--partner-sign-claims: sign claim "usedPoint:hex"|--partner-accrual-date-type "date"|partner token jti transaction-id|code "X" is both|same transactionType "T"|status "SUCCESS" is both|--partner-fractional-points "floor"|--partner-redemption-date-format "julian"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := parse(t, tc.args, env(tc.env))

@@ -43,6 +43,7 @@ type Processing struct {
 	Linger                  time.Duration
 	RecordAttempts          int
 	RecordBackoff           time.Duration
+	UnrecognisedHold        time.Duration
 	BreakerFailures         int
 	BreakerRatio            float64
 	BreakerOpen             time.Duration
@@ -78,6 +79,8 @@ func (p *Processing) Define(b *flagenv.Binder) {
 	fs.DurationVar(&p.Linger, "linger", pipeline.DefaultLinger, "producer linger")
 	fs.IntVar(&p.RecordAttempts, "record-attempts", bridge.DefaultRecordAttempts, "attempts per record at transient API failures while the circuit allows them, then TRANSIENT_EXHAUSTED")
 	fs.DurationVar(&p.RecordBackoff, "record-backoff", bridge.DefaultRetryBackoff, "base back-off between a record's attempts (full jitter)")
+	fs.DurationVar(&p.UnrecognisedHold, "unrecognised-hold", bridge.DefaultUnrecognisedHold,
+		"how long a record is held, nothing written and no attempt spent, on lookup answers the partner profile does not name (an unknown code, type or status; a transactionId found as the other kind), asking again with back-off up to a minute; then a retryable TRANSIENT_EXHAUSTED error event, reason UNRECOGNISED_ANSWER")
 	p.BreakerFailures = circuit.DefaultConsecutiveFailures
 	fs.Var(offInt{&p.BreakerFailures}, "breaker-failures",
 		"consecutive failed API attempts that open the circuit; off (or 0) turns the circuit breaker off altogether, ratio included: records are not held while the partner fails, each spends its --record-attempts and ends as an error event")
@@ -119,7 +122,7 @@ func (p *Processing) Validate() error {
 		name string
 		v    time.Duration
 	}{{"commit-interval", p.CommitInterval}, {"drain-timeout", p.DrainTimeout}, {"shutdown-timeout", p.ShutdownTimeout},
-		{"breaker-open-timeout", p.BreakerOpen}} {
+		{"breaker-open-timeout", p.BreakerOpen}, {"unrecognised-hold", p.UnrecognisedHold}} {
 		if d.v <= 0 {
 			bad("--%s %s: must be positive", d.name, d.v)
 		}
@@ -220,8 +223,8 @@ func (f offInt) Set(s string) error {
 
 // BuildBridge returns the bridge options the section sets.
 func (p *Processing) BuildBridge() bridge.Options {
-	return bridge.Options{RecordAttempts: p.RecordAttempts, RetryBackoff: p.RecordBackoff, Enrich: p.Enrich, IncludeOriginal: p.IncludeOriginal,
-		RefundKeyCheck: p.RefundKeyCheck}
+	return bridge.Options{RecordAttempts: p.RecordAttempts, RetryBackoff: p.RecordBackoff, UnrecognisedHold: p.UnrecognisedHold,
+		Enrich: p.Enrich, IncludeOriginal: p.IncludeOriginal, RefundKeyCheck: p.RefundKeyCheck}
 }
 
 // Delivery is the output guarantee: at-least-once, or exactly-once with

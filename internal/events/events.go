@@ -90,6 +90,20 @@ const (
 	// was called. A replay handles its records in one process and does not
 	// refuse it.
 	ReasonRefundKey = "REFUND_KEY"
+	// ReasonUnrecognisedAnswer: the record was held, nothing written, for
+	// as long as --unrecognised-hold, because the partner's lookup answers
+	// were not in the partner profile (an unknown code, transactionType or
+	// status, or the transactionId found as the other kind's transaction
+	// from a partner keyed by id and type); then TRANSIENT_EXHAUSTED,
+	// retryable: once the profile is fixed, a replay is guarded and reads
+	// the answer.
+	ReasonUnrecognisedAnswer = "UNRECOGNISED_ANSWER"
+	// ReasonTransactionIDConflict: an accrual or redemption whose
+	// transactionId the partner, keyed by id alone, holds as a transaction
+	// of the other kind (BUSINESS, not retryable): the partner says this
+	// one was not applied, and a write would collide with the other.
+	// Nothing was written.
+	ReasonTransactionIDConflict = "TRANSACTION_ID_CONFLICT"
 )
 
 // Event is an input event of one of the input topics. Implementations are

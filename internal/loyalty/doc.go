@@ -88,7 +88,11 @@
 // (applied, not applied, not found, the other kind, unrecognised, failed);
 // IsDuplicate reads a write's refusal. An answer the profile does not name
 // is an *UnrecognisedAnswerError: category TRANSIENT_EXHAUSTED, retryable,
-// not an API failure. ErrTransactionNotFound and ErrDuplicateTransaction
+// not an API failure. So is a transaction of the other kind found under
+// the transactionId when the profile keys transactions by id and type
+// (the default): the lookup shows one record, and the kind asked may be
+// the other one under the same id. Only a partner keyed by id alone makes
+// the other kind an answer (LookupOtherKind). ErrTransactionNotFound and ErrDuplicateTransaction
 // are only the simulator's defaults.
 //
 // Error strings name the endpoint, the HTTP status when there was one, and

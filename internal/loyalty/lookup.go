@@ -28,7 +28,10 @@ const (
 	// The error is the *BusinessError, for callers that report it.
 	LookupMemberNotFound
 	// LookupOtherKind: the transactionId names a transaction of the other
-	// kind (the profile's type of it); nothing of the kind asked.
+	// kind (the profile's type of it), and the profile keys transactions
+	// by id alone (partnerprofile.KeyID): nothing of the kind asked, and
+	// none can be written under that id. With id-and-type keying the
+	// other kind is LookupUnrecognised (FieldSharedID) instead.
 	LookupOtherKind
 	// LookupUnrecognised: an error code, transactionType or status that
 	// the profile does not name. The error is an
@@ -65,6 +68,12 @@ const (
 	// points and finds them no count (negative, or past int64 summed): the
 	// bridge's clawback slots.
 	FieldTransactionPoint = "transactionPoint"
+	// FieldSharedID names a lookup that found the transactionId as the
+	// other kind's transaction (Value: its transactionType) from a
+	// partner keyed by id and type: the kind asked may exist beside it,
+	// unseen, so nothing may be concluded (an order paid partly with
+	// points, its accrual and redemption under one id).
+	FieldSharedID = "sharedTransactionId"
 )
 
 // UnrecognisedAnswerError: a lookup answer whose error code,
@@ -75,12 +84,15 @@ const (
 // an API failure.
 type UnrecognisedAnswerError struct {
 	Op, Ref string
-	Field   string // FieldErrorCode, FieldTransactionType, FieldStatus or FieldTransactionPoint
+	Field   string // FieldErrorCode, FieldTransactionType, FieldStatus, FieldTransactionPoint or FieldSharedID
 	Value   string // as answered (at most 32 bytes and an ellipsis)
 	Err     error  // the *BusinessError of an unrecognised code, else nil
 }
 
 func (e *UnrecognisedAnswerError) Error() string {
+	if e.Field == FieldSharedID {
+		return fmt.Sprintf("%sthe transactionId names a transaction of the other kind (transactionType %q); with transactions keyed by id and type, the one asked may exist beside it unseen", prefix(e.Op, e.Ref), e.Value)
+	}
 	return fmt.Sprintf("%sanswer not in the partner profile: %s %q", prefix(e.Op, e.Ref), e.Field, e.Value)
 }
 
@@ -106,7 +118,10 @@ func IsUnrecognised(err error) bool {
 //   - err another *BusinessError: LookupUnrecognised and an
 //     *UnrecognisedAnswerError (FieldErrorCode) wrapping it.
 //   - any other err: LookupFailed, err.
-//   - t of the other kind's type: LookupOtherKind, nil.
+//   - t of the other kind's type: with p keying transactions by id alone,
+//     LookupOtherKind, nil; by id and type (the default),
+//     LookupUnrecognised (FieldSharedID), since the kind asked may exist
+//     under the same id and the lookup shows only one of them.
 //   - t of a type p does not name: LookupUnrecognised (FieldTransactionType).
 //   - t of kind with an applied status: LookupApplied; a failed status:
 //     LookupNotApplied; another: LookupUnrecognised (FieldStatus).
@@ -138,8 +153,10 @@ func ClassifyLookup(p partnerprofile.Profile, kind partnerprofile.Kind, t *Trans
 	switch k := p.KindOf(t.TransactionType); {
 	case k == 0:
 		return unrecognised(FieldTransactionType, t.TransactionType)
-	case k != kind:
+	case k != kind && p.Key() == partnerprofile.KeyID:
 		return LookupOtherKind, nil
+	case k != kind:
+		return unrecognised(FieldSharedID, t.TransactionType)
 	}
 	switch p.StatusOf(t.Status) {
 	case partnerprofile.StatusApplied:

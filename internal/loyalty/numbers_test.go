@@ -161,6 +161,8 @@ func TestSuccessEnvelope(t *testing.T) {
 func TestClassifyLookup(t *testing.T) {
 	other := partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND", "NO_TXN"}, AccrualType: "EARN", RedemptionType: "BURN",
 		AppliedStatuses: []string{"COMPLETED", "POSTED"}, FailedStatuses: []string{"FAILED"}}
+	otherByID := other
+	otherByID.TransactionKey = partnerprofile.KeyID
 	tx := func(typ, status string) *loyalty.Transaction {
 		return &loyalty.Transaction{TransactionID: "t", TransactionType: typ, Status: status}
 	}
@@ -182,7 +184,12 @@ func TestClassifyLookup(t *testing.T) {
 		{"default applied", partnerprofile.Profile{}, partnerprofile.Accrual, tx("ACCRUAL", "SUCCESS"), nil, loyalty.LookupApplied, "", nil},
 		{"default redemption", partnerprofile.Profile{}, partnerprofile.Redemption, tx("REDEMPTION", "SUCCESS"), nil, loyalty.LookupApplied, "", nil},
 		{"default not found", partnerprofile.Profile{}, partnerprofile.Accrual, nil, biz("TRANSACTION_NOT_FOUND", "", ""), loyalty.LookupNotFound, "", nil},
-		{"default other kind", partnerprofile.Profile{}, partnerprofile.Accrual, tx("REDEMPTION", "SUCCESS"), nil, loyalty.LookupOtherKind, "", nil},
+		// Keyed by id and type (the default), the other kind under the id
+		// may hide the kind asked: not understood, never "not applied".
+		{"default other kind", partnerprofile.Profile{}, partnerprofile.Accrual, tx("REDEMPTION", "SUCCESS"), nil, loyalty.LookupUnrecognised, "sharedTransactionId", nil},
+		{"default other kind, asked a redemption", partnerprofile.Profile{}, partnerprofile.Redemption, tx("ACCRUAL", "SUCCESS"), nil, loyalty.LookupUnrecognised, "sharedTransactionId", nil},
+		// Keyed by id alone, the id is the other kind's and nothing else.
+		{"id-keyed other kind", partnerprofile.Profile{TransactionKey: partnerprofile.KeyID}, partnerprofile.Redemption, tx("ACCRUAL", "SUCCESS"), nil, loyalty.LookupOtherKind, "", nil},
 		{"default, another partner's type", partnerprofile.Profile{}, partnerprofile.Accrual, tx("EARN", "SUCCESS"), nil, loyalty.LookupUnrecognised, "transactionType", nil},
 		{"default, empty type", partnerprofile.Profile{}, partnerprofile.Accrual, tx("", "SUCCESS"), nil, loyalty.LookupUnrecognised, "transactionType", nil},
 		{"default, another status", partnerprofile.Profile{}, partnerprofile.Accrual, tx("ACCRUAL", "PENDING"), nil, loyalty.LookupUnrecognised, "status", nil},
@@ -196,7 +203,8 @@ func TestClassifyLookup(t *testing.T) {
 			biz("MEMBER_NOT_FOUND", "", ""), loyalty.LookupUnrecognised, "errorCode", nil},
 		{"other applied", other, partnerprofile.Accrual, tx("EARN", "POSTED"), nil, loyalty.LookupApplied, "", nil},
 		{"other failed", other, partnerprofile.Accrual, tx("EARN", "FAILED"), nil, loyalty.LookupNotApplied, "", nil},
-		{"other other kind", other, partnerprofile.Redemption, tx("EARN", "PENDING"), nil, loyalty.LookupOtherKind, "", nil},
+		{"other other kind", other, partnerprofile.Redemption, tx("EARN", "PENDING"), nil, loyalty.LookupUnrecognised, "sharedTransactionId", nil},
+		{"other other kind, id-keyed", otherByID, partnerprofile.Redemption, tx("EARN", "PENDING"), nil, loyalty.LookupOtherKind, "", nil},
 		{"other not found in errorCode", other, partnerprofile.Accrual, nil, biz("404", "NO_TXN", ""), loyalty.LookupNotFound, "", nil},
 		{"other not found in name", other, partnerprofile.Accrual, nil, biz("", "", "TXN_NOT_FOUND"), loyalty.LookupNotFound, "", nil},
 		{"other, the default's code", other, partnerprofile.Accrual, nil, biz("TRANSACTION_NOT_FOUND", "", ""), loyalty.LookupUnrecognised, "errorCode", nil},

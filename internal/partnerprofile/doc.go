@@ -2,9 +2,10 @@
 // (../shared/spec/partner-loyalty-api.md) leaves open and a client must
 // nevertheless know: the error codes of "transaction not found" and
 // "duplicate transaction", the transactionType values of accruals and
-// redemptions, which transaction statuses mean applied (and which mean
-// failed), the wire encodings of the accrual and redemption
-// transactionDate (format and JSON type), whether an unset idNumber or
+// redemptions, whether a transaction is keyed by its transactionId alone
+// or by id and kind (TransactionKey), which transaction statuses mean
+// applied (and which mean failed), the wire encodings of the accrual and
+// redemption transactionDate (format and JSON type), whether an unset idNumber or
 // passportNumber is left out or sent as null, what a fractional point
 // value means, which query parameters of an error's resultUrl may be
 // published, and the claims of the two JWTs a partner signs (JWT: the

@@ -22,6 +22,7 @@ const (
 	DefaultFractionalPoints     = FractionsRefuse
 	DefaultRedemptionDateType   = DateString
 	DefaultUnsetKeyed           = KeyedAbsent
+	DefaultTransactionKey       = KeyIDAndType
 	DefaultSignRefusedCode      = "INVALID_SIGN"
 	// DefaultApplyWindow is ApplyWindow's default. The spec says nothing
 	// of when a write is applied, so this is an assumption, to be replaced
@@ -77,6 +78,41 @@ func ParseFractions(s string) (Fractions, error) {
 	return "", fmt.Errorf("fractional points %q: want refuse or round-half-up", s)
 }
 
+// TransactionKey says what identifies a point transaction at the
+// partner: the transactionId alone, or the transactionId and the kind.
+// The spec gives accrual and redemption separate endpoints, each taking a
+// "unique key of the partner transaction", and a lookup by transactionId
+// that answers one record carrying its transactionType; it does not say
+// whether one id may name an accrual and a redemption at once (an order
+// paid partly with points).
+type TransactionKey string
+
+// Transaction keys.
+const (
+	// KeyIDAndType: an accrual and a redemption are separate transactions
+	// even under one transactionId, and a lookup by the id shows one of
+	// them. Finding the other kind then says nothing about the kind asked,
+	// which may exist beside it unseen: the answer is not understood, and
+	// the bridge holds the record. The default: it is what the simulator
+	// does, and it is the reading that concludes nothing from the other
+	// kind, so a wrong guess of the partner's keying costs a hold, never
+	// an effect.
+	KeyIDAndType TransactionKey = "id-and-type"
+	// KeyID: one transaction per transactionId, whatever its kind. Finding
+	// the other kind says the kind asked was not applied and cannot be
+	// under that id: a write would collide with the other kind's.
+	KeyID TransactionKey = "id"
+)
+
+// ParseTransactionKey accepts id and id-and-type ("" gives "").
+func ParseTransactionKey(s string) (TransactionKey, error) {
+	switch k := TransactionKey(s); k {
+	case "", KeyIDAndType, KeyID:
+		return k, nil
+	}
+	return "", fmt.Errorf("transaction key %q: want id or id-and-type", s)
+}
+
 // Kind is the kind of a point transaction.
 type Kind int
 
@@ -112,6 +148,9 @@ type Profile struct {
 	// AccrualType and RedemptionType are the transactionType values of a
 	// lookup answer.
 	AccrualType, RedemptionType string
+	// TransactionKey is what identifies a transaction at the partner: what
+	// a lookup that finds the other kind under a transactionId means.
+	TransactionKey TransactionKey
 	// AppliedStatuses are the statuses of a transaction that took effect.
 	AppliedStatuses []string
 	// FailedStatuses are the statuses of a transaction recorded but not
@@ -207,6 +246,7 @@ func (p Profile) WithDefaults() Profile {
 	p.RedemptionDateType = p.RedemptionDateEncoding().Type
 	p.UnsetKeyed = p.Keyed()
 	p.ApplyWindow = p.Window()
+	p.TransactionKey = p.Key()
 	p.JWT = p.JWT.WithDefaults()
 	return p
 }
@@ -257,6 +297,9 @@ func (p Profile) Validate() error {
 		}
 	}
 	if _, err := ParseKeyed(string(p.UnsetKeyed)); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := ParseTransactionKey(string(p.TransactionKey)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := p.JWT.Validate(); err != nil {
@@ -392,6 +435,9 @@ func (p Profile) RedemptionDateEncoding() DateEncoding {
 
 // Keyed is how an unset idNumber or passportNumber goes.
 func (p Profile) Keyed() Keyed { return or(p.UnsetKeyed, DefaultUnsetKeyed) }
+
+// Key is what identifies a transaction at the partner.
+func (p Profile) Key() TransactionKey { return or(p.TransactionKey, DefaultTransactionKey) }
 
 // Fractions is what a fractional point value means.
 func (p Profile) Fractions() Fractions { return or(p.FractionalPoints, DefaultFractionalPoints) }

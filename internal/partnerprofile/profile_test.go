@@ -19,6 +19,7 @@ func TestZeroIsDefault(t *testing.T) {
 		AccrualType:      "ACCRUAL", RedemptionType: "REDEMPTION", AppliedStatuses: []string{"SUCCESS"},
 		AccrualDateFormat: partnerprofile.DateEpochMillis, RedemptionDateFormat: partnerprofile.DateISO8601,
 		RedemptionDateType: partnerprofile.DateString, UnsetKeyed: partnerprofile.KeyedAbsent,
+		TransactionKey: partnerprofile.KeyIDAndType,
 		JWT: partnerprofile.JWT{
 			Sign: partnerprofile.Claims{Audience: "/api-point/partner/v1/point-redemption-with-token", Type: "redemption-sign",
 				Lifetime: 2 * time.Minute, JTI: partnerprofile.JTIRandom},
@@ -36,7 +37,8 @@ func TestZeroIsDefault(t *testing.T) {
 			!p.IsMemberNotFound("MEMBER_NOT_FOUND") || p.IsMemberNotFound("") || p.IsMemberNotFound("TRANSACTION_NOT_FOUND") ||
 			p.KindOf("ACCRUAL") != partnerprofile.Accrual || p.KindOf("REDEMPTION") != partnerprofile.Redemption || p.KindOf("EARN") != 0 ||
 			p.StatusOf("SUCCESS") != partnerprofile.StatusApplied || p.StatusOf("FAILED") != partnerprofile.StatusUnknown ||
-			p.AccrualFormat() != partnerprofile.DateEpochMillis || p.Fractions() != partnerprofile.FractionsRefuse {
+			p.AccrualFormat() != partnerprofile.DateEpochMillis || p.Fractions() != partnerprofile.FractionsRefuse ||
+			p.Key() != partnerprofile.KeyIDAndType {
 			t.Errorf("%+v does not read as the default", p)
 		}
 	}
@@ -67,8 +69,10 @@ func TestValidate(t *testing.T) {
 			AppliedStatuses: []string{"OK"}, FailedStatuses: []string{"KO"}}, ""},
 		{"contradictions", partnerprofile.Profile{NotFoundCodes: []string{"X"}, DuplicateCodes: []string{"X", "Y"}, AccrualType: "T",
 			MemberNotFoundCodes: []string{"Y", ""},
-			RedemptionType:      "T", FailedStatuses: []string{"SUCCESS", " "}, AccrualDateFormat: "julian", FractionalPoints: "floor"},
-			`code "X" is both|code "Y" is both a member-not-found and a duplicate code|member-not-found codes: an empty entry|same transactionType "T"|status "SUCCESS" is both|failed statuses: an empty entry|accrual date format "julian"|fractional points "floor"`},
+			RedemptionType:      "T", FailedStatuses: []string{"SUCCESS", " "}, AccrualDateFormat: "julian", FractionalPoints: "floor",
+			TransactionKey: "type"},
+			`code "X" is both|code "Y" is both a member-not-found and a duplicate code|member-not-found codes: an empty entry|same transactionType "T"|status "SUCCESS" is both|failed statuses: an empty entry|accrual date format "julian"|fractional points "floor"|transaction key "type"`},
+		{"keyed by id alone", partnerprofile.Profile{TransactionKey: partnerprofile.KeyID}, ""},
 		{"empty result URL parameter", partnerprofile.Profile{ResultURLParams: []string{"errorCode", ""}}, "result URL parameters: an empty entry"},
 		{"negative apply window", partnerprofile.Profile{ApplyWindow: -time.Second}, "apply window -1s: must be positive"},
 		{"one type for both through the default", partnerprofile.Profile{RedemptionType: "ACCRUAL"}, `same transactionType "ACCRUAL"`},

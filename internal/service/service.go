@@ -226,6 +226,9 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 	// A grant that succeeds does not prove the API takes its tokens: the
 	// hold knows when it refuses them.
 	d.Health.Check("credentials", func(context.Context) error { return d.Hold.Health() })
+	// Records held on partner answers the profile does not name wait for
+	// someone to fix the profile: not ready, as for refused credentials.
+	d.Health.Check("partner-answers", func(context.Context) error { return s.bridge.Health() })
 	// Shared: every probe would otherwise be a registry request.
 	d.Health.Check("registry", telemetry.Shared(func(ctx context.Context) error {
 		_, err := d.Registry.Subjects(ctx)

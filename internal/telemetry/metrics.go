@@ -25,9 +25,10 @@ type Metrics struct {
 	APICalls         *prometheus.CounterVec   // endpoint, status (HTTP code, or "error")
 	APILatency       *prometheus.HistogramVec // endpoint
 	APIRetries       *prometheus.CounterVec   // endpoint
-	GuardLookups     *prometheus.CounterVec   // result: found, not_found, not_applied, unrecognised, error
+	GuardLookups     *prometheus.CounterVec   // result: found, not_found, not_applied, other_kind, unrecognised, error
 	// UnrecognisedAnswers counts partner answers the partner profile does
-	// not name, by field (errorCode, transactionType, status).
+	// not name, by field (errorCode, transactionType, status,
+	// transactionPoint, sharedTransactionId).
 	UnrecognisedAnswers *prometheus.CounterVec
 	AlreadyApplied      *prometheus.CounterVec // topic
 	LedgerAnswered      *prometheus.CounterVec // topic: duplicates answered from the transaction ledger
@@ -38,6 +39,7 @@ type Metrics struct {
 	CircuitState        prometheus.Gauge       // 0 closed, 1 half-open, 2 open
 	AuthFailures        prometheus.Counter     // attempts and probes refused for the credentials
 	AuthHeld            prometheus.Gauge       // 1 while records are held for refused credentials
+	HeldUnrecognised    prometheus.Gauge       // records held on lookup answers the partner profile does not name
 	InFlight            prometheus.Gauge
 	APICallsInFlight    prometheus.Gauge     // partner requests holding a call slot
 	ConcurrencyLimit    prometheus.Gauge     // the partner call limit in force (adaptive, or --max-in-flight)
@@ -73,8 +75,10 @@ func NewMetrics() *Metrics {
 		Name: "guard_lookups_total", Help: "Idempotency-guard lookups before a call that might repeat an earlier one."},
 		[]string{"result"})
 	m.UnrecognisedAnswers = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
-		Name: "unrecognised_answers_total", Help: "Lookup answers whose error code, transactionType or status the partner profile does not name (--partner-*): each holds its record as a transient failure, never written."},
+		Name: "unrecognised_answers_total", Help: "Lookup answers whose error code, transactionType or status the partner profile does not name (--partner-*), or that found the transactionId as the other kind's transaction from a partner keyed by id and type (field sharedTransactionId): each holds its record, never written (held_unrecognised_records)."},
 		[]string{"field"})
+	m.HeldUnrecognised = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
+		Name: "held_unrecognised_records", Help: "Records held now, nothing written, on lookup answers the partner profile does not name (unrecognised_answers_total by field); each ends as a retryable TRANSIENT_EXHAUSTED UNRECOGNISED_ANSWER error event after --unrecognised-hold."})
 	m.AlreadyApplied = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
 		Name: "already_applied_total", Help: "Records answered ALREADY_APPLIED instead of a second effect."}, []string{"topic"})
 	m.LedgerAnswered = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
@@ -104,7 +108,7 @@ func NewMetrics() *Metrics {
 		Name: "consumer_lag", Help: "High watermark minus committed offset, per partition."}, []string{"topic", "partition"})
 
 	for _, c := range []prometheus.Collector{m.RecordsConsumed, m.RecordsCompleted, m.ErrorEvents, m.APICalls,
-		m.APILatency, m.APIRetries, m.GuardLookups, m.UnrecognisedAnswers, m.AlreadyApplied, m.LedgerAnswered, m.RefundKeyMismatches, m.TokenRefreshes, m.CircuitState, m.AuthFailures, m.AuthHeld,
+		m.APILatency, m.APIRetries, m.GuardLookups, m.UnrecognisedAnswers, m.HeldUnrecognised, m.AlreadyApplied, m.LedgerAnswered, m.RefundKeyMismatches, m.TokenRefreshes, m.CircuitState, m.AuthFailures, m.AuthHeld,
 		m.InFlight, m.APICallsInFlight, m.ConcurrencyLimit, m.Held, m.CommittedOffset, m.Lag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)

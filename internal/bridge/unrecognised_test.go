@@ -1,0 +1,179 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
+)
+
+// statusPartner answers every lookup with its status of the moment, and
+// counts lookups and writes. Safe for concurrent use.
+type statusPartner struct {
+	partner // nil: a call not set up panics the test
+	mu      sync.Mutex
+	status  string
+	lookups int
+	writes  int
+}
+
+func (s *statusPartner) set(status string) {
+	s.mu.Lock()
+	s.status = status
+	s.mu.Unlock()
+}
+
+func (s *statusPartner) counts() (lookups, writes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lookups, s.writes
+}
+
+func (s *statusPartner) LookupTransaction(context.Context, loyalty.LookupRequest) (*loyalty.Transaction, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lookups++
+	return &loyalty.Transaction{TransactionType: redemptionType, Status: s.status, TransactionPoint: 5}, nil
+}
+
+func (s *statusPartner) Redeem(_ context.Context, r loyalty.RedemptionRequest) (*loyalty.RedemptionResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writes++
+	return &loyalty.RedemptionResult{UsedPoint: r.UsedPoint, BitReference: "B"}, nil
+}
+
+// held runs a guarded redemption (a Fresh record, say) through the attempt
+// policy of b in a goroutine of the bubble; its answer arrives on the
+// channel.
+func held(t *testing.T, b *Bridge, p partner) (<-chan error, *recordState) {
+	t.Helper()
+	h, err := handlerFor(&events.RedemptionRequested{TransactionID: "H-1", LoyaltyID: "L-1", UsedPoint: 5, Sign: ptr("s")}, prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &recordState{id: "H-1", guard: true}
+	ch := make(chan error, 1)
+	go func() {
+		_, err := b.policy(st, h)(t.Context(), p)
+		ch <- err
+	}()
+	return ch, st
+}
+
+// Held means held: a lookup answer the profile does not name (a status
+// here) holds the record with nothing written, for UnrecognisedHold, with
+// back-off, without spending its one attempt of budget, shown by the
+// gauge and readiness, and warned about once a minute at most; only then
+// is it a retryable TRANSIENT_EXHAUSTED error with reason
+// UNRECOGNISED_ANSWER.
+func TestUnrecognisedHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zapcore.DebugLevel)
+		m := telemetry.NewMetrics()
+		b := &Bridge{o: Options{RecordAttempts: 1, RetryBackoff: time.Second, UnrecognisedHold: 10 * time.Minute, Profile: prof, Metrics: m},
+			log: zap.New(core), now: time.Now}
+		p := &statusPartner{status: "PENDING"}
+		start := time.Now()
+		ch, st := held(t, b, p)
+		synctest.Wait()
+		if b.HeldUnrecognised() != 1 || !errors.Is(b.Health(), ErrHeldUnrecognised) || gauge(m.HeldUnrecognised) != 1 {
+			t.Fatalf("not shown held: %d, %v, gauge %v", b.HeldUnrecognised(), b.Health(), gauge(m.HeldUnrecognised))
+		}
+		time.Sleep(9*time.Minute + 59*time.Second)
+		synctest.Wait()
+		select {
+		case err := <-ch:
+			t.Fatalf("answered after %s of a 10m hold: %v", time.Since(start), err)
+		default:
+		}
+		lookups, writes := p.counts()
+		// Back-off doubling from 1s, capped at a minute: 1+2+…+32 s, then
+		// about one a minute (each 30–60 s).
+		if lookups < 8 || lookups > 25 || writes != 0 {
+			t.Fatalf("%d lookups, %d writes while held", lookups, writes)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		var err error
+		select {
+		case err = <-ch:
+		default:
+			t.Fatalf("still held after %s of a 10m hold", time.Since(start))
+		}
+		var rf *recordFailure
+		if !errors.As(err, &rf) || rf.cat != events.CategoryTransientExhausted || rf.reason != events.ReasonUnrecognisedAnswer ||
+			!retryable(rf.cat, err) || !loyalty.IsUnrecognised(err) {
+			t.Fatalf("err %v, want a retryable TRANSIENT_EXHAUSTED %s", err, events.ReasonUnrecognisedAnswer)
+		}
+		if _, writes := p.counts(); writes != 0 || st.attempts-st.free != 0 {
+			t.Fatalf("%d writes, %d attempts of budget spent", writes, st.attempts-st.free)
+		}
+		if b.HeldUnrecognised() != 0 || b.Health() != nil || gauge(m.HeldUnrecognised) != 0 {
+			t.Fatalf("still shown held: %d, %v, gauge %v", b.HeldUnrecognised(), b.Health(), gauge(m.HeldUnrecognised))
+		}
+		if got := gauge(m.UnrecognisedAnswers.WithLabelValues(loyalty.FieldStatus)); int(got) != p.lookups {
+			t.Errorf("unrecognised_answers_total{field=status} %v, want one per lookup (%d)", got, p.lookups)
+		}
+		warns := logs.FilterLevelExact(zapcore.WarnLevel).FilterField(zap.String("answered", "PENDING")).Len()
+		if warns < 1 || warns > 11 {
+			t.Errorf("%d warnings over 10 minutes, want one a minute at most", warns)
+		}
+	})
+}
+
+// A held record whose answer becomes one the profile names (a pending
+// status settles) is answered by it, and leaves the hold: here found
+// applied, with nothing written.
+func TestUnrecognisedHoldSettles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := telemetry.NewMetrics()
+		b := &Bridge{o: Options{RecordAttempts: 1, RetryBackoff: time.Second, UnrecognisedHold: 10 * time.Minute, Profile: prof, Metrics: m},
+			log: zap.NewNop(), now: time.Now}
+		p := &statusPartner{status: "PENDING"}
+		ch, _ := held(t, b, p)
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		if b.HeldUnrecognised() != 1 {
+			t.Fatal("not held")
+		}
+		p.set(appliedStatus)
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatalf("err %v, want ALREADY_APPLIED", err)
+			}
+		default:
+			t.Fatal("still held after the answer settled")
+		}
+		if _, writes := p.counts(); writes != 0 || b.HeldUnrecognised() != 0 || gauge(m.HeldUnrecognised) != 0 {
+			t.Fatalf("%d writes, %d held", writes, b.HeldUnrecognised())
+		}
+	})
+}
+
+// gauge reads a gauge's or counter's value.
+func gauge(c prometheus.Metric) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	if m.Gauge != nil {
+		return m.GetGauge().GetValue()
+	}
+	return m.GetCounter().GetValue()
+}
