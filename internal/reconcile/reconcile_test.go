@@ -472,7 +472,9 @@ func TestReconcileFollowsThePartnerProfile(t *testing.T) {
 // A record the partner holds with a failed status took no effect: against
 // a result it is NOT_APPLIED (not MISSING: the partner has the
 // transactionId), against error events only it agrees. A transactionId
-// that names a transaction of the other kind is no such transaction.
+// that names a transaction of the other kind is no such transaction from
+// a partner keyed by id alone (keyed by id and type, the default, the
+// answer is not recognised: the accrual may be beside it).
 func TestReconcileNotApplied(t *testing.T) {
 	h := newHarness(t)
 	purchase := h.topics.Purchase
@@ -486,7 +488,8 @@ func TestReconcileNotApplied(t *testing.T) {
 	h.result(src, acc, "A-other", events.OutcomeApplied, time.Time{}, nil)
 	// The simulator's applied status is this partner's failed one.
 	r := h.reconciler(func(o *reconcile.Options) {
-		o.Profile = partnerprofile.Profile{AppliedStatuses: []string{"COMPLETED"}, FailedStatuses: []string{partnerprofile.DefaultAppliedStatus}}
+		o.Profile = partnerprofile.Profile{AppliedStatuses: []string{"COMPLETED"}, FailedStatuses: []string{partnerprofile.DefaultAppliedStatus},
+			TransactionKey: partnerprofile.KeyID}
 	})
 	rep, err := r.Run(context.Background(), reconcile.Request{Inputs: []string{purchase}, Since: time.Now().Add(-time.Hour)})
 	if err != nil {
