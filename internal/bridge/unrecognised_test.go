@@ -25,6 +25,7 @@ type statusPartner struct {
 	partner // nil: a call not set up panics the test
 	mu      sync.Mutex
 	status  string
+	fail    error // answered instead, when set
 	lookups int
 	writes  int
 }
@@ -32,6 +33,12 @@ type statusPartner struct {
 func (s *statusPartner) set(status string) {
 	s.mu.Lock()
 	s.status = status
+	s.mu.Unlock()
+}
+
+func (s *statusPartner) failWith(err error) {
+	s.mu.Lock()
+	s.fail = err
 	s.mu.Unlock()
 }
 
@@ -45,6 +52,9 @@ func (s *statusPartner) LookupTransaction(context.Context, loyalty.LookupRequest
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lookups++
+	if s.fail != nil {
+		return nil, s.fail
+	}
 	return &loyalty.Transaction{TransactionType: redemptionType, Status: s.status, TransactionPoint: 5}, nil
 }
 
@@ -176,4 +186,37 @@ func gauge(c prometheus.Metric) float64 {
 		return m.GetGauge().GetValue()
 	}
 	return m.GetCounter().GetValue()
+}
+
+// Attempts made while held are not the record's budget: a record held a
+// while, whose lookups then fail transiently, still gets its
+// RecordAttempts at those failures, and leaves the hold meanwhile.
+func TestHeldAttemptsSpendNoBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := telemetry.NewMetrics()
+		b := &Bridge{o: Options{RecordAttempts: 3, RetryBackoff: time.Second, UnrecognisedHold: 10 * time.Minute, Profile: prof, Metrics: m},
+			log: zap.NewNop(), now: time.Now}
+		p := &statusPartner{status: "PENDING"}
+		ch, st := held(t, b, p)
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		heldLookups, _ := p.counts()
+		if heldLookups < 3 || b.HeldUnrecognised() != 1 {
+			t.Fatalf("%d lookups, %d held", heldLookups, b.HeldUnrecognised())
+		}
+		p.failWith(&loyalty.TransientError{Op: "lookup-transaction", Status: 503})
+		var err error
+		select {
+		case err = <-ch:
+		case <-time.After(5 * time.Minute):
+			t.Fatal("no answer 5 minutes after the failures began")
+		}
+		lookups, writes := p.counts()
+		if !transient(err) || loyalty.IsUnrecognised(err) || lookups-heldLookups != 3 || writes != 0 {
+			t.Fatalf("err %v after %d failed lookups (want 3, the budget) and %d writes", err, lookups-heldLookups, writes)
+		}
+		if st.attempts != lookups || b.HeldUnrecognised() != 0 || gauge(m.HeldUnrecognised) != 0 {
+			t.Fatalf("attempts %d of %d lookups; %d held", st.attempts, lookups, b.HeldUnrecognised())
+		}
+	})
 }
