@@ -68,15 +68,36 @@
 // What a lookup answer means is the partner profile's (Options.Profile, a
 // partnerprofile.Profile read by loyalty.ClassifyLookup), never a string of
 // the bridge's own: its not-found and duplicate codes, its transactionType
-// of each kind, its applied and failed statuses. Found applied means the
-// kind asked with an applied status; a failed status, the other kind or a
-// not-found code mean not applied. An answer the profile does not name (an
-// unknown code, type or status) is not guessed at: the attempt fails
-// transiently, nothing is written, and the record is retried under the
-// budget and the circuit, then reported TRANSIENT_EXHAUSTED (retryable),
-// with loyalty_bridge_unrecognised_answers_total{field} and a warning
-// naming the field and value. A refund's lookup of its original reads the
-// same way.
+// of each kind, its applied and failed statuses, whether it keys
+// transactions by id alone or by id and type. Found applied means the kind
+// asked with an applied status; a failed status or a not-found code mean
+// not applied. The other kind found under the transactionId (an order paid
+// partly with points: its accrual and redemption share the id) never
+// means not applied. Keyed by id and type (the default, the simulator's),
+// the partner may hold both and the lookup shows one, so it says nothing
+// of the kind asked: an answer not understood, as below (field
+// sharedTransactionId). Keyed by id alone, the partner holds only the
+// other: the guarded write is a BUSINESS error TRANSACTION_ID_CONFLICT (not
+// retryable; nothing written, since a write would collide with the other,
+// and no wait would change that), a refund's original ORIGINAL_NOT_FOUND,
+// a clawback slot CLAWBACK_CONFLICT.
+//
+// An answer the profile does not name (an unknown code, type or status,
+// or the shared id above) is not guessed at: the record is held. Nothing
+// is written, the guard stays armed, and the attempt is made again after a
+// back-off (doubling from RetryBackoff, capped at a minute, half
+// jittered) through pipeline.Wait, so the held record keeps its key's lane
+// and its place in the commit order but no in-flight slot, and spends no
+// attempt of its budget, as in the auth hold. A held record shows in
+// loyalty_bridge_held_unrecognised_records and Bridge.Health (the
+// service's /readyz check partner-answers), each answer in
+// loyalty_bridge_unrecognised_answers_total{field}, and a warning names the
+// field and value, once a minute at most per pair. An answer the profile
+// names ends the hold (a pending status that settles is read as it is
+// then); after UnrecognisedHold (default 15 minutes) from the first such
+// answer, the record is a retryable TRANSIENT_EXHAUSTED error event with
+// reason UNRECOGNISED_ANSWER. A refund's lookup of its original and of its
+// clawback slots reads the same way.
 // Onboarding has no idempotency key: an ambiguous onboarding is not retried
 // but reported (TRANSIENT_EXHAUSTED, retryable) so that an operator checks
 // before replaying it.
@@ -271,7 +292,8 @@
 //   - pure per-event handlers (handlers.go): (ctx, event, partner) →
 //     outcome or error; they build requests and map answers, nothing else;
 //   - the attempt policy (policy.go), wrapped around a handler the way
-//     middleware wraps an HTTP handler: retry (budget, back-off), auth
+//     middleware wraps an HTTP handler: retry (budget, back-off, the
+//     unrecognised hold), auth
 //     hold (refused credentials), circuit (admission, health) and guard (lookups before writes that may repeat
 //     an earlier one, duplicate answers), in that order, outermost first.
 //

@@ -79,8 +79,8 @@ const (
 // UnrecognisedAnswerError: a lookup answer whose error code,
 // transactionType or status the partner profile does not name. The
 // partner answered, but what it means is unknown: the bridge holds the
-// record as a transient failure (retried, never written) until the profile
-// is fixed, rather than guess. Category TRANSIENT_EXHAUSTED, retryable; not
+// record (asked again, never written) for a bounded time, rather than
+// guess. Category TRANSIENT_EXHAUSTED, retryable; not
 // an API failure.
 type UnrecognisedAnswerError struct {
 	Op, Ref string
