@@ -76,10 +76,13 @@ func Example() {
 }
 
 // A lookup answer means what the partner profile says, and nothing else:
-// an answer it does not name is unrecognised, never guessed at.
+// an answer it does not name is unrecognised, never guessed at. This
+// partner keys transactions by id alone, so a BURN under the id asked for
+// an accrual is all there is; keyed by id and type (the default), it would
+// be unrecognised too (sharedTransactionId).
 func ExampleClassifyLookup() {
 	partner := partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND"}, AccrualType: "EARN", RedemptionType: "BURN",
-		AppliedStatuses: []string{"COMPLETED"}, FailedStatuses: []string{"FAILED"}}
+		AppliedStatuses: []string{"COMPLETED"}, FailedStatuses: []string{"FAILED"}, TransactionKey: partnerprofile.KeyID}
 	answers := []struct {
 		t   *loyalty.Transaction
 		err error
