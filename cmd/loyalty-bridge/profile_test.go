@@ -13,7 +13,8 @@ import (
 // profile), and `loyalty-bridge replay` after an outage: configured to
 // match through LOYALTY_BRIDGE_PARTNER_*, the guard finds the applied
 // purchases and applies the lost ones; configured not to, every record is
-// held (a retryable error again) and not one accrual is sent.
+// held (for --unrecognised-hold, then a retryable error again) and not
+// one accrual is sent.
 func TestReplayFollowsThePartnerProfile(t *testing.T) {
 	other := partnerprofile.Profile{NotFoundCodes: []string{"TXN_NOT_FOUND"}, DuplicateCodes: []string{"TXN_DUPLICATE"},
 		AccrualType: "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED"}}
@@ -36,7 +37,8 @@ func TestReplayFollowsThePartnerProfile(t *testing.T) {
 			applied, lost := ids("pa", 4), ids("pl", 4)
 			s.outage(t, func(c *config.Config) { c.Partner.Profile = other }, applied, lost)
 			calls := s.st.Sim.TotalCalls(sim.EndpointAccrual)
-			code, out, errs := s.cli(t, "replay", "--from-errors", s.topics.Purchase+".error", "--record-backoff", "1ms", "--rate", "200/s")
+			code, out, errs := s.cli(t, "replay", "--from-errors", s.topics.Purchase+".error", "--record-backoff", "1ms", "--rate", "200/s",
+				"--unrecognised-hold", "200ms")
 			if !match {
 				if code != 1 || outcome(t, out, "error TRANSIENT_EXHAUSTED") != 8 || outcome(t, out, "APPLIED") != 0 {
 					t.Errorf("replay with the simulator's defaults against another partner: exit %d\n%s\n%s", code, out, errs)
