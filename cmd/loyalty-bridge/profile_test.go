@@ -35,7 +35,7 @@ func TestReplayFollowsThePartnerProfile(t *testing.T) {
 				}
 			}
 			applied, lost := ids("pa", 4), ids("pl", 4)
-			s.outage(t, func(c *config.Config) { c.Partner.Profile = other }, applied, lost)
+			s.outage(t, func(c *config.Config) { c.Partner.Profile = other.WithDefaults() }, applied, lost)
 			calls := s.st.Sim.TotalCalls(sim.EndpointAccrual)
 			code, out, errs := s.cli(t, "replay", "--from-errors", s.topics.Purchase+".error", "--record-backoff", "1ms", "--rate", "200/s",
 				"--unrecognised-hold", "200ms")

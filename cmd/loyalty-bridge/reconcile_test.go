@@ -206,7 +206,7 @@ func TestReconcileFollowsThePartnerProfile(t *testing.T) {
 		AccrualType: "EARN", RedemptionType: "BURN", AppliedStatuses: []string{"COMPLETED"}}
 	s := newOpsStack(t, sim.Options{Profile: other})
 	s.envs["LOYALTY_BRIDGE_API_PARTNER_KEY"], s.envs["LOYALTY_BRIDGE_API_PARTNER_KEY_ID"] = s.st.PartnerKeyPath, s.st.PartnerKeyID
-	stop := s.live(t, func(c *config.Config) { c.Partner.Profile = other })
+	stop := s.live(t, func(c *config.Config) { c.Partner.Profile = other.WithDefaults() })
 	s.produce(t, nil, "P-0", "P-1", "P-2")
 	s.replies(t, s.topics.Purchase+".result", 3) // before F-0, its refund, is read (see TestReconcile)
 	refunds, m, now := s.topics.RefundRedemption, sim.MemberID, time.Now()
