@@ -112,7 +112,7 @@ func (l *Ledger) Lookup(ctx context.Context, rec *kgo.Record, assignment uint64,
 	if err := l.restore(ctx, s, assignment); err != nil {
 		return nil, err
 	}
-	return s.get(Key(kind, transactionID), l.o.Now().Add(-l.o.Window)), nil
+	return s.get(Key(kind, transactionID), l.o.Now().Add(-l.o.Window), l.o.Window), nil
 }
 
 // Intend records that a write of e's transaction is about to be sent, and
@@ -128,7 +128,7 @@ func (l *Ledger) Intend(ctx context.Context, rec *kgo.Record, e Entry) error {
 	if err := l.o.Client.ProduceSync(ctx, r).FirstErr(); err != nil {
 		return fmt.Errorf("ledger: intent of %s: %w", Key(e.Kind, e.TransactionID), err)
 	}
-	l.store(rec.Topic, rec.Partition).put(&e)
+	l.store(rec.Topic, rec.Partition).put(string(r.Key), string(r.Value))
 	return nil
 }
 
@@ -142,7 +142,7 @@ func (l *Ledger) Settle(rec *kgo.Record, e Entry) (*kgo.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.store(rec.Topic, rec.Partition).put(&e)
+	l.store(rec.Topic, rec.Partition).put(string(r.Key), string(r.Value))
 	return r, nil
 }
 
@@ -177,7 +177,7 @@ func (l *Ledger) Covers(rec *kgo.Record) bool {
 	s := l.store(rec.Topic, rec.Partition)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.restored && !s.firstAt.IsZero() && rec.Timestamp.After(s.firstAt.Add(RolloutMargin))
+	return s.restored && s.firstAt != 0 && rec.Timestamp.UnixMilli() > s.firstAt+RolloutMargin.Milliseconds()
 }
 
 func (l *Ledger) store(topic string, partition int32) *store {
@@ -186,7 +186,7 @@ func (l *Ledger) store(topic string, partition int32) *store {
 	defer l.mu.Unlock()
 	s := l.stores[k]
 	if s == nil {
-		s = &store{name: k, entries: map[string]*Entry{}}
+		s = &store{name: k, entries: map[string]string{}}
 		l.stores[k] = s
 	}
 	return s
@@ -256,6 +256,11 @@ func (l *Ledger) read(ctx context.Context, s *store, from int64) (next int64, re
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.o.Topic: {partition: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(100 * time.Millisecond),
+		// A restore reads one partition as fast as it can: large fetches
+		// (the defaults, 1 MiB a partition, take a round trip per 5,000
+		// entries).
+		kgo.FetchMaxPartitionBytes(16 << 20),
+		kgo.FetchMaxBytes(32 << 20),
 	}, l.o.ReaderOpts...)
 	l.newClient.Lock()
 	cl, err := kgo.NewClient(opts...)
@@ -265,7 +270,7 @@ func (l *Ledger) read(ctx context.Context, s *store, from int64) (next int64, re
 	}
 	defer cl.Close()
 	next = from
-	now := l.o.Now()
+	since := l.o.Now().Add(-l.o.Window).UnixMilli()
 	for next < end {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -280,15 +285,12 @@ func (l *Ledger) read(ctx context.Context, s *store, from int64) (next int64, re
 			for _, r := range fp.Records {
 				next = r.Offset + 1
 				records++
-				e, err := decode(r.Key, r.Value)
-				if err != nil {
-					// Not ours to read (a newer version's): skipped, and
-					// said once per read.
+				// Another input topic's, past the window, or not ours
+				// to read (a newer version's): skipped.
+				if _, _, err := parseKey(r.Key); err != nil || !valueOf(r.Value, topic, since) {
 					continue
 				}
-				if e.Topic == topic && now.Sub(e.At) < l.o.Window {
-					s.put(e)
-				}
+				s.put(string(r.Key), string(r.Value))
 			}
 			// Only aborted records and transaction markers lie between
 			// the last record and a stable end at or past ours.
@@ -316,7 +318,10 @@ func (l *Ledger) end(ctx context.Context, partition int32) (int64, error) {
 	return o.Offset, nil
 }
 
-// store is what the process keeps of one input partition's entries.
+// store is what the process keeps of one input partition's entries: each
+// transaction's latest record value (the bytes, about 100 of them; a
+// decoded Entry with its strings and pointers took four times the memory
+// and the garbage collector's time), keyed by the record key.
 type store struct {
 	mu         sync.Mutex
 	name       storeKey
@@ -324,57 +329,63 @@ type store struct {
 	assignment uint64
 	running    chan struct{} // closed when the read in progress ends
 	next       int64         // next ledger offset to read
-	entries    map[string]*Entry
-	// firstAt is the earliest entry seen: the ledger speaks for the
-	// partition's records produced well after it (Covers).
-	firstAt time.Time
-	// order is the keys by when they were put, to forget entries past the
-	// window without scanning.
-	order []aged
+	entries    map[string]string
+	// firstAt is the earliest entry's time (Unix ms): the ledger speaks
+	// for the partition's records produced well after it (Covers).
+	firstAt int64
+	// scanned is when entries past the window were last forgotten (Unix
+	// ms of the window's start then): a scan of every entry, at most once
+	// per scanEvery of the window's movement.
+	scanned int64
 }
 
-type aged struct {
-	key string
-	at  time.Time
-}
+// scanShare: the entries are scanned for old ones each time the window
+// has moved by this share of itself (a 24 h window: every hour), so an
+// entry outlives the window by that much at most.
+const scanShare = 24
 
 func (s *store) key() (string, int32) { return s.name.topic, s.name.partition }
 func (s *store) topic() string        { return s.name.topic + "/" + strconv.Itoa(int(s.name.partition)) }
 
-func (s *store) put(e *Entry) {
-	k := Key(e.Kind, e.TransactionID)
+// put keeps value as key's latest state.
+func (s *store) put(key, value string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old := s.entries[k]; old != nil && old.State == Settled && e.State == Intent {
+	if old, ok := s.entries[key]; ok && valueState(old) == stateSettled && valueState(value) == stateIntent {
 		// A late-read intent never hides its settled outcome.
 		return
 	}
-	s.entries[k] = e
-	s.order = append(s.order, aged{key: k, at: e.At})
-	if s.firstAt.IsZero() || e.At.Before(s.firstAt) {
-		s.firstAt = e.At
+	s.entries[key] = value
+	if at := valueAt(value); s.firstAt == 0 || at < s.firstAt {
+		s.firstAt = at
 	}
 }
 
-// get returns key's entry unless it was made before since; it forgets
-// every entry made before since on the way.
-func (s *store) get(key string, since time.Time) *Entry {
+// get returns key's entry unless it was made before since, forgetting
+// every entry made before since once the window has moved enough.
+func (s *store) get(key string, since time.Time, window time.Duration) *Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for n < len(s.order) && s.order[n].at.Before(since) {
-		if e := s.entries[s.order[n].key]; e != nil && e.At.Before(since) {
-			delete(s.entries, s.order[n].key)
+	from := since.UnixMilli()
+	if from-s.scanned >= window.Milliseconds()/scanShare {
+		for k, v := range s.entries {
+			if valueAt(v) < from {
+				delete(s.entries, k)
+			}
 		}
-		n++
+		s.scanned = from
 	}
-	if n > 0 {
-		s.order = s.order[n:]
-	}
-	e := s.entries[key]
-	if e == nil || e.At.Before(since) {
+	v, ok := s.entries[key]
+	if !ok || valueAt(v) < from {
 		return nil
 	}
-	c := *e
-	return &c
+	kind, id, err := parseKey([]byte(key))
+	if err != nil {
+		return nil
+	}
+	e, err := decodeValue(kind, id, []byte(v))
+	if err != nil {
+		return nil // only values encode made are kept
+	}
+	return e
 }
