@@ -48,13 +48,13 @@ const (
 // Entry is one transaction's latest state. Only ids, points and the
 // partner's references: never personal data.
 type Entry struct {
-	Kind          Kind  
+	Kind          Kind
 	TransactionID string
-	State         State 
+	State         State
 	// Where the record came from.
 	Topic     string
-	Partition int32 
-	Offset    int64 
+	Partition int32
+	Offset    int64
 	// At is when the entry was made: for an intent, when its write was
 	// about to be sent.
 	At time.Time
