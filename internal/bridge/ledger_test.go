@@ -244,3 +244,74 @@ func TestLedgerTellsTwinRefundsApart(t *testing.T) {
 		}
 	}
 }
+
+// Duplicated input at volume: a tenth of the purchases sent twice by their
+// producer, the second copy at a later offset and stamped hours after the
+// first, both members' worth of work through the pipeline against a
+// partner that applies repeats: no second effect and no extra partner
+// call. BRIDGE_TEST_SCALE=10 runs the 50,000.
+func TestLedgerDuplicatedInputAtVolume(t *testing.T) {
+	n := scale(5000)
+	s := newStack(t, stackOpts{sim: sim.Options{DuplicatePolicy: sim.DuplicateApply, Members: 200}, partitions: 8})
+	l, part := s.withLedger("volume")
+	out := s.follow()
+	s.start(memberOpts{bridge: s.bridge(func(o *bridge.Options) { o.Ledger = l }), group: "volume",
+		maxInFlight: 128, clientOpts: []kgo.Opt{part}})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	first := time.Now().Add(-3 * time.Hour)
+	send := func(i int, ts time.Time) {
+		id := fmt.Sprintf("v-%d", i)
+		ev := purchase(id, 1+i%200, 10_000)
+		v, err := s.codec.Encode(topics.Purchase, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.Produce(ctx, &kgo.Record{Topic: topics.Purchase, Key: []byte(ev.LoyaltyID), Value: v, Timestamp: ts}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce %s: %v", id, err)
+			}
+		})
+	}
+	for i := range n {
+		send(i, first)
+	}
+	for i := 9; i < n; i += 10 { // a tenth sent again, further on, hours later
+		send(i, time.Now())
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Minute, func() string {
+		if got, want := out.count(), n+n/10; got < want {
+			return fmt.Sprintf("%d of %d replies", got, want)
+		}
+		return ""
+	})
+	if over := s.sim.EffectsOver(1); len(over) > 0 {
+		t.Errorf("%d transactions applied more than once", len(over))
+	}
+	if got := s.sim.Calls(sim.EndpointAccrual, http.StatusOK); got != n {
+		t.Errorf("%d accrual calls for %d purchases: %d extra", got, n, got-n)
+	}
+	if calls := s.sim.TotalCalls(sim.EndpointLookup); calls != 0 {
+		t.Errorf("%d lookups: a settled duplicate needs none", calls)
+	}
+	dups := 0
+	for i := 9; i < n; i += 10 {
+		rs := out.get(fmt.Sprintf("v-%d", i))
+		if len(rs) == 2 && rs[1].outcome() == string(events.OutcomeAlreadyApplied) {
+			dups++
+		}
+	}
+	if dups != n/10 {
+		t.Errorf("%d of %d second copies answered ALREADY_APPLIED", dups, n/10)
+	}
+	t.Logf("%d purchases, %d sent twice: %d accrual calls, %d transactions applied more than once",
+		n, n/10, s.sim.Calls(sim.EndpointAccrual, http.StatusOK), len(s.sim.EffectsOver(1)))
+}

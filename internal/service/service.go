@@ -269,7 +269,7 @@ func (d *Deps) buildLedger(ctx context.Context) error {
 	}
 	d.KafkaOpts = append(d.KafkaOpts, kgo.RecordPartitioner(ledger.Partitioner(lc.Topic)))
 	// An intent is waited for before its write is sent: no linger.
-	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), d.KafkaOpts...), kgo.ProducerLinger(0))...)
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), d.KafkaOpts...), kgo.ProducerLinger(time.Millisecond))...)
 	if err != nil {
 		return fmt.Errorf("ledger client: %w", err)
 	}
