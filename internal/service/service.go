@@ -268,7 +268,10 @@ func (d *Deps) buildLedger(ctx context.Context) error {
 		return nil
 	}
 	d.KafkaOpts = append(d.KafkaOpts, kgo.RecordPartitioner(ledger.Partitioner(lc.Topic)))
-	// An intent is waited for before its write is sent: no linger.
+	// An intent is waited for before its write is sent, so it lingers
+	// little; but not 0: with no linger each intent was a produce request
+	// of its own (loyalty-bench, 256 in flight: 2,787 records/s at 0,
+	// 4,533 at 1 ms, on a busier machine).
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), d.KafkaOpts...), kgo.ProducerLinger(time.Millisecond))...)
 	if err != nil {
 		return fmt.Errorf("ledger client: %w", err)
