@@ -318,7 +318,9 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 			mt.LedgerAnswered.WithLabelValues(rec.Topic).Inc()
 		}
 		b.log.Debug("answered from the transaction ledger", zap.String("transactionId", j.st.id))
-		return b.success(j, answered(j, settled))
+		// Its settled entry again: in exactly-once mode the first one may
+		// have been in a round that aborted after this process kept it.
+		return b.succeeded(j, lg, answered(j, settled))
 	}
 	p := clientPartner{c: b.o.Client, signer: b.o.Signer, prof: b.o.Profile,
 		wire: wireCheck{prof: b.o.Profile, accepted: &b.wireAccepted, st: &j.st}}
@@ -342,6 +344,11 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 	if memberEvent(ev) {
 		b.enrich(ctx, p, r)
 	}
+	return b.succeeded(j, lg, r)
+}
+
+// succeeded is j's result record and, with a ledger, its settled entry.
+func (b *Bridge) succeeded(j *job, lg *ledgered, r *events.LoyaltyResult) ([]*kgo.Record, error) {
 	outs, err := b.success(j, r)
 	if err == nil && lg != nil {
 		lr, lerr := lg.settle(r)
