@@ -192,6 +192,16 @@ func (l *Ledger) store(topic string, partition int32) *store {
 	return s
 }
 
+// Forget drops what the process keeps of an input partition (it was
+// revoked or lost), so that memory holds the windows of the partitions
+// the process owns, not of every one it ever did. A later Lookup reads the
+// partition again from the start.
+func (l *Ledger) Forget(topic string, partition int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.stores, storeKey{topic, partition})
+}
+
 // Size is the number of entries kept for an input partition.
 func (l *Ledger) Size(topic string, partition int32) int {
 	s := l.store(topic, partition)

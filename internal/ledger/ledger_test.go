@@ -167,6 +167,14 @@ func TestLedgerCatchesUpOnAssignment(t *testing.T) {
 	if e := w.lookup(t, a, 0, 3, ledger.Accrual, "p-1"); e == nil || e.State != ledger.Settled {
 		t.Fatalf("the writer's settled entry after reading its intent back: %+v", e)
 	}
+	// Revoked: forgotten, memory freed; asked again, read again.
+	b.Forget(w.input, 0)
+	if n := b.Size(w.input, 0); n != 0 {
+		t.Fatalf("%d entries kept after Forget", n)
+	}
+	if e := w.lookup(t, b, 0, 2, ledger.Accrual, "p-1"); e == nil {
+		t.Fatal("after Forget, the partition was not read again")
+	}
 }
 
 // Entries older than the window are forgotten, read back or kept.

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
 )
@@ -70,6 +71,22 @@ func (o *metricsObserver) Assigned(topic string, partitions []int32, assigned, _
 		}
 		delete(o.owned[topic], p)
 		o.m.ForgetPartition(topic, p)
+	}
+}
+
+// ledgerObserver lets the ledger forget the partitions the member no
+// longer owns (revoked or lost).
+type ledgerObserver struct {
+	pipeline.NopObserver
+	l *ledger.Ledger
+}
+
+func (o ledgerObserver) Assigned(topic string, partitions []int32, assigned, _ bool) {
+	if assigned {
+		return
+	}
+	for _, p := range partitions {
+		o.l.Forget(topic, p)
 	}
 }
 

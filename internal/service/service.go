@@ -203,6 +203,9 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 	kp := kprom.NewMetrics("loyalty_bridge_kafka", kprom.Registerer(d.Metrics.Registry), kprom.Gatherer(d.Metrics.Registry))
 	s.owner = &metricsObserver{m: d.Metrics, joined: &s.joined, inputs: cfg.Topics.Build().Inputs(), covered: make(chan struct{})}
 	obs := observers{s.owner}
+	if d.Ledger != nil {
+		obs = append(obs, ledgerObserver{l: d.Ledger})
+	}
 	if o.Observer != nil {
 		obs = append(obs, o.Observer)
 	}
