@@ -16,8 +16,9 @@
 // redemptions and refunds), so compaction keeps the latest state of each.
 // Each process keeps, for every input partition it handles, the entries of
 // its ledger partition in memory, read from the topic when the partition
-// is assigned (and caught up when it is assigned again) before its first
-// record is answered, and added to as it writes.
+// is assigned (caught up when it is assigned again, or read again once
+// Forget dropped it on a revocation) before its first record is answered,
+// and added to as it writes.
 //
 // # What an entry tells the bridge
 //
