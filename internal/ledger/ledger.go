@@ -255,16 +255,31 @@ func (l *Ledger) restore(ctx context.Context, s *store, assignment uint64) error
 // written after it is not missed.
 func (l *Ledger) read(ctx context.Context, s *store, from int64) (next int64, records int, err error) {
 	topic, partition := s.key()
-	end, err := l.end(ctx, partition)
+	start, end, err := l.bounds(ctx, partition)
 	if err != nil {
 		return from, 0, err
 	}
 	if from >= end {
 		return from, 0, nil
 	}
+	if from < start {
+		// Deleted by retention: nothing to read below the log start
+		// (and a partition wholly deleted has nothing at all).
+		from = start
+		if from >= end {
+			return end, 0, nil
+		}
+	}
 	opts := append([]kgo.Opt{
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.o.Topic: {partition: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// The markers that end transactions, as records: a partition
+		// ending in one (exactly-once mode's settled entries) would
+		// otherwise never show its last offset, and the read would wait
+		// for a record after it — every member restoring would wait for
+		// the others, and nobody would write. Aborted records are still
+		// left out; the marker after them is not.
+		kgo.KeepControlRecords(),
 		kgo.FetchMaxWait(100 * time.Millisecond),
 		// A restore reads one partition as fast as it can: large fetches
 		// (the defaults, 1 MiB a partition, take a round trip per 5,000
@@ -295,37 +310,44 @@ func (l *Ledger) read(ctx context.Context, s *store, from int64) (next int64, re
 			for _, r := range fp.Records {
 				next = r.Offset + 1
 				records++
-				// Another input topic's, past the window, or not ours
-				// to read (a newer version's): skipped.
+				// A transaction marker, another input topic's entry, one
+				// past the window, or not ours to read (a newer
+				// version's): skipped.
+				if r.Attrs.IsControl() {
+					continue
+				}
 				if _, _, err := parseKey(r.Key); err != nil || !valueOf(r.Value, topic, since) {
 					continue
 				}
 				s.put(string(r.Key), string(r.Value))
-			}
-			// Only aborted records and transaction markers lie between
-			// the last record and a stable end at or past ours.
-			if len(fp.Records) == 0 && fp.LastStableOffset >= end {
-				next = end
 			}
 		})
 	}
 	return next, records, nil
 }
 
-// end is the ledger partition's high watermark.
-func (l *Ledger) end(ctx context.Context, partition int32) (int64, error) {
-	ends, err := kadm.NewClient(l.o.Client).ListEndOffsets(ctx, l.o.Topic)
-	if err != nil {
-		return 0, fmt.Errorf("ledger: end of %s/%d: %w", l.o.Topic, partition, err)
+// bounds are the ledger partition's log start and high watermark.
+func (l *Ledger) bounds(ctx context.Context, partition int32) (start, end int64, err error) {
+	adm := kadm.NewClient(l.o.Client)
+	lookup := func(what string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (int64, error) {
+		offs, err := list(ctx, l.o.Topic)
+		if err != nil {
+			return 0, fmt.Errorf("ledger: %s of %s/%d: %w", what, l.o.Topic, partition, err)
+		}
+		o, ok := offs.Lookup(l.o.Topic, partition)
+		if !ok {
+			return 0, fmt.Errorf("ledger: %s of %s/%d: no such partition (the ledger topic needs at least as many partitions as every input topic)", what, l.o.Topic, partition)
+		}
+		if o.Err != nil {
+			return 0, fmt.Errorf("ledger: %s of %s/%d: %w", what, l.o.Topic, partition, o.Err)
+		}
+		return o.Offset, nil
 	}
-	o, ok := ends.Lookup(l.o.Topic, partition)
-	if !ok {
-		return 0, fmt.Errorf("ledger: end of %s/%d: no such partition (the ledger topic needs at least as many partitions as every input topic)", l.o.Topic, partition)
+	if end, err = lookup("end", adm.ListEndOffsets); err != nil {
+		return 0, 0, err
 	}
-	if o.Err != nil {
-		return 0, fmt.Errorf("ledger: end of %s/%d: %w", l.o.Topic, partition, o.Err)
-	}
-	return o.Offset, nil
+	start, err = lookup("start", adm.ListStartOffsets)
+	return start, end, err
 }
 
 // store is what the process keeps of one input partition's entries: each

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -332,5 +333,44 @@ func TestLedgerCovers(t *testing.T) {
 	w.lookup(t, b, 0, 1, ledger.Accrual, "x")
 	if !b.Covers(at(start.Add(2 * time.Hour))) {
 		t.Error("read back, the partition's first entry is forgotten")
+	}
+}
+
+// A partition whose last records are a committed transaction (exactly-once
+// mode's settled entries) ends in a transaction marker, which a
+// read_committed reader never sees as a record: the read still ends, and
+// does not wait for someone to write after it (every member restoring
+// would wait for the others, and nobody would write).
+func TestLedgerReadEndsAtATransactionMarker(t *testing.T) {
+	for _, commit := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryAbort} {
+		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
+			w := cluster(t)
+			a, _ := w.open(t, nil)
+			ctx := ctxT(t)
+			tx := w.client(t, kgo.TransactionalID(w.topic+"-marker"))
+			if err := tx.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			r, err := a.Settle(w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "last", Outcome: "APPLIED"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.EndTransaction(ctx, commit); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := w.open(t, nil)
+			short, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			e, err := b.Lookup(short, w.rec(0, 2), 1, ledger.Accrual, "last")
+			if err != nil {
+				t.Fatalf("reading a partition that ends in a transaction marker: %v", err)
+			}
+			if bool(commit) != (e != nil && e.State == ledger.Settled) {
+				t.Fatalf("the entry of a transaction committed %v: %+v", commit, e)
+			}
+		})
 	}
 }
