@@ -55,7 +55,7 @@ type replica struct {
 
 // TestChaos runs against a partner that rejects a repeated transactionId
 // (the simulator's default).
-func TestChaos(t *testing.T) { runChaos(t, false, sim.DuplicateReject) }
+func TestChaos(t *testing.T) { runChaos(t, false, sim.DuplicateReject, nil) }
 
 // TestChaosDuplicatesApplied runs the same chaos against a partner without
 // duplicate detection (--duplicate-policy apply): a write sent twice is
@@ -63,13 +63,15 @@ func TestChaos(t *testing.T) { runChaos(t, false, sim.DuplicateReject) }
 // killed members and members expelled while they still hold partitions:
 // the dispatch horizon (which records a new owner guards), the takeover
 // wait and the lease (when the old owner's last write has landed).
-func TestChaosDuplicatesApplied(t *testing.T) { runChaos(t, false, sim.DuplicateApply) }
+func TestChaosDuplicatesApplied(t *testing.T) { runChaos(t, false, sim.DuplicateApply, nil) }
 
 // TestChaosExactlyOnce runs the same chaos with --delivery exactly-once:
 // a read_committed reader of the reply topics sees no duplicate.
-func TestChaosExactlyOnce(t *testing.T) { runChaos(t, true, sim.DuplicateReject) }
+func TestChaosExactlyOnce(t *testing.T) { runChaos(t, true, sim.DuplicateReject, nil) }
 
-func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
+// runChaos runs the chaos against a partner with the duplicate policy
+// duplicates and, when bad is not nil, its late applies and lookup lag.
+func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy, bad *badPartner) {
 	n := envInt("CHAOS_EVENTS", 600)
 	kills := envInt("CHAOS_KILLS", 4)
 	members := 100
@@ -89,7 +91,9 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 		txnIDs = append(txnIDs, txnPrefix+"-"+id)
 	}
 	if len(seeds) > 0 {
-		realkafka.DeleteAtEnd(t, seeds, topics.All(), group) // after every member has left: cleanups run last
+		// After every member has left: cleanups run last. The ledger's
+		// topic is --ledger-topic's default, which the members create.
+		realkafka.DeleteAtEnd(t, seeds, append(topics.All(), group+".ledger"), group)
 	}
 	st, err := devstack.Start(ctx, devstack.Options{DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:0", Brokers: seeds, RegistryAddr: "127.0.0.1:0",
 		SimAddr: "127.0.0.1:0", Partitions: 6, Topics: topics.All(), Sim: sim.Options{Members: members, Seed: 7, DuplicatePolicy: duplicates}})
@@ -97,7 +101,7 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	cfg := chaosConfig(t, st, topics, group)
+	cfg := chaosConfig(t, st, topics, group, bad)
 	if exactlyOnce {
 		cfg.Delivery.Mode = pipeline.ExactlyOnce
 	}
@@ -135,6 +139,7 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 	business := []string{sim.EndpointAccrual, sim.EndpointRedemption, sim.EndpointLookup, sim.EndpointLink, sim.EndpointUnlink}
 	base := sim.Faults{ErrorRates: map[int]float64{500: 0.05, 503: 0.05, 429: 0.02}, RetryAfter: 100 * time.Millisecond,
 		DropRate: 0.01, ApplyThen500Rate: 0.02, HangRate: 0.005, Endpoints: business}
+	base = bad.with(base)
 	st.Sim.SetFaults(base)
 	st.Sim.SetTokenTTLs(3*time.Second, 10*time.Second)
 	var bursts atomic.Int64
@@ -149,7 +154,7 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 				return
 			case <-tick.C:
 			}
-			st.Sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{429: 1}, RetryAfter: 100 * time.Millisecond, Endpoints: business})
+			st.Sim.SetFaults(bad.with(sim.Faults{ErrorRates: map[int]float64{429: 1}, RetryAfter: 100 * time.Millisecond, Endpoints: business}))
 			bursts.Add(1)
 			select {
 			case <-faultsCtx.Done():
@@ -167,7 +172,7 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 		stopFaults()
 		<-burstsDone
 		kf.off()
-		st.Sim.SetFaults(sim.Faults{})
+		st.Sim.SetFaults(bad.with(sim.Faults{}))
 	}
 	defer func() { stopFaults(); <-burstsDone }()
 
@@ -181,13 +186,13 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 		c := *cfg
 		c.Delivery.TransactionalID = txnPrefix + "-" + id // a restarted member keeps its id and fences its dead self
 		sw := &netSwitch{faults: kf.conns}
-		// A 2 s session, so that a killed member leaves the group in
-		// seconds. kfake does not refresh the session of a member whose
+		// A short session (chaosSession), so that a killed member leaves
+		// the group in seconds. kfake does not refresh the session of a member whose
 		// JoinGroup it parks while another member is slow to rejoin, and
 		// drops it unanswered when the session ends; leaving the group
 		// then waits for that JoinGroup, which --shutdown-timeout bounds.
 		svc, err := service.New(ctx, &c, service.Options{Logger: chaosLogger(t, fmt.Sprintf("%s.%d", id, incarnations.Add(1))),
-			ClientOpts: []kgo.Opt{kgo.HeartbeatInterval(200 * time.Millisecond), kgo.SessionTimeout(2 * time.Second), kgo.Dialer(sw.dial)}})
+			ClientOpts: []kgo.Opt{kgo.HeartbeatInterval(200 * time.Millisecond), kgo.SessionTimeout(chaosSession), kgo.Dialer(sw.dial)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,6 +368,10 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy) {
 		halt(r)
 	}
 	mu.Unlock()
+	// The killed members too, so that no write is sent after the late
+	// ones pending now have landed.
+	waitBounded(t, &background, "killed members", 2*time.Minute)
+	partner := bad.settle(st.Sim)
 
 	// Invariants.
 	var (
@@ -459,11 +468,18 @@ chaos (%s, duplicates %s): %d events in %s
 	if len(categories) > 0 {
 		table += fmt.Sprintf("  error events by category: %v\n", categories)
 	}
+	if bad != nil {
+		table += fmt.Sprintf("  bad partner: %d writes answered 504, %d landed late (%v after), lookups lag %v, %d lookups answered, apply window %v\n",
+			partner.answered504, partner.landed, bad.lateDelay, bad.lookupLag, partner.lookups, cfg.Partner.Profile.ApplyWindow)
+	}
 	if kf.conns != nil {
 		table += fmt.Sprintf("  Kafka connections dropped / requests sent with faults on: %s\n", kf.conns.summary())
 		table += fmt.Sprintf("  Kafka leader moves that failed: %s\n", kf.failures())
 	}
 	t.Log(table)
+	for _, f := range partner.failures(bad) {
+		t.Error(f)
+	}
 	if noOutput > 0 || multiEffect > 0 || appliedNot1 > 0 || linkWrong > 0 || lag != 0 || (exactlyOnce && dups > 0) {
 		t.Fatal("an invariant does not hold (table above)")
 	}
@@ -486,7 +502,21 @@ func chaosLogger(t *testing.T, incarnation string) *zap.Logger {
 	return l
 }
 
-func chaosConfig(t *testing.T, st *devstack.Stack, topics codec.Topics, group string) *config.Config {
+// chaosSession is the members' group session. A member starts a partner
+// write only while its session outlasts the call and the partner's
+// applying (--api-timeout 1 s plus chaosApplyWindow): the pipeline refuses
+// a session not above that sum, and a session barely above it would hold
+// most writes back between heartbeats. 3 s leaves a second of slack, and
+// a killed member still leaves the group in seconds.
+const chaosSession = 3 * time.Second
+
+// chaosApplyWindow is the members' --partner-apply-window: below the
+// default (2 s), which with the 1 s call timeout would need a session
+// above 3 s; above what the simulator's late writes and lagging lookups
+// take (chaosBadPartner), with room for a timer firing late.
+const chaosApplyWindow = time.Second
+
+func chaosConfig(t *testing.T, st *devstack.Stack, topics codec.Topics, group string, bad *badPartner) *config.Config {
 	t.Helper()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -504,10 +534,12 @@ func chaosConfig(t *testing.T, st *devstack.Stack, topics codec.Topics, group st
 	cfg.Processing.MaxInFlight = 64
 	cfg.Processing.RecordAttempts, cfg.Processing.RecordBackoff = 20, 20*time.Millisecond
 	cfg.API.Timeout, cfg.API.MaxAttempts = time.Second, 3
+	cfg.Partner.Profile.ApplyWindow = chaosApplyWindow
 	cfg.Processing.BreakerOpen = 300 * time.Millisecond
 	cfg.Processing.DrainTimeout = 500 * time.Millisecond
 	cfg.Processing.ShutdownTimeout = 5 * time.Second
 	cfg.Processing.CommitInterval = 200 * time.Millisecond
+	bad.configure(t, cfg)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -762,4 +794,4 @@ func fenced(err error) bool {
 // partner that applies a repeated transactionId: every aborted round's
 // records are taken again guarded, and wait for the calls cut off with
 // the round (the pipeline's takeover wait in exactly-once mode).
-func TestChaosExactlyOnceApplied(t *testing.T) { runChaos(t, true, sim.DuplicateApply) }
+func TestChaosExactlyOnceApplied(t *testing.T) { runChaos(t, true, sim.DuplicateApply, nil) }
