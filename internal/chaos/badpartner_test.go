@@ -98,8 +98,9 @@ func (b *badPartner) settle(s *sim.Server) badPartnerReport {
 
 // failures lists what did not hold: late writes must have landed (a run
 // in which the fault never happened tests nothing), none may be left
-// pending or dropped, and no transactionId (clawback slots included: the
-// partner's whole ledger) may have applied more than once.
+// pending or dropped, and no transactionId in the partner's whole ledger
+// (which would hold clawback slots, had the traffic refunds) may have
+// applied more than once.
 func (r badPartnerReport) failures(bad *badPartner) []string {
 	var fs []string
 	if bad != nil && r.landed == 0 {

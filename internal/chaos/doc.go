@@ -35,7 +35,20 @@
 //   - the partner API: 5% 500, 5% 503, 2% 429 with Retry-After, 1% dropped
 //     connections, 2% writes applied then answered 500, 0.5% hangs, a
 //     300 ms burst of nothing but 429 every 2 s, tokens that live three
-//     seconds and are revoked at every kill.
+//     seconds and are revoked at every kill;
+//   - a partner as bad as the spec allows (TestChaosBadPartner,
+//     TestChaosBadPartnerExactlyOnce; issue 29): it applies a repeated
+//     transactionId again, answers 4% of accruals and redemptions 504 and
+//     applies them 300 ms later, and its lookups see a transaction 300 ms
+//     after it applied, all through the bursts and until every member has
+//     stopped; then the late writes still pending land (FlushLateApplies)
+//     before the checks, and the run fails unless some landed late.
+//
+// The members call the partner with --api-timeout 1s and
+// --partner-apply-window 1s (above the 600 ms a late write takes to show
+// in a lookup) in 3 s group sessions: a member starts a write only while
+// its session outlasts the call and the window, and the pipeline refuses
+// a session not above their sum.
 //
 // At the end, on a fresh read of the reply topics, the suite checks and
 // prints as a table:
@@ -46,8 +59,11 @@
 //     one: against a partner that rejects a repeated transactionId
 //     (TestChaos) and against one that applies it again
 //     (TestChaosDuplicatesApplied, --duplicate-policy apply), where only
-//     the bridge's guard, dispatch horizon, takeover wait and lease keep
-//     one effect;
+//     the bridge's ledger, guard, dispatch horizon, takeover wait and
+//     lease keep one effect;
+//   - no transactionId in the simulator's whole ledger applied more than
+//     once (it would list clawback slots too, but the traffic has no
+//     refunds yet), and no late write left pending;
 //   - every member's link state matches a model of its command sequence;
 //   - the group's committed offsets equal the input topics' end offsets;
 //   - how many reply records a read_committed reader sees twice: allowed
