@@ -40,6 +40,13 @@ func TestChaosBadPartner(t *testing.T) {
 	runChaos(t, false, sim.DuplicateApply, &bad)
 }
 
+// TestChaosBadPartnerExactlyOnce is TestChaosBadPartner with --delivery
+// exactly-once, where every aborted round's records are taken again.
+func TestChaosBadPartnerExactlyOnce(t *testing.T) {
+	bad := chaosBadPartner
+	runChaos(t, true, sim.DuplicateApply, &bad)
+}
+
 // configure refuses an apply window that a late write, seen through the
 // lagging lookups, could outlast: the run would then test a partner
 // outside the bridge's stated assumption, not the bridge.

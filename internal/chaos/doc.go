@@ -36,8 +36,8 @@
 //     connections, 2% writes applied then answered 500, 0.5% hangs, a
 //     300 ms burst of nothing but 429 every 2 s, tokens that live three
 //     seconds and are revoked at every kill;
-//   - a partner as bad as the spec allows (TestChaosBadPartner; issue
-//     29): it applies a repeated
+//   - a partner as bad as the spec allows (TestChaosBadPartner,
+//     TestChaosBadPartnerExactlyOnce; issue 29): it applies a repeated
 //     transactionId again, answers 4% of accruals and redemptions 504 and
 //     applies them 300 ms later, and its lookups see a transaction 300 ms
 //     after it applied, all through the bursts and until every member has
