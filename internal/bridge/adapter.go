@@ -45,12 +45,12 @@ func (b *Bridge) decode(ctx context.Context, rec *kgo.Record) (events.Event, err
 func (b *Bridge) success(j *job, r *events.LoyaltyResult) ([]*kgo.Record, error) {
 	r.TransactionID = j.ev.ID()
 	r.EventType = j.ev.Type()
-	r.Attempts = int32(j.st.attempts)
+	r.Attempts = int32(j.attempts())
 	r.LatencyMs = b.now().Sub(j.start).Milliseconds()
 	r.ProcessedAt = b.now().UTC()
 	r.Source = events.Source{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset}
 	scrubResult(r, partnerTexts(j.ev, b.o.Profile.ResultURLParams))
-	out := b.topics.ResultTopic(j.rec.Topic)
+	out := b.topics.ResultTopic(j.replyBase())
 	v, err := b.o.Codec.EncodeResult(out, r)
 	if err != nil {
 		// The effect happened; say so on the error topic rather than lose it.
@@ -63,9 +63,9 @@ func (b *Bridge) success(j *job, r *events.LoyaltyResult) ([]*kgo.Record, error)
 		}
 	}
 	b.log.Debug("result", zap.String("transactionId", r.TransactionID), zap.String("outcome", string(r.Outcome)),
-		zap.Int("attempts", j.st.attempts))
+		zap.Int("attempts", j.attempts()))
 	carried, drops := carriedHeaders(j.rec.Headers)
-	return []*kgo.Record{b.output(j.rec, out, r.TransactionID, string(r.EventType), j.st.attempts, v, carried, drops)}, nil
+	return []*kgo.Record{b.output(j.rec, out, r.TransactionID, string(r.EventType), j.attempts(), v, carried, drops)}, nil
 }
 
 func (b *Bridge) failure(j *job, cat events.Category, reason string, cause error) ([]*kgo.Record, error) {
@@ -89,7 +89,7 @@ func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause er
 	// below are the bridge's own words.
 	var detail strings.Builder
 	detail.WriteString(clip(pt.Detail(clip(cause.Error(), 2*maxCauseBytes)), maxCauseBytes))
-	e := &events.LoyaltyError{Category: cat, Retryable: retryable(cat, cause), Attempts: int32(j.st.attempts),
+	e := &events.LoyaltyError{Category: cat, Retryable: retryable(cat, cause), Attempts: int32(j.attempts()),
 		ProcessedAt: b.now().UTC(),
 		Source:      events.ErrorSource{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset, Timestamp: j.rec.Timestamp}}
 	evType := "unknown"
@@ -152,12 +152,12 @@ func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause er
 		e.OriginalValue = j.rec.Value
 	}
 	e.Detail = clip(detail.String(), MaxDetailBytes)
-	out := b.topics.ErrorTopic(j.rec.Topic)
+	out := b.topics.ErrorTopic(j.replyBase())
 	v, err := b.o.Codec.EncodeError(out, e)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: error event of %s on %s: %w", e.TransactionID, out, err)
 	}
-	rec := b.output(j.rec, out, e.TransactionID, evType, j.st.attempts, v, carried, drops)
+	rec := b.output(j.rec, out, e.TransactionID, evType, j.attempts(), v, carried, drops)
 	if n := recordBytes(rec); n > b.o.MaxOutputBytes {
 		// Unreachable while the bounds above hold (TestErrorEventBudget):
 		// a bug, which the pipeline's fallback answers with a minimal event.

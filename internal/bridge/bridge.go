@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/parking"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
@@ -157,6 +159,25 @@ type Options struct {
 	// handled with a metric and a warning. Zero value:
 	// DefaultRefundKeyCheck. Not checked with Replay.
 	RefundKeyCheck RefundKeyCheck
+	// ParkedTopic, when set, parks a refund whose original purchase the
+	// partner does not know (yet) instead of answering it (park.go): the
+	// input record, unchanged, goes to this topic with the parking
+	// headers (package parking), its input partition goes on, and the
+	// bridge, consuming this topic too (Inputs), tries it again after
+	// ParkBackoff, doubling, until OriginalWait has passed since it was
+	// first parked; then it is a retryable TRANSIENT_EXHAUSTED error
+	// event, reason ORIGINAL_NOT_FOUND. "": no parking; such a refund is
+	// the BUSINESS error ORIGINAL_NOT_FOUND at once (replay's choice: it
+	// handles records outside the group, which would not see them again).
+	ParkedTopic string
+	// OriginalWait is how long a parked refund keeps waiting for its
+	// original, from when it was first parked. Default
+	// parking.DefaultOriginalWait.
+	OriginalWait time.Duration
+	// ParkBackoff is the first delay before a parked refund is tried
+	// again; it doubles, capped at parking.MaxBackoff (or ParkBackoff,
+	// when longer). Default parking.DefaultBackoff.
+	ParkBackoff time.Duration
 	// Metrics, when set, counts outcomes, error events, guard lookups and
 	// already-applied records.
 	Metrics *telemetry.Metrics
@@ -224,6 +245,12 @@ func New(o Options) (*Bridge, error) {
 			}
 		}
 	}
+	if o.OriginalWait < 0 || o.ParkBackoff < 0 {
+		errs = append(errs, fmt.Errorf("OriginalWait %s, ParkBackoff %s: must not be negative", o.OriginalWait, o.ParkBackoff))
+	}
+	if o.ParkedTopic != "" && slices.Contains(topics.Inputs(), o.ParkedTopic) {
+		errs = append(errs, fmt.Errorf("ParkedTopic %s: is an input topic", o.ParkedTopic))
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("bridge: %w", errors.Join(errs...))
 	}
@@ -248,6 +275,12 @@ func New(o Options) (*Bridge, error) {
 	if o.UnrecognisedHold == 0 {
 		o.UnrecognisedHold = DefaultUnrecognisedHold
 	}
+	if o.OriginalWait == 0 {
+		o.OriginalWait = parking.DefaultOriginalWait
+	}
+	if o.ParkBackoff == 0 {
+		o.ParkBackoff = parking.DefaultBackoff
+	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
@@ -257,16 +290,49 @@ func New(o Options) (*Bridge, error) {
 	return &Bridge{o: o, topics: topics, log: o.Logger, now: o.Now}, nil
 }
 
-// Inputs returns the input topics the bridge answers (defaults applied):
-// what the pipeline should consume.
-func (b *Bridge) Inputs() []string { return b.topics.Inputs() }
+// Inputs returns the topics the bridge answers (defaults applied): what
+// the pipeline should consume. They are the input topics and, with
+// Options.ParkedTopic, the parked topic.
+func (b *Bridge) Inputs() []string {
+	in := b.topics.Inputs()
+	if b.o.ParkedTopic != "" {
+		in = append(in, b.o.ParkedTopic)
+	}
+	return in
+}
 
 // job is one record on its way through Handle.
 type job struct {
+	// rec is the input record: for a parked record, its original, at
+	// its original position (park.go).
 	rec   *kgo.Record
 	ev    events.Event // nil until decoded
 	start time.Time
 	st    recordState
+	// parked is what a parked record's headers said; nil for an input
+	// record.
+	parked *parking.Parked
+	// home, when set, is the input topic whose reply topics answer the
+	// record instead of rec.Topic's: a parked record whose headers do
+	// not say where it came from is answered on the refund topic's.
+	home string
+}
+
+// replyBase is the input topic whose .result and .error answer j.
+func (j *job) replyBase() string {
+	if j.home != "" {
+		return j.home
+	}
+	return j.rec.Topic
+}
+
+// attempts is j's attempts in all: this handling's and, for a parked
+// record, one for each earlier handling that parked it.
+func (j *job) attempts() int {
+	if j.parked != nil {
+		return j.st.attempts + j.parked.Tries
+	}
+	return j.st.attempts
 }
 
 // Handle processes one record (a pipeline.Handler): it returns exactly one
@@ -283,7 +349,15 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 		return nil, errors.New("bridge: nil record")
 	}
 	j := &job{rec: rec, start: b.now(), st: recordState{guard: m.Fresh || b.o.Replay}}
-	ev, err := b.decode(ctx, rec)
+	if b.isParked(rec) {
+		if err := b.unpark(ctx, j); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return b.failure(j, events.CategoryInternal, ReasonParkedRecordInvalid, err)
+		}
+	}
+	ev, err := b.decode(ctx, j.rec)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -295,6 +369,10 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 		return b.failure(j, events.CategoryInternal, "", err)
 	}
 	j.ev, j.st.id = ev, ev.ID()
+	if _, refund := ev.(*events.PurchaseRefunded); j.parked != nil && !refund {
+		return b.failure(j, events.CategoryInternal, ReasonParkedRecordInvalid,
+			fmt.Errorf("bridge: parked record of %s: a %s, and only refunds are parked", j.st.id, ev.Type()))
+	}
 	if err := ev.Validate(); err != nil {
 		return b.failure(j, events.CategoryValidation, "", err)
 	}
@@ -332,6 +410,9 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 	}
 	if err != nil {
 		var rf *recordFailure
+		if errors.As(err, &rf) && rf.originalMissing && b.o.ParkedTopic != "" {
+			return b.park(j, rf.err)
+		}
 		if errors.As(err, &rf) {
 			return b.failure(j, rf.cat, rf.reason, rf.err)
 		}
@@ -394,9 +475,16 @@ func (b *Bridge) Fallback(rec *kgo.Record, cause error) ([]*kgo.Record, error) {
 		cause = errors.New("bridge: record failed without a cause")
 	}
 	j := &job{rec: rec, start: b.now()}
+	if b.isParked(rec) {
+		if p, err := b.parse(rec); err == nil {
+			j.rec, j.parked = p.Original, p
+		} else {
+			j.home = b.topics.RefundRedemption
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), fallbackDecodeTimeout)
 	defer cancel()
-	if ev, err := b.o.Codec.DecodeEvent(ctx, rec.Topic, rec.Value); err == nil {
+	if ev, err := b.o.Codec.DecodeEvent(ctx, j.rec.Topic, j.rec.Value); err == nil {
 		j.ev = ev
 	}
 	// Outputs that could not be produced: answer with the smallest error

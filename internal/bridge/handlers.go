@@ -111,7 +111,7 @@ func redemption(ctx context.Context, p partner, req loyalty.RedemptionRequest) (
 // at once reports one attempt.
 func refund(ctx context.Context, ev *events.PurchaseRefunded, prof partnerprofile.Profile, p partner) (*events.LoyaltyResult, error) {
 	t, err := p.LookupTransaction(ctx, loyalty.LookupRequest{LoyaltyID: ev.LoyaltyID, TransactionID: ev.OriginalTransactionID})
-	notFound := func(format string, args ...any) error {
+	notFound := func(format string, args ...any) *recordFailure {
 		return &recordFailure{cat: events.CategoryBusiness, reason: events.ReasonOriginalNotFound,
 			err: fmt.Errorf("refund %s: original transaction %s "+format, append([]any{ev.TransactionID, ev.OriginalTransactionID}, args...)...)}
 	}
@@ -120,7 +120,11 @@ func refund(ctx context.Context, ev *events.PurchaseRefunded, prof partnerprofil
 	// a guess.
 	switch v, err := loyalty.ClassifyLookup(prof, partnerprofile.Accrual, t, err); v {
 	case loyalty.LookupNotFound:
-		return nil, notFound("not found")
+		// Perhaps not yet: purchases and refunds are on different topics.
+		// With parking, the refund waits for it (park.go).
+		f := notFound("not found")
+		f.originalMissing = true
+		return nil, f
 	case loyalty.LookupMemberNotFound:
 		// The partner does not know the member: its refusal, with its
 		// code, is the answer (BUSINESS), as an accrual's would be.

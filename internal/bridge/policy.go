@@ -486,6 +486,9 @@ type recordFailure struct {
 	cat    events.Category
 	reason string
 	err    error
+	// originalMissing: a refund whose original the partner does not know
+	// (yet); with parking it is parked, not answered (park.go).
+	originalMissing bool
 }
 
 func (f *recordFailure) Error() string { return f.err.Error() }

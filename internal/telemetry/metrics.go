@@ -35,17 +35,24 @@ type Metrics struct {
 	// RefundKeyMismatches counts refunds keyed neither by loyaltyId nor by
 	// originalTransactionId, by topic and action (refused, warned).
 	RefundKeyMismatches *prometheus.CounterVec
-	TokenRefreshes      *prometheus.CounterVec // result: ok, error; one per grant call (see TokenGrant)
-	CircuitState        prometheus.Gauge       // 0 closed, 1 half-open, 2 open
-	AuthFailures        prometheus.Counter     // attempts and probes refused for the credentials
-	AuthHeld            prometheus.Gauge       // 1 while records are held for refused credentials
-	HeldUnrecognised    prometheus.Gauge       // records held on lookup answers the partner profile does not name
-	InFlight            prometheus.Gauge
-	APICallsInFlight    prometheus.Gauge     // partner requests holding a call slot
-	ConcurrencyLimit    prometheus.Gauge     // the partner call limit in force (adaptive, or --max-in-flight)
-	Held                prometheus.Gauge     // records held back while the circuit is open
-	CommittedOffset     *prometheus.GaugeVec // topic, partition
-	Lag                 *prometheus.GaugeVec // topic, partition: high watermark − committed
+	// RefundsParked counts refunds set aside on the parked topic because
+	// the partner did not know their original purchase yet (each
+	// parking, a refund parked again included); RefundsGivenUp, those
+	// that waited --original-wait in vain and became retryable error
+	// events.
+	RefundsParked    prometheus.Counter
+	RefundsGivenUp   prometheus.Counter
+	TokenRefreshes   *prometheus.CounterVec // result: ok, error; one per grant call (see TokenGrant)
+	CircuitState     prometheus.Gauge       // 0 closed, 1 half-open, 2 open
+	AuthFailures     prometheus.Counter     // attempts and probes refused for the credentials
+	AuthHeld         prometheus.Gauge       // 1 while records are held for refused credentials
+	HeldUnrecognised prometheus.Gauge       // records held on lookup answers the partner profile does not name
+	InFlight         prometheus.Gauge
+	APICallsInFlight prometheus.Gauge     // partner requests holding a call slot
+	ConcurrencyLimit prometheus.Gauge     // the partner call limit in force (adaptive, or --max-in-flight)
+	Held             prometheus.Gauge     // records held back while the circuit is open
+	CommittedOffset  *prometheus.GaugeVec // topic, partition
+	Lag              *prometheus.GaugeVec // topic, partition: high watermark − committed
 }
 
 // NewMetrics builds and registers every collector, plus the Go runtime and
@@ -86,6 +93,10 @@ func NewMetrics() *Metrics {
 	m.RefundKeyMismatches = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
 		Name: "refund_key_mismatches_total", Help: "Refunds whose record key is neither their loyaltyId nor their originalTransactionId, which the clawback cap needs (one process per original); action refused (an error event, --refund-key-check refuse) or warned (handled anyway)."},
 		[]string{"topic", "action"})
+	m.RefundsParked = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "refunds_parked_total", Help: "Refunds parked (set aside on the parked topic, their input partition going on) because the partner did not know their original purchase yet; a refund parked again counts again."})
+	m.RefundsGivenUp = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "refunds_given_up_total", Help: "Parked refunds whose original was still unknown after --original-wait: each became a retryable TRANSIENT_EXHAUSTED error event, reason ORIGINAL_NOT_FOUND."})
 	m.TokenRefreshes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace,
 		Name: "token_refreshes_total", Help: "Access-token grants (login, refresh, exchange), by result."}, []string{"result"})
 	m.CircuitState = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace,
@@ -108,7 +119,7 @@ func NewMetrics() *Metrics {
 		Name: "consumer_lag", Help: "High watermark minus committed offset, per partition."}, []string{"topic", "partition"})
 
 	for _, c := range []prometheus.Collector{m.RecordsConsumed, m.RecordsCompleted, m.ErrorEvents, m.APICalls,
-		m.APILatency, m.APIRetries, m.GuardLookups, m.UnrecognisedAnswers, m.HeldUnrecognised, m.AlreadyApplied, m.LedgerAnswered, m.RefundKeyMismatches, m.TokenRefreshes, m.CircuitState, m.AuthFailures, m.AuthHeld,
+		m.APILatency, m.APIRetries, m.GuardLookups, m.UnrecognisedAnswers, m.HeldUnrecognised, m.AlreadyApplied, m.LedgerAnswered, m.RefundKeyMismatches, m.RefundsParked, m.RefundsGivenUp, m.TokenRefreshes, m.CircuitState, m.AuthFailures, m.AuthHeld,
 		m.InFlight, m.APICallsInFlight, m.ConcurrencyLimit, m.Held, m.CommittedOffset, m.Lag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
