@@ -34,6 +34,7 @@ type Config struct {
 	Processing Processing
 	Delivery   Delivery
 	Ledger     Ledger
+	Parking    Parking
 	Ops        Ops
 	// RegisterSchemas registers the bridge's schemas at start-up.
 	RegisterSchemas bool
@@ -96,6 +97,7 @@ func DefineWith(fs *flag.FlagSet, d Defaults) (*Config, *flagenv.Binder) {
 	c.Processing.Define(b)
 	c.Delivery.Define(b)
 	c.Ledger.Define(b)
+	c.Parking.Define(b)
 	c.Ops.Define(b)
 	c.API.Define(b, "api-")
 	c.Partner.Define(b, EnvPrefix)
@@ -114,6 +116,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, s.Validate())
 	}
 	errs = append(errs, c.Ledger.validate(c.Group.Name))
+	errs = append(errs, c.Parking.validate(c.Group.Name, c.Topics.Build().Inputs()))
 	errs = append(errs, checkTakeoverWait(c.Processing.TakeoverWait, c.API.Timeout, c.Partner.Profile.ApplyWindow))
 	return errors.Join(errs...)
 }

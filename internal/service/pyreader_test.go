@@ -230,7 +230,7 @@ func producePyInputs(ctx context.Context, t *testing.T, st *testStack, cd *codec
 	event(rt, &events.PurchaseRefunded{TransactionID: "py-f3", OriginalTransactionID: "py-p1", LoyaltyID: m1, RefundAmount: 1,
 		RefundDate: now}, "refund worth no points", repliedAs(events.OutcomeNoOp))
 	event(rt, &events.PurchaseRefunded{TransactionID: "py-f2", OriginalTransactionID: "py-none", LoyaltyID: m2, RefundAmount: 1,
-		RefundDate: now}, "refund of an unknown purchase", failedAs(events.CategoryBusiness, events.ReasonOriginalNotFound))
+		RefundDate: now}, "refund of an unknown purchase", failedAs(events.CategoryTransientExhausted, events.ReasonOriginalNotFound))
 
 	event(mt, onboard("py-o1", "female", "py-ext-1"), "onboarding", repliedAs(events.OutcomeOnboarded))
 	event(mt, onboard("py-o2", "robot", "py-ext-2"), "onboarding with a bad gender", failedAs(events.CategoryValidation, ""))

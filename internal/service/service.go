@@ -25,6 +25,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/parking"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
@@ -180,6 +181,11 @@ func (d *Deps) Bridge(replay bool) (*bridge.Bridge, error) {
 	o.Client, o.Codec, o.Topics, o.Breaker, o.Hold, o.Signer = d.Client, d.Codec, cfg.Topics.Build(), d.Breaker, d.Hold, d.Signer
 	o.Replay, o.Metrics, o.Logger, o.Profile = replay, d.Metrics, d.Log.Named("bridge"), cfg.Partner.Build()
 	o.Ledger, o.CallTimeout = d.Ledger, cfg.API.Timeout
+	if !replay {
+		// A replay runs outside the group, which would never bring a
+		// parked refund back to it: its refunds are answered at once.
+		o.ParkedTopic, o.OriginalWait, o.ParkBackoff = cfg.Parking.Topic, cfg.Parking.OriginalWait, cfg.Parking.Backoff
+	}
 	return bridge.New(o)
 }
 
@@ -197,6 +203,9 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 			s.Close()
 		}
 	}()
+	if err := d.ensureParked(ctx); err != nil {
+		return nil, err
+	}
 	if s.bridge, err = d.Bridge(false); err != nil {
 		return nil, err
 	}
@@ -210,6 +219,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 		obs = append(obs, o.Observer)
 	}
 	po := cfg.Pipeline()
+	po.Topics = s.bridge.Inputs() // the input topics and the parked topic
 	// Records of upstream transactions that aborted are not events.
 	po.ClientOpts = append(append([]kgo.Opt(nil), d.KafkaOpts...), kgo.WithHooks(kp), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	po.Handler, po.Fallback, po.Gate, po.Observer, po.Logger = s.bridge.Handle, s.bridge.Fallback, d.Gate(), obs, d.Log.Named("pipeline")
@@ -291,6 +301,23 @@ func (d *Deps) buildLedger(ctx context.Context) error {
 	d.Ledger, err = ledger.New(ledger.Options{Client: cl, ReaderOpts: d.KafkaOpts, Topic: lc.Topic, Window: lc.Window,
 		Logger: d.Log})
 	return err
+}
+
+// ensureParked creates the parked topic (--parked-topic) when missing, or
+// checks it (not compacted, kept long enough), before the live bridge
+// consumes it.
+func (d *Deps) ensureParked(ctx context.Context) error {
+	pc := d.Config.Parking
+	ctx, cancel := context.WithTimeout(ctx, d.Config.Ops.StartupTimeout)
+	defer cancel()
+	created, err := parking.Ensure(ctx, d.admin, pc.Topic, d.Config.Topics.RefundRedemption, pc.OriginalWait, int16(pc.ReplicationFactor))
+	if err != nil {
+		return fmt.Errorf("--parked-topic: %w", err)
+	}
+	if created {
+		d.Log.Info("parked topic created", zap.String("topic", pc.Topic), zap.Duration("original_wait", pc.OriginalWait))
+	}
+	return nil
 }
 
 // buildClient builds the partner API client stack (see config.API.Build)

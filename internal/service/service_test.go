@@ -90,6 +90,9 @@ func stackConfig(t *testing.T, s *testStack, mod func(*config.Config)) *config.C
 		"LOYALTY_BRIDGE_METRICS_ADDR":            "",
 		"LOYALTY_BRIDGE_LAG_INTERVAL":            "200ms",
 		"LOYALTY_BRIDGE_STARTUP_TIMEOUT":         "20s",
+		// A refund of an unknown purchase waits for it (parked) this long.
+		"LOYALTY_BRIDGE_ORIGINAL_WAIT": "1s",
+		"LOYALTY_BRIDGE_PARK_BACKOFF":  "200ms",
 		// Shorter than fastGroup's 6 s session: a partner write starts
 		// only while the session outlasts its attempt (pipeline.LeaseGate).
 		"LOYALTY_BRIDGE_API_TIMEOUT": "3s",
