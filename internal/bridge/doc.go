@@ -19,8 +19,13 @@
 //     round(transactionPoint × refundAmount / transactionAmount) capped at
 //     transactionPoint and at what the original's earlier clawbacks left,
 //     then a redemption in the original's next clawback slot (see Refunds);
-//     original unknown → BUSINESS error with reason ORIGINAL_NOT_FOUND; zero
-//     points → NO_OP without a call;
+//     original not found → parked (Options.ParkedTopic, park.go: set
+//     aside on the parked topic and tried again after a back-off, its
+//     partition going on; after OriginalWait a retryable
+//     TRANSIENT_EXHAUSTED error with reason ORIGINAL_NOT_FOUND), or
+//     without parking (replay) a BUSINESS error with that reason; an
+//     original found unapplied or of the other kind is that BUSINESS
+//     error at once; zero points → NO_OP without a call;
 //   - MemberOnboardRequested → user/onboard (ONBOARDED);
 //   - MemberLinkRequested / MemberUnlinkRequested → link / unlink, where
 //     MEMBER_IS_LINKED and MEMBER_IS_NOT_LINKED_YET are results
