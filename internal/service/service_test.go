@@ -282,7 +282,7 @@ func TestServiceEndToEnd(t *testing.T) {
 			if mf.GetName() != "loyalty_bridge_consumer_lag" {
 				continue
 			}
-			if len(mf.GetMetric()) != 3*4 {
+			if len(mf.GetMetric()) != (3+1)*4 { // the input topics and the parked topic
 				return false
 			}
 			for _, m := range mf.GetMetric() {
