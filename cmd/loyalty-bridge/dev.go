@@ -163,6 +163,9 @@ func runDev(ctx context.Context, e env, args []string) error {
 	return err
 }
 
+// devOriginalWait is the dev command's --original-wait.
+const devOriginalWait = 5 * time.Second
+
 // devConfig is `run`'s configuration pointed at the embedded stack.
 func devConfig(stack *devstack.Stack, f devFlags) (*config.Config, error) {
 	fs := flag.NewFlagSet("dev-run", flag.ContinueOnError)
@@ -178,6 +181,10 @@ func devConfig(stack *devstack.Stack, f devFlags) (*config.Config, error) {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--ordering: %w", err)}
 	}
 	cfg.Kafka.Brokers = strings.Join(stack.Brokers, ",")
+	// A refund of an unknown purchase (the demo sends one) is parked and
+	// looks again for its purchase; 15 minutes, run's default, would keep
+	// the demo from ending. Seconds show the same path.
+	cfg.Parking.OriginalWait, cfg.Parking.Backoff = devOriginalWait, time.Second
 	cfg.Registry.URL = stack.RegistryURL
 	cfg.RegisterSchemas = true
 	cfg.API.BaseURL, cfg.API.AuthURL = stack.SimURL, ""
