@@ -213,6 +213,12 @@ func retryable(cat events.Category, cause error) bool {
 		// The refund is valid; its placement is not. A replay, one
 		// process, handles it.
 		return isRefundKeyError(cause)
+	case events.CategoryBusiness:
+		// A refund whose purchase the partner does not know yet, answered
+		// without parking (exactly-once mode, a replay): a replay later
+		// may find it.
+		var rf *recordFailure
+		return errors.As(cause, &rf) && rf.originalMissing
 	}
 	return false
 }

@@ -414,7 +414,11 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 			return b.park(j, rf.err)
 		}
 		if errors.As(err, &rf) {
-			return b.failure(j, rf.cat, rf.reason, rf.err)
+			cause := rf.err
+			if rf.originalMissing {
+				cause = rf // retryable: the purchase may come later (adapter.go)
+			}
+			return b.failure(j, rf.cat, rf.reason, cause)
 		}
 		cat := events.Category(loyalty.Category(err))
 		if cat == "" {

@@ -181,9 +181,7 @@ func (d *Deps) Bridge(replay bool) (*bridge.Bridge, error) {
 	o.Client, o.Codec, o.Topics, o.Breaker, o.Hold, o.Signer = d.Client, d.Codec, cfg.Topics.Build(), d.Breaker, d.Hold, d.Signer
 	o.Replay, o.Metrics, o.Logger, o.Profile = replay, d.Metrics, d.Log.Named("bridge"), cfg.Partner.Build()
 	o.Ledger, o.CallTimeout = d.Ledger, cfg.API.Timeout
-	if !replay {
-		// A replay runs outside the group, which would never bring a
-		// parked refund back to it: its refunds are answered at once.
+	if d.parks(replay) {
 		o.ParkedTopic, o.OriginalWait, o.ParkBackoff = cfg.Parking.Topic, cfg.Parking.OriginalWait, cfg.Parking.Backoff
 	}
 	return bridge.New(o)
@@ -203,8 +201,10 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 			s.Close()
 		}
 	}()
-	if err := d.ensureParked(ctx); err != nil {
-		return nil, err
+	if d.parks(false) {
+		if err := d.ensureParked(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if s.bridge, err = d.Bridge(false); err != nil {
 		return nil, err
@@ -301,6 +301,16 @@ func (d *Deps) buildLedger(ctx context.Context) error {
 	d.Ledger, err = ledger.New(ledger.Options{Client: cl, ReaderOpts: d.KafkaOpts, Topic: lc.Topic, Window: lc.Window,
 		Logger: d.Log})
 	return err
+}
+
+// parks reports whether refunds whose purchase is not found yet are
+// parked. Not by a replay: it runs outside the group, which would never
+// bring a parked refund back to it. Not in exactly-once mode: a round
+// waits for its slowest record, so a parked refund waiting to be due
+// would hold every partition's round. Those answer such a refund at once,
+// a BUSINESS error ORIGINAL_NOT_FOUND that is retryable.
+func (d *Deps) parks(replay bool) bool {
+	return !replay && d.Config.Delivery.Mode == pipeline.AtLeastOnce
 }
 
 // ensureParked creates the parked topic (--parked-topic) when missing, or
