@@ -57,6 +57,16 @@
 // everything it can have sent, however it died (see the pipeline's doc), so
 // no protection rests on the partner rejecting a repeated transactionId.
 //
+// The transaction ledger (Options.Ledger, ledger.go, package ledger) is
+// the bridge's own memory, which offsets resets, expired or deleted groups
+// and a producer's duplicate events cannot erase: every write's intent is
+// durable before the write is sent, and its settled outcome is one of the
+// record's outputs. A transaction the ledger has settled is answered from
+// it, with no call; one it shows intended without an outcome is guarded
+// (and a refund knows its own slot from its intent); one it has no entry
+// for, where the ledger speaks for the partition (ledger.Covers), was
+// never sent and is not guarded.
+//
 // A lookup answers only once the write it looks for has settled. The
 // partner may apply a write after answering it (a 504 from its gateway, a
 // timeout on our side): the profile's apply window (--partner-apply-window,
@@ -112,8 +122,9 @@
 // A purchase may be refunded in several parts, and all its clawbacks
 // together must never take more points than it earned. The partner offers
 // no list of a member's transactions and no description in a lookup, only
-// lookups by exact transactionId, and the bridge keeps no state of its own.
-// So the clawbacks of an original O that earned P points live in numbered
+// lookups by exact transactionId, and the ledger (when there is one) knows
+// only this process's partitions' refunds, not what other processes
+// clawed back. So the clawbacks of an original O that earned P points live in numbered
 // slots, redemptions with transactionId ClawbackID(O, k) = O~cb1, O~cb2, …
 // (at most MaxClawbacks). A refund R with proportional share s:
 //
