@@ -8,7 +8,8 @@
 // few invalid events and a few undecodable values. Refunds of earlier
 // purchases are a second phase: a refund travels on another topic than its
 // purchase, so Kafka gives no order between them, and a refund sent with its
-// purchase could overtake it and end ORIGINAL_NOT_FOUND.
+// purchase could overtake it and wait, parked, for its purchase (dev parks
+// for seconds, not the live default's minutes).
 //
 // Tally reads reply records and counts, per input topic, each outcome and
 // error category, and which planned transactions got their terminal output.
