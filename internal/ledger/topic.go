@@ -74,30 +74,16 @@ func Ensure(ctx context.Context, cl *kgo.Client, topic string, inputs []string, 
 		return false, fmt.Errorf("ledger topic %s: %d partitions, fewer than an input topic's %d: the entries of input partition p live in ledger partition p (add partitions with kafka-topics --alter)",
 			topic, len(d.Partitions), need)
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	cfg, err := topicseed.Configs(ctx, cl, topic)
 	if err != nil {
-		return false, fmt.Errorf("ledger topic %s: describe configs: %w", topic, err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err == nil {
-		err = rc.Err
-	}
-	if err != nil {
-		return false, fmt.Errorf("ledger topic %s: describe configs: %w", topic, err)
+		return false, fmt.Errorf("ledger topic %s: %w", topic, err)
 	}
 	var problems []string
-	for _, c := range rc.Configs {
-		switch c.Key {
-		case "cleanup.policy":
-			if !strings.Contains(c.MaybeValue(), "compact") {
-				problems = append(problems, fmt.Sprintf("cleanup.policy=%s must include compact", c.MaybeValue()))
-			}
-		case "retention.ms":
-			ms, perr := strconv.ParseInt(c.MaybeValue(), 10, 64)
-			if perr == nil && ms >= 0 && ms < window.Milliseconds() {
-				problems = append(problems, fmt.Sprintf("retention.ms=%d is below the dedup window (%d ms)", ms, window.Milliseconds()))
-			}
-		}
+	if p := cfg["cleanup.policy"]; !strings.Contains(p, "compact") {
+		problems = append(problems, fmt.Sprintf("cleanup.policy=%s must include compact", p))
+	}
+	if ms, below := topicseed.RetentionBelow(cfg["retention.ms"], window); below {
+		problems = append(problems, fmt.Sprintf("retention.ms=%d is below the dedup window (%d ms)", ms, window.Milliseconds()))
 	}
 	if len(problems) > 0 {
 		return false, fmt.Errorf("ledger topic %s: %s (kafka-configs --alter --entity-type topics --entity-name %s)", topic, strings.Join(problems, "; "), topic)

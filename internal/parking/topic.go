@@ -79,31 +79,17 @@ func Ensure(ctx context.Context, cl *kgo.Client, topic, source string, originalW
 	if d.Err != nil {
 		return false, fmt.Errorf("parked topic %s: %w", topic, d.Err)
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	cfg, err := topicseed.Configs(ctx, cl, topic)
 	if err != nil {
-		return false, fmt.Errorf("parked topic %s: describe configs: %w", topic, err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err == nil {
-		err = rc.Err
-	}
-	if err != nil {
-		return false, fmt.Errorf("parked topic %s: describe configs: %w", topic, err)
+		return false, fmt.Errorf("parked topic %s: %w", topic, err)
 	}
 	var problems []string
 	least := MinRetention(originalWait)
-	for _, c := range rc.Configs {
-		switch c.Key {
-		case "cleanup.policy":
-			if strings.Contains(c.MaybeValue(), "compact") {
-				problems = append(problems, fmt.Sprintf("cleanup.policy=%s must not compact (parked records share their inputs' keys)", c.MaybeValue()))
-			}
-		case "retention.ms":
-			ms, perr := strconv.ParseInt(c.MaybeValue(), 10, 64)
-			if perr == nil && ms >= 0 && ms < least.Milliseconds() {
-				problems = append(problems, fmt.Sprintf("retention.ms=%d is below --original-wait plus a day (%d ms)", ms, least.Milliseconds()))
-			}
-		}
+	if p := cfg["cleanup.policy"]; strings.Contains(p, "compact") {
+		problems = append(problems, fmt.Sprintf("cleanup.policy=%s must not compact (parked records share their inputs' keys)", p))
+	}
+	if ms, below := topicseed.RetentionBelow(cfg["retention.ms"], least); below {
+		problems = append(problems, fmt.Sprintf("retention.ms=%d is below --original-wait plus a day (%d ms)", ms, least.Milliseconds()))
 	}
 	if len(problems) > 0 {
 		return false, fmt.Errorf("parked topic %s: %s (kafka-configs --alter --entity-type topics --entity-name %s)", topic, strings.Join(problems, "; "), topic)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -171,4 +172,34 @@ func waitServed(ctx context.Context, cl *kgo.Client, topics []string) error {
 		case <-time.After(pollInterval):
 		}
 	}
+}
+
+// Configs returns topic's configuration, each key with its value (the
+// broker's default where the topic sets none): for a command that checks
+// a topic it relies on (compaction, retention).
+func Configs(ctx context.Context, cl *kgo.Client, topic string) (map[string]string, error) {
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("describe configs: %w", err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describe configs: %w", err)
+	}
+	out := make(map[string]string, len(rc.Configs))
+	for _, c := range rc.Configs {
+		out[c.Key] = c.MaybeValue()
+	}
+	return out, nil
+}
+
+// RetentionBelow reports whether a topic's retention.ms value keeps
+// records for less than least (-1, forever, never is; a value that does
+// not parse is not judged).
+func RetentionBelow(retentionMs string, least time.Duration) (ms int64, below bool) {
+	ms, err := strconv.ParseInt(retentionMs, 10, 64)
+	return ms, err == nil && ms >= 0 && ms < least.Milliseconds()
 }
