@@ -27,7 +27,7 @@ type Parking struct {
 // Define defines the section's flags on b's flag set and binds them.
 func (p *Parking) Define(b *flagenv.Binder) {
 	fs := b.FlagSet()
-	fs.StringVar(&p.Topic, "parked-topic", "", "where a refund whose original purchase the partner does not know yet waits, consumed by the same group; created at start-up when missing with the refund topic's partition count and delete retention (default <group>.parked)")
+	fs.StringVar(&p.Topic, "parked-topic", "", "where a refund whose original purchase the partner does not know yet waits, consumed by the same group (at-least-once delivery only: exactly-once and replay answer such a refund at once, a retryable ORIGINAL_NOT_FOUND); created at start-up when missing with the refund topic's partition count and delete retention (default <group>.parked)")
 	fs.DurationVar(&p.OriginalWait, "original-wait", parking.DefaultOriginalWait, "how long a parked refund keeps looking for its original purchase, from when it was first parked; then it is a retryable TRANSIENT_EXHAUSTED error event, reason ORIGINAL_NOT_FOUND")
 	fs.DurationVar(&p.Backoff, "park-backoff", parking.DefaultBackoff, fmt.Sprintf("the first wait before a parked refund looks again; it doubles, capped at %s", parking.MaxBackoff))
 	fs.IntVar(&p.ReplicationFactor, "parked-replication-factor", -1, "replicas of the parked topic when the bridge creates it (-1: the brokers' default.replication.factor)")
