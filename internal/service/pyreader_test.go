@@ -59,7 +59,7 @@ func testPythonReader(t *testing.T, py string, mode pipeline.Delivery) {
 
 	replyTopics := replyTopicsOf(st.Topics)
 	ref := readReference(ctx, t, st.Brokers, svc.Codec, replyTopics)
-	inputs := producePyInputs(ctx, t, st, svc.Codec)
+	inputs := producePyInputs(ctx, t, st, svc.Codec, mode)
 	aborted := produceAborted(ctx, t, st.Brokers, svc.Codec, st.Topics.ResultTopic(st.Topics.Purchase))
 
 	waitFor(t, "a reply to every input in the reference", 2*time.Minute, func() bool { return ref.answers(inputs) })
@@ -158,7 +158,7 @@ type pyInput struct {
 // producePyInputs produces the inputs, each case with its expected reply.
 // Keys are the producer's choice: loyaltyId, or externalId for onboarding,
 // as the README tells producers.
-func producePyInputs(ctx context.Context, t *testing.T, st *testStack, cd *codec.Codec) []pyInput {
+func producePyInputs(ctx context.Context, t *testing.T, st *testStack, cd *codec.Codec, mode pipeline.Delivery) []pyInput {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(st.Brokers...))
 	if err != nil {
@@ -229,8 +229,14 @@ func producePyInputs(ctx context.Context, t *testing.T, st *testStack, cd *codec
 		RefundDate: now}, "refund", repliedAs(events.OutcomeApplied), kgo.RecordHeader{Key: "traceparent", Value: []byte(traceparent)})
 	event(rt, &events.PurchaseRefunded{TransactionID: "py-f3", OriginalTransactionID: "py-p1", LoyaltyID: m1, RefundAmount: 1,
 		RefundDate: now}, "refund worth no points", repliedAs(events.OutcomeNoOp))
+	// Parked until --original-wait in at-least-once mode; answered at once
+	// in exactly-once mode, which does not park (retryable either way).
+	unknownOriginal := failedAs(events.CategoryTransientExhausted, events.ReasonOriginalNotFound)
+	if mode == pipeline.ExactlyOnce {
+		unknownOriginal = failedAs(events.CategoryBusiness, events.ReasonOriginalNotFound)
+	}
 	event(rt, &events.PurchaseRefunded{TransactionID: "py-f2", OriginalTransactionID: "py-none", LoyaltyID: m2, RefundAmount: 1,
-		RefundDate: now}, "refund of an unknown purchase", failedAs(events.CategoryTransientExhausted, events.ReasonOriginalNotFound))
+		RefundDate: now}, "refund of an unknown purchase", unknownOriginal)
 
 	event(mt, onboard("py-o1", "female", "py-ext-1"), "onboarding", repliedAs(events.OutcomeOnboarded))
 	event(mt, onboard("py-o2", "robot", "py-ext-2"), "onboarding with a bad gender", failedAs(events.CategoryValidation, ""))
