@@ -65,6 +65,9 @@ const (
 	HeaderDroppedHeaders = "dropped-headers"
 )
 
+// DefaultOriginalGrace is Options.OriginalGrace's default.
+const DefaultOriginalGrace = 5 * time.Second
+
 // Defaults of Options.
 const (
 	DefaultRecordAttempts = 5
@@ -174,6 +177,15 @@ type Options struct {
 	// original, from when it was first parked. Default
 	// parking.DefaultOriginalWait.
 	OriginalWait time.Duration
+	// OriginalGrace: without parking (no ParkedTopic: exactly-once mode,
+	// a replay), a refund whose original is not found looks again, after
+	// back-offs doubling from RetryBackoff, until this long has passed
+	// since its first not-found, spending no attempt: a purchase sent
+	// with its refund is usually applied within moments (in exactly-once
+	// mode, often by a record of the same round). Then it is a retryable
+	// BUSINESS error ORIGINAL_NOT_FOUND. Default DefaultOriginalGrace;
+	// it holds its round that long at most.
+	OriginalGrace time.Duration
 	// ParkBackoff is the first delay before a parked refund is tried
 	// again; it doubles, capped at parking.MaxBackoff (or ParkBackoff,
 	// when longer). Default parking.DefaultBackoff.
@@ -274,6 +286,9 @@ func New(o Options) (*Bridge, error) {
 	}
 	if o.UnrecognisedHold == 0 {
 		o.UnrecognisedHold = DefaultUnrecognisedHold
+	}
+	if o.OriginalGrace <= 0 {
+		o.OriginalGrace = DefaultOriginalGrace
 	}
 	if o.OriginalWait == 0 {
 		o.OriginalWait = parking.DefaultOriginalWait

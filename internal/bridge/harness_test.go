@@ -238,7 +238,7 @@ func newStack(t testing.TB, o stackOpts) *stack {
 // bridge builds a Bridge over the stack; mod adjusts the options.
 func (s *stack) bridge(mod func(*bridge.Options)) *bridge.Bridge {
 	s.t.Helper()
-	o := bridge.Options{Client: s.client, Codec: s.codec, Signer: s.signer, RetryBackoff: 5 * time.Millisecond,
+	o := bridge.Options{Client: s.client, Codec: s.codec, Signer: s.signer, RetryBackoff: 5 * time.Millisecond, OriginalGrace: 200 * time.Millisecond,
 		Metrics: s.metrics, Logger: s.log, Profile: s.profile}
 	if mod != nil {
 		mod(&o)

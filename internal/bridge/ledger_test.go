@@ -315,3 +315,32 @@ func TestLedgerDuplicatedInputAtVolume(t *testing.T) {
 	t.Logf("%d purchases, %d sent twice: %d accrual calls, %d transactions applied more than once",
 		n, n/10, s.sim.Calls(sim.EndpointAccrual, http.StatusOK), len(s.sim.EffectsOver(1)))
 }
+
+// Without parking (exactly-once mode, a replay), a refund read before its
+// purchase was applied looks again for OriginalGrace: the purchase, often
+// in the same round, lands meanwhile and the refund claws back.
+func TestUnparkedRefundWaitsForItsPurchase(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	b := s.bridge(func(o *bridge.Options) { o.OriginalGrace = 30 * time.Second })
+	refund := &events.PurchaseRefunded{TransactionID: "f-1", OriginalTransactionID: "p-1", LoyaltyID: sim.MemberID(1),
+		RefundAmount: 30_000, RefundDate: time.Now()}
+	done := make(chan reply, 1)
+	go func() { done <- s.handle(b, s.record(topics.RefundRedemption, refund), false) }()
+	waitFor(t, 30*time.Second, func() string {
+		if s.sim.TotalCalls(sim.EndpointLookup) == 0 {
+			return "the refund has not looked its purchase up yet"
+		}
+		return ""
+	})
+	if r := s.handle(b, s.record(topics.Purchase, purchase("p-1", 1, 100_000)), false); r.outcome() != string(events.OutcomeApplied) {
+		t.Fatalf("purchase: %s", r.outcome())
+	}
+	select {
+	case r := <-done:
+		if r.result == nil || r.result.Outcome != events.OutcomeApplied || r.result.Attempts != 1 {
+			t.Fatalf("refund: %s (%s), want APPLIED in one attempt", r.outcome(), r.detail())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the refund did not end")
+	}
+}

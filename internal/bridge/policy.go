@@ -53,6 +53,9 @@ type recordState struct {
 	// request was sent) plus the profile's apply window. No lookup of the
 	// record runs before it, since a not-found before then is no answer.
 	settleAt time.Time
+	// originalMissingSince is when a refund's original was first not
+	// found, for Options.OriginalGrace.
+	originalMissingSince time.Time
 }
 
 // middleware wraps a handler with one concern of the attempt policy.
@@ -103,6 +106,11 @@ func (b *Bridge) retry(st *recordState) middleware {
 				if !loyalty.IsUnrecognised(err) || ctx.Err() != nil {
 					b.release(st)
 				}
+				if ok, werr := b.originalGrace(ctx, st, err, tries); werr != nil {
+					return nil, werr
+				} else if ok {
+					continue
+				}
 				if err == nil || !transient(err) || ctx.Err() != nil {
 					return r, err
 				}
@@ -143,6 +151,31 @@ func (b *Bridge) retry(st *recordState) middleware {
 			}
 		}
 	}
+}
+
+// originalGrace waits for a refund's original that was not found, when
+// the bridge does not park (Options.OriginalGrace): it reports true when
+// the record should look again, after a back-off (no attempt spent). It
+// returns ctx's error if the wait was cut short.
+func (b *Bridge) originalGrace(ctx context.Context, st *recordState, err error, tries int) (bool, error) {
+	var rf *recordFailure
+	if b.o.ParkedTopic != "" || !errors.As(err, &rf) || !rf.originalMissing || ctx.Err() != nil {
+		return false, nil
+	}
+	now := time.Now()
+	if st.originalMissingSince.IsZero() {
+		st.originalMissingSince = now
+	}
+	left := b.o.OriginalGrace - now.Sub(st.originalMissingSince)
+	if left <= 0 {
+		return false, nil
+	}
+	st.attempts-- // looking again is not another attempt
+	b.log.Debug("refund's original not found yet; looking again", zap.String("transactionId", st.id), zap.Duration("left", left))
+	if err := sleep(ctx, min(b.o.RetryBackoff<<min(tries, 5), left)); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // hold makes each attempt wait while the partner refuses the credentials
