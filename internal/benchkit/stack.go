@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,7 +92,15 @@ func (s *stack) group(name string) string {
 func (s *stack) Close() {
 	s.Stack.Close()
 	if s.external {
-		s.deleteExternal(s.topics.All(), s.groups...)
+		topics := s.topics.All()
+		for _, g := range s.groups {
+			if strings.Contains(g, bridgeGroup) {
+				// The bridge's own topics, named after its group (the
+				// defaults of --ledger-topic and --parked-topic).
+				topics = append(topics, g+".ledger", g+".parked")
+			}
+		}
+		s.deleteExternal(topics, s.groups...)
 	}
 }
 
