@@ -129,7 +129,7 @@ func (p poster) post(ctx context.Context, grant, target, contentType string, bod
 		return Token{}, e
 	}
 	var tr tokenResponse
-	if err := json.Unmarshal(data, &tr); err != nil || tr.AccessToken == "" || tr.ExpiresIn <= 0 {
+	if err := json.Unmarshal(data, &tr); err != nil || tr.AccessToken == "" || seconds(tr.ExpiresIn) <= 0 {
 		return Token{}, &Error{Grant: grant, Status: resp.StatusCode, Err: errDecode}
 	}
 	t := Token{
@@ -144,13 +144,31 @@ func (p poster) post(ctx context.Context, grant, target, contentType string, bod
 	if t.TokenType == "" {
 		t.TokenType = "Bearer"
 	}
-	if tr.RefreshToken != "" && tr.RefreshExpiresIn > 0 {
+	if tr.RefreshToken != "" && seconds(tr.RefreshExpiresIn) > 0 {
 		t.RefreshExpiry = start.Add(seconds(tr.RefreshExpiresIn))
 	}
 	return t, nil
 }
 
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+// MaxLifetime bounds a token's lifetime as the bridge counts it. The spec
+// shows neither the unit nor a range of expires_in: a number past this
+// (or past what a time.Duration holds, where the conversion overflowed to
+// an expiry 292 years in the past and every call asked for a new token) is
+// read as this, so the token is refreshed at least that often; the
+// partner's 401 refreshes it sooner if it ends first.
+const MaxLifetime = 30 * 24 * time.Hour
+
+// seconds is expires_in as a duration, at most MaxLifetime; 0 for a
+// number that is not positive or rounds to nothing.
+func seconds(s float64) time.Duration {
+	if s >= MaxLifetime.Seconds() {
+		return MaxLifetime
+	}
+	if !(s > 0) {
+		return 0
+	}
+	return time.Duration(s * float64(time.Second))
+}
 
 // sanitizeCode keeps an error code that looks like one: at most maxCode
 // letters, digits and _ . : -, not token-shaped. Anything else is the
