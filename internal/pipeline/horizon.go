@@ -44,7 +44,8 @@ func releasedMetadata(h int64) string { return horizonMetadata(h) + releasedSuff
 
 // parseHorizon reads a horizon from offset commit metadata, and whether
 // the partition was released cleanly; ok is false when the metadata is not
-// a horizon.
+// a horizon (anything but exactly what horizonMetadata or releasedMetadata
+// writes).
 func parseHorizon(meta string) (h int64, released, ok bool) {
 	s, ok := strings.CutPrefix(meta, horizonPrefix)
 	if !ok {
@@ -52,7 +53,9 @@ func parseHorizon(meta string) (h int64, released, ok bool) {
 	}
 	s, released = strings.CutSuffix(s, releasedSuffix)
 	h, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || h < 0 {
+	// Only the spelling horizonMetadata writes: "+5", "007" or "-0" were
+	// written by something else, and are not ours to trust.
+	if err != nil || h < 0 || strconv.FormatInt(h, 10) != s {
 		return 0, false, false
 	}
 	return h, released, true

@@ -19,23 +19,27 @@ import (
 
 func TestParseHorizon(t *testing.T) {
 	for _, c := range []struct {
-		meta string
-		want int64
-		ok   bool
+		meta     string
+		want     int64
+		released bool
+		ok       bool
 	}{
-		{horizonMetadata(0), 0, true},
-		{releasedMetadata(77), 77, true},
-		{horizonPrefix + "77/releasedx", 0, false},
-		{horizonMetadata(1234), 1234, true},
-		{"", 0, false},
-		{"member-1-abc", 0, false}, // franz-go's default metadata: the member ID
-		{horizonPrefix, 0, false},
-		{horizonPrefix + "-5", 0, false},
-		{horizonPrefix + "12x", 0, false},
+		{horizonMetadata(0), 0, false, true},
+		{releasedMetadata(77), 77, true, true},
+		{horizonPrefix + "77/releasedx", 0, false, false},
+		{horizonMetadata(1234), 1234, false, true},
+		{"", 0, false, false},
+		{"member-1-abc", 0, false, false}, // franz-go's default metadata: the member ID
+		{horizonPrefix, 0, false, false},
+		{horizonPrefix + "-5", 0, false, false},
+		{horizonPrefix + "12x", 0, false, false},
+		{horizonPrefix + "+12", 0, false, false}, // another writer's spelling
+		{horizonPrefix + "012" + releasedSuffix, 0, false, false},
+		{releasedSuffix, 0, false, false},
 	} {
-		got, _, ok := parseHorizon(c.meta)
-		if got != c.want || ok != c.ok {
-			t.Errorf("parseHorizon(%q) = %d, %v; want %d, %v", c.meta, got, ok, c.want, c.ok)
+		got, released, ok := parseHorizon(c.meta)
+		if got != c.want || released != c.released || ok != c.ok {
+			t.Errorf("parseHorizon(%q) = %d, %v, %v; want %d, %v, %v", c.meta, got, released, ok, c.want, c.released, c.ok)
 		}
 	}
 }
