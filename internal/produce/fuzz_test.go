@@ -16,10 +16,12 @@ func FuzzParseLine(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"PurchaseCompleted","transactionId":"T-1","loyaltyId":"L-1","amount":12.5,"currency":"EUR","occurredAt":"2026-11-20T10:30:00Z"}`,
 		`{"type":"MemberOnboarded","externalId":"E-1","phone":"+441234567890","firstName":"Alexandrina"}`,
-		`{"transactionId":{"nested":"Alexandrina"},"loyaltyId":"L-1"}`,
-		`{"loyaltyId":"L-1","amount":"twelve-euros-fifty"}`,
-		`{"loyaltyId":"L-1","occurredAt":"yesterday-at-noon"}`,
-		`{"loyaltyId":"L-1","surprise":"Alexandrina"}`,
+		`{"type":"PurchaseCompleted","transactionId":{"nested":"Alexandrina"},"loyaltyId":"L-1"}`,
+		`{"type":"PurchaseCompleted","loyaltyId":"L-1","amount":"twelve-euros-fifty"}`,
+		`{"type":"PurchaseCompleted","loyaltyId":"L-1","transactionDate":"yesterday-at-noon"}`,
+		`{"type":"PurchaseRefunded","loyaltyId":"L-1","refundDate":"2026-13-45T99:00:00Z"}`,
+		`{"type":"PurchaseCompleted","loyaltyId":"L-1","surprise":"Alexandrina"}`,
+		`{"type":"MemberOnboardRequested","externalId":"E-1","phone":["+441234567890"]}`,
 		`{"type":7}`, `[]`, `{`, `null`, `{"loyaltyId":12345678901}`,
 	} {
 		f.Add(s)
