@@ -53,6 +53,7 @@ type Options struct {
 type Ledger struct {
 	o   Options
 	log *zap.Logger
+	w   *writer // intents' produce path (writer.go)
 
 	mu     sync.Mutex
 	stores map[storeKey]*store
@@ -91,8 +92,13 @@ func New(o Options) (*Ledger, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Ledger{o: o, log: o.Logger.Named("ledger"), stores: map[storeKey]*store{}}, nil
+	return &Ledger{o: o, log: o.Logger.Named("ledger"), w: newWriter(o.Client), stores: map[storeKey]*store{}}, nil
 }
+
+// Close stops the goroutine that produces intents (started by the first
+// Intend) and waits for it; an Intend after Close fails. It does not close
+// Options.Client, the caller's.
+func (l *Ledger) Close() { l.w.close() }
 
 // Topic is the ledger topic's name.
 func (l *Ledger) Topic() string { return l.o.Topic }
@@ -125,7 +131,7 @@ func (l *Ledger) Intend(ctx context.Context, rec *kgo.Record, e Entry) error {
 	if err != nil {
 		return err
 	}
-	if err := l.o.Client.ProduceSync(ctx, r).FirstErr(); err != nil {
+	if err := l.w.write(ctx, r); err != nil {
 		return fmt.Errorf("ledger: intent of %s: %w", Key(e.Kind, e.TransactionID), err)
 	}
 	l.store(rec.Topic, rec.Partition).put(string(r.Key), string(r.Value))

@@ -63,6 +63,7 @@ func (w world) open(t *testing.T, now func() time.Time) (*ledger.Ledger, *kgo.Cl
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(l.Close)
 	return l, cl
 }
 

@@ -492,6 +492,9 @@ func (d *Deps) Close() {
 	if d.admin != nil {
 		d.admin.Close()
 	}
+	if d.Ledger != nil {
+		d.Ledger.Close()
+	}
 	if d.ledgerCl != nil {
 		d.ledgerCl.Close()
 	}
