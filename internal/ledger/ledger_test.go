@@ -375,3 +375,42 @@ func TestLedgerReadEndsAtATransactionMarker(t *testing.T) {
 		})
 	}
 }
+
+// Intents written at once by many records are each acknowledged to their
+// own caller and durable (another process reads every one back); after
+// Close, Intend fails and writes nothing.
+func TestConcurrentIntentsThenClose(t *testing.T) {
+	w := cluster(t)
+	a, _ := w.open(t, nil)
+	ctx := ctxT(t)
+	const n = 200
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- a.Intend(ctx, w.rec(int32(i%4), int64(i)), ledger.Entry{Kind: ledger.Accrual, TransactionID: fmt.Sprintf("p-%d", i)})
+		}()
+	}
+	for range n {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-ctx.Done():
+			t.Fatal("intents not all acknowledged")
+		}
+	}
+	a.Close()
+	if err := a.Intend(ctx, w.rec(0, n), ledger.Entry{Kind: ledger.Accrual, TransactionID: "after-close"}); err == nil {
+		t.Fatal("Intend after Close succeeded")
+	}
+	b, _ := w.open(t, nil)
+	for i := range n {
+		if e := w.lookup(t, b, int32(i%4), 1, ledger.Accrual, fmt.Sprintf("p-%d", i)); e == nil || e.State != ledger.Intent {
+			t.Fatalf("p-%d read back as %+v, want its intent", i, e)
+		}
+	}
+	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "after-close"); e != nil {
+		t.Fatalf("intent made after Close read back: %+v", e)
+	}
+}
