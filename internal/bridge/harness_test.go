@@ -71,6 +71,9 @@ type stackOpts struct {
 	// profile is the bridge side's partner profile (signer, client and
 	// bridge); the simulator's is sim.Profile.
 	profile partnerprofile.Profile
+	// quiet logs nothing (benchmarks: debug lines would be most of what
+	// they measure).
+	quiet bool
 }
 
 // stack is one test's world. Everything is closed by t.Cleanup.
@@ -144,6 +147,9 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	// Every line the bridge, client and token cache write, at debug, as
 	// JSON: what the PII canaries are checked against.
 	s.log = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(s.logs), zap.DebugLevel))
+	if o.quiet {
+		s.log = zap.NewNop()
+	}
 
 	if o.partitions == 0 {
 		o.partitions = 4
