@@ -177,7 +177,7 @@ func parse(e env, args []string) (*options, error) {
 	fs.StringVar(&workDir, "work-dir", "", "directory for the built bridge and contestants' logs, kept (default: a temporary one, kept only on failure)")
 	fs.DurationVar(&stall, "stall", time.Minute, "fail a contestant when no reply comes for this long")
 	fs.DurationVar(&timeout, "timeout", 30*time.Minute, "bound on one contestant")
-	fs.StringVar(&o.cfg.BridgeProfile, "bridge-cpuprofile", "", "run the bridge in-process in a bench worker under the CPU profiler and write `PREFIX`-<mode>.pprof (its figures are then the worker's)")
+	fs.StringVar(&o.cfg.BridgeProfile, "bridge-cpuprofile", "", "run the bridge in-process in a bench worker under the CPU profiler and write `PREFIX`-<mode>.pprof, with PREFIX-<mode>-heap.pprof (near the heap's peak) and PREFIX-<mode>-allocs.pprof (every allocation of the run; -sample_index=alloc_objects) beside it (its figures are then the worker's)")
 	fs.StringVar(&o.from, "from", "", "measure nothing: read a report written by --json and print it (and --svg, --json) again")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process (simulator, Kafka, collector) to this file")
 	b := flagenv.New(fs, "LOYALTY_BENCH_")

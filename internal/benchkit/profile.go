@@ -26,8 +26,11 @@ const KindBridge = "bridge"
 
 // runProfiledBridge parses spec.BridgeArgs as `loyalty-bridge run` does,
 // runs the service until ctx ends and writes a CPU profile of it to
-// spec.Profile, and a heap profile taken near the heap's peak beside it
-// (…-heap.pprof).
+// spec.Profile, a heap profile taken near the heap's peak beside it
+// (…-heap.pprof), and one taken when the service has stopped
+// (…-allocs.pprof), whose allocation samples cover the whole run:
+// `go tool pprof -sample_index=alloc_objects` divided by the records is
+// allocations per record.
 func runProfiledBridge(ctx context.Context, spec WorkerSpec) (WorkerResult, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -60,7 +63,23 @@ func runProfiledBridge(ctx context.Context, spec WorkerSpec) (WorkerResult, erro
 	if err := svc.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return WorkerResult{}, err
 	}
+	if err := writeAllocs(strings.TrimSuffix(spec.Profile, ".pprof") + "-allocs.pprof"); err != nil {
+		return WorkerResult{}, err
+	}
 	return WorkerResult{}, nil
+}
+
+// writeAllocs writes the allocations of the whole run so far to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("allocs profile %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // heapAtPeak writes a heap profile to path whenever the live heap has
