@@ -205,16 +205,18 @@ func devConfig(stack *devstack.Stack, f devFlags) (*config.Config, error) {
 
 func printBanner(w io.Writer, s *devstack.Stack, f devFlags, metricsAddr string) {
 	brokers := strings.Join(s.Brokers, ",")
-	if metricsAddr == "" {
-		metricsAddr = "(off)"
+	// Without --metrics-addr nothing serves them: no line rather than an
+	// address that answers nothing.
+	health := ""
+	if metricsAddr != "" {
+		health = fmt.Sprintf("\n  Metrics, health   http://%s/metrics  /healthz  /readyz", metricsAddr)
 	}
 	fmt.Fprintf(w, `
 loyalty-bridge dev — everything runs in this process; Ctrl-C stops it (data stays in %s)
 
   Kafka             %s
   Schema Registry   %s
-  Partner API sim   %s   (client_id %s, client_secret %s, user %s / %s)
-  Metrics, health   http://%s/metrics  /healthz  /readyz
+  Partner API sim   %s   (client_id %s, client_secret %s, user %s / %s)%s
   Input topics      %s
   Members           %s … %s
 
@@ -227,7 +229,7 @@ Try, in another terminal:
     LOYALTY_BRIDGE_API_USERNAME=%s LOYALTY_BRIDGE_API_PASSWORD=%s go run ./cmd/loyalty-bridge api lookup --loyalty-id %s --transaction-id tx-1
 
 `, f.dataDir, brokers, s.RegistryURL, s.SimURL, sim.DefaultClientID, sim.DefaultClientSecret, sim.DefaultUsername, sim.DefaultPassword,
-		metricsAddr, strings.Join(codec.DefaultTopics().Inputs(), ", "), sim.MemberID(1), sim.MemberID(f.members),
+		health, strings.Join(codec.DefaultTopics().Inputs(), ", "), sim.MemberID(1), sim.MemberID(f.members),
 		sim.MemberID(1), time.Now().UTC().Format(time.RFC3339), brokers, s.RegistryURL, brokers, s.RegistryURL, brokers,
 		s.SimURL, sim.DefaultClientID, sim.DefaultClientSecret, sim.DefaultUsername, sim.DefaultPassword, sim.MemberID(1))
 }

@@ -5,6 +5,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -132,5 +134,55 @@ func TestDevBannerIsLastBeforeProgress(t *testing.T) {
 	}
 	if strings.Contains(out, "\tkafka\t") {
 		t.Errorf("the Kafka client logs at info:\n%s", out)
+	}
+}
+
+// The banner's metrics line names the address dev serves /healthz on, and
+// it answers there while dev runs; without --metrics-addr the line is left
+// out rather than showing an address that answers nothing.
+func TestDevBannerServesHealth(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var screen lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, env{stdin: strings.NewReader(""), stdout: &screen, stderr: &screen, lookup: func(string) (string, bool) { return "", false }},
+			[]string{"dev", "--data-dir", t.TempDir(), "--kafka-addr", "127.0.0.1:0", "--registry-addr", "127.0.0.1:0",
+				"--sim-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--partitions", "2", "--members", "20", "--log-level", "warn"})
+	}()
+	line := regexp.MustCompile(`Metrics, health +http://(127\.0\.0\.1:\d+)/metrics`)
+	var addr string
+	for deadline := time.Now().Add(2 * time.Minute); addr == ""; {
+		if m := line.FindStringSubmatch(screen.String()); m != nil {
+			addr = m[1]
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("no metrics line with an address in the banner:\n%s", screen.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling the screen, not synchronising
+	}
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("the banner's address does not answer: %v\n%s", err, screen.String())
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz at the banner's address: %s", resp.Status)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("dev did not stop")
+	}
+
+	code, out, errs := devRun(t, t.TempDir(), "--demo", "5", "--exit-when-done") // devRun passes --metrics-addr ""
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if strings.Contains(out, "Metrics, health") {
+		t.Errorf("a metrics line without a server:\n%s", out)
 	}
 }

@@ -90,8 +90,11 @@ type Service struct {
 	bridge *bridge.Bridge
 	pipe   *pipeline.Pipeline
 	ln     net.Listener
-	joined atomic.Bool
-	owner  *metricsObserver // which partitions this member owns
+	// metricsAddr is ln's address, kept after Run hands ln to the server
+	// (which it takes out of s.ln, so that a second Run cannot serve it).
+	metricsAddr string
+	joined      atomic.Bool
+	owner       *metricsObserver // which partitions this member owns
 }
 
 // Connect connects everything a bridge needs, in the order an operator
@@ -252,6 +255,9 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 			return nil, fmt.Errorf("--metrics-addr: %w", err)
 		}
 	}
+	if s.ln != nil {
+		s.metricsAddr = s.ln.Addr().String()
+	}
 	return s, nil
 }
 
@@ -397,12 +403,8 @@ func (d *Deps) checkKafka(ctx context.Context) error {
 func (s *Service) Covered() <-chan struct{} { return s.owner.covered }
 
 // MetricsAddr is the address /metrics is served on, or "".
-func (s *Service) MetricsAddr() string {
-	if s.ln == nil {
-		return ""
-	}
-	return s.ln.Addr().String()
-}
+// It stays the same once Run serves it.
+func (s *Service) MetricsAddr() string { return s.metricsAddr }
 
 // Run consumes until ctx ends, then shuts down gracefully: stop fetching,
 // drain in flight (bounded by --drain-timeout), produce, commit, leave the
