@@ -57,7 +57,11 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	verr := cfg.Validate()
 	if *printConfig {
 		config.WriteYAML(e.stdout, b, "print-config", "config")
-		if verr != nil {
+		switch {
+		case config.OnlyMissing(verr):
+			// Printing needs no credentials; say what run still needs.
+			fmt.Fprintf(e.stderr, "loyalty-bridge run: printed; run also needs:\n%v\n", verr)
+		case verr != nil:
 			return &exitError{code: 2, err: verr}
 		}
 		return nil

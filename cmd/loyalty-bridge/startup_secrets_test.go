@@ -138,3 +138,22 @@ func TestPlaintextKafkaWarnedAtStartup(t *testing.T) {
 		t.Fatalf("with --allow-insecure: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// run --print-config shows the configuration without the partner's
+// credentials (exit 0, the YAML on stdout, what run still needs on
+// stderr); a setting with a wrong value is still a usage error.
+func TestPrintConfigNeedsNoCredentials(t *testing.T) {
+	code, out, errs := startupCLI(t, nil, "run", "--print-config")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, errs)
+	}
+	if !strings.Contains(out, "client-id:") || !strings.Contains(out, "max-in-flight:") {
+		t.Errorf("no configuration printed:\n%s", out)
+	}
+	if !strings.Contains(errs, "--client-id") {
+		t.Errorf("stderr does not say run still needs --client-id:\n%s", errs)
+	}
+	if code, _, errs := startupCLI(t, nil, "run", "--print-config", "--max-in-flight", "0"); code != 2 || !strings.Contains(errs, "--max-in-flight") {
+		t.Errorf("a wrong value: exit %d, want 2 naming --max-in-flight; stderr:\n%s", code, errs)
+	}
+}

@@ -137,7 +137,7 @@ func (a *API) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	baseOK, authOK := false, false
 	if a.BaseURL == "" {
-		bad("%s: required", a.flag("base-url"))
+		errs = append(errs, missing("%s: required", a.flag("base-url")))
 	} else if err := checkURL(a.flag("base-url"), a.BaseURL, apiCreds); err != nil {
 		errs = append(errs, err)
 	} else {
@@ -161,7 +161,7 @@ func (a *API) Validate() error {
 		}
 	}
 	if a.ClientID == "" {
-		bad("--client-id (LOYALTY_BRIDGE_API_CLIENT_ID): required")
+		errs = append(errs, missing("--client-id (LOYALTY_BRIDGE_API_CLIENT_ID): required"))
 	}
 	if err := a.grant.check("grant"); err != nil {
 		errs = append(errs, err)
@@ -169,11 +169,11 @@ func (a *API) Validate() error {
 		switch a.Grant {
 		case GrantPassword:
 			if a.ClientSecret == "" || a.Username == "" || a.Password == "" {
-				bad("--grant password needs --client-secret, --username and --password (LOYALTY_BRIDGE_API_CLIENT_SECRET, _USERNAME, _PASSWORD)")
+				errs = append(errs, missing("--grant password needs --client-secret, --username and --password (LOYALTY_BRIDGE_API_CLIENT_SECRET, _USERNAME, _PASSWORD)"))
 			}
 		case GrantExchange:
 			if a.PartnerKey == "" {
-				bad("--grant exchange needs --partner-key")
+				errs = append(errs, missing("--grant exchange needs --partner-key"))
 			}
 		}
 	}

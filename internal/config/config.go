@@ -51,6 +51,38 @@ type SettingError struct{ Err error }
 func (e *SettingError) Error() string { return e.Err.Error() }
 func (e *SettingError) Unwrap() error { return e.Err }
 
+// MissingError is a setting that a command needs before it connects and
+// that was not given: the partner API's address and credentials, SASL's
+// user and password. A configuration lacking only these can still be
+// shown (run --print-config), so that an operator can write the file
+// first and add the secrets where they belong (a *_FILE, a Secret).
+type MissingError struct{ msg string }
+
+func (e *MissingError) Error() string { return e.msg }
+
+// missing is a MissingError formatted as fmt.Errorf formats.
+func missing(format string, args ...any) error {
+	return &MissingError{msg: fmt.Sprintf(format, args...)}
+}
+
+// OnlyMissing reports whether err, as Validate returns it, holds
+// MissingErrors and nothing else.
+func OnlyMissing(err error) bool {
+	if err == nil {
+		return false
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !OnlyMissing(e) {
+				return false
+			}
+		}
+		return true
+	}
+	var m *MissingError
+	return errors.As(err, &m)
+}
+
 // settingError makes a Build's error a *SettingError.
 func settingError(err *error) {
 	if *err != nil {

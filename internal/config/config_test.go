@@ -272,3 +272,27 @@ func TestRefundKeyCheck(t *testing.T) {
 		t.Fatalf("ignore: %v", err)
 	}
 }
+
+// The defaults lack only what an operator must supply (the partner's
+// address is defaulted, its credentials are not): OnlyMissing says so, and
+// a wrong value beside them is not "only missing".
+func TestOnlyMissingCredentials(t *testing.T) {
+	_, err := parse(t, nil, nil)
+	if err == nil || !OnlyMissing(err) {
+		t.Fatalf("defaults without credentials: %v, want only missing settings", err)
+	}
+	for _, name := range []string{"--client-id", "--client-secret"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("the missing settings do not name %s: %v", name, err)
+		}
+	}
+	if _, err := parse(t, []string{"--max-in-flight", "0"}, nil); err == nil || OnlyMissing(err) {
+		t.Errorf("a bad value beside missing credentials: %v, want more than missing settings", err)
+	}
+	if _, err := parse(t, []string{"--kafka-sasl-mechanism", "SCRAM-SHA-256"}, creds); err == nil || !OnlyMissing(err) {
+		t.Errorf("SASL without its user and password: %v, want only missing settings", err)
+	}
+	if OnlyMissing(nil) {
+		t.Error("OnlyMissing(nil) is true")
+	}
+}

@@ -167,7 +167,7 @@ func (k *Kafka) Validate() error {
 		}
 	default:
 		if k.SASLUsername == "" || k.SASLPassword == "" {
-			bad("--kafka-sasl-mechanism %s needs --kafka-sasl-username and --kafka-sasl-password", k.SASLMechanism)
+			errs = append(errs, missing("--kafka-sasl-mechanism %s needs --kafka-sasl-username and --kafka-sasl-password", k.SASLMechanism))
 		}
 	}
 	if k.SASLMechanism == SASLPlain && !k.tlsOn() && !k.insecure() {
