@@ -43,8 +43,18 @@ topics created; Kafka data, schema ids and the partner key persist under
 --data-dir, so a restart resumes where it stopped. A banner prints the
 addresses, demo credentials and commands to try. Ctrl-C stops everything.
 
---demo N produces N sample events of every kind (a few invalid on purpose),
-shows live progress and ends with a table of outcomes per topic.
+--demo N produces N sample events (purchases, redemptions, onboardings,
+link and unlink commands, a few invalid and undecodable on purpose), then,
+once their purchases are applied, a refund of every fourth purchase and
+one refund of a purchase that never happened (labelled in the table: it is
+parked, looked for again and ends as a retryable ORIGINAL_NOT_FOUND error
+on purpose). So --demo 2000 answers about 2,300 events. It shows live
+progress and ends with a table of outcomes per topic.
+
+--kafka-addr, --registry-addr, --sim-addr and --metrics-addr pick the
+listen addresses (port 0: any free port) when the defaults are taken.
+dev reads no LOYALTY_BRIDGE_* variables and takes only the flags below, so
+that a shell set up for production cannot point it elsewhere.
 
 Examples:
   loyalty-bridge dev
@@ -73,7 +83,7 @@ func runDev(ctx context.Context, e env, args []string) error {
 	fs.StringVar(&f.metricsAddr, "metrics-addr", telemetry.LoopbackAddr, "/metrics, /healthz and /readyz (empty: off; loopback by default, as every dev listener)")
 	fs.IntVar(&f.partitions, "partitions", 8, "partitions of each topic created")
 	fs.IntVar(&f.members, "members", 1000, "members seeded in the simulator (LB00000001 …)")
-	fs.IntVar(&f.demoN, "demo", 0, "produce this many sample events and show their progress")
+	fs.IntVar(&f.demoN, "demo", 0, "produce this many sample events, then refunds of a quarter of the purchases and one deliberate orphan refund, and show their progress")
 	fs.BoolVar(&f.exitWhenDone, "exit-when-done", false, "with --demo: exit after the summary (0 when every event got its output)")
 	fs.DurationVar(&f.demoTimeout, "demo-timeout", 5*time.Minute, "with --exit-when-done: give up after this long")
 	fs.StringVar(&f.ordering, "ordering", "key", "order within a partition: key, partition or unordered")

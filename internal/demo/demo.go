@@ -22,7 +22,9 @@ type Item struct {
 	// ID is the transactionId the reply will carry. For Raw records it is
 	// empty until the record is produced (the reply names its
 	// topic/partition/offset).
-	ID string
+	ID string // Note, when set, follows the outcome of this item's answer in the
+	// table: a record that fails on purpose says so.
+	Note string
 }
 
 // Options shape a plan.
@@ -77,12 +79,16 @@ func Plan(o Options) (first []Item, refunds func() []Item) {
 				LoyaltyID: p.LoyaltyID, RefundAmount: p.Amount / 2, RefundDate: o.Now}
 			out = append(out, Item{Topic: t.RefundRedemption, Key: ev.LoyaltyID, Event: ev, ID: ev.TransactionID})
 		}
-		// One refund of a purchase that never happened.
+		// One refund of a purchase that never happened: it waits for its
+		// purchase (parked) and ends as a retryable error, on purpose.
 		ev := &events.PurchaseRefunded{TransactionID: id("refund-orphan", 0), OriginalTransactionID: id("never", 0),
 			LoyaltyID: o.Members(1), RefundAmount: 1000, RefundDate: o.Now}
-		return append(out, Item{Topic: t.RefundRedemption, Key: ev.LoyaltyID, Event: ev, ID: ev.TransactionID})
+		return append(out, Item{Topic: t.RefundRedemption, Key: ev.LoyaltyID, Event: ev, ID: ev.TransactionID, Note: OrphanNote})
 	}
 }
+
+// OrphanNote labels the demo's refund of a purchase that never happened.
+const OrphanNote = "(on purpose: a refund of a purchase that never happened)"
 
 // memberCommands: link, link again, unlink, unlink again, keyed by member
 // so they stay in order.
@@ -113,7 +119,8 @@ func onboarding(txID string, i int) *events.MemberOnboardRequested {
 // Tally counts terminal outputs. Safe for concurrent use.
 type Tally struct {
 	mu      sync.Mutex
-	want    map[string]bool // planned transaction ids not yet answered
+	want    map[string]bool   // planned transaction ids not yet answered
+	notes   map[string]string // transaction id → note after its outcome
 	planned int
 	done    int
 	counts  map[string]map[string]int // input topic → outcome or error category → count
@@ -129,7 +136,7 @@ const maxEarly = 10_000
 
 // NewTally returns an empty Tally.
 func NewTally() *Tally {
-	return &Tally{want: map[string]bool{}, counts: map[string]map[string]int{}, early: map[string]earlyAnswer{}}
+	return &Tally{want: map[string]bool{}, notes: map[string]string{}, counts: map[string]map[string]int{}, early: map[string]earlyAnswer{}}
 }
 
 // Expect adds planned transaction ids.
@@ -148,6 +155,14 @@ func (t *Tally) Expect(ids ...string) {
 		}
 		t.want[id] = true
 	}
+}
+
+// Note labels id's answer in the table: its row reads outcome, then note.
+// Call it before the answer arrives.
+func (t *Tally) Note(id, note string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.notes[id] = note
 }
 
 // Result records a result of input topic in; it reports whether it answered
@@ -175,6 +190,9 @@ func (t *Tally) add(in, label, id string) bool {
 		return false
 	}
 	delete(t.want, id)
+	if n := t.notes[id]; n != "" {
+		label += " " + n
+	}
 	t.count(in, label)
 	return true
 }

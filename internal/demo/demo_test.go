@@ -70,3 +70,26 @@ func TestTallyCountsOncePerPlannedID(t *testing.T) {
 		t.Fatalf("table:\n%s", table)
 	}
 }
+
+// The orphan refund is planned with its note, and its row in the table
+// says it fails on purpose.
+func TestOrphanRefundIsLabelled(t *testing.T) {
+	_, refunds := Plan(Options{N: 40, Members: func(i int) string { return fmt.Sprintf("LB%08d", i) }, Count: 5, Run: "r"})
+	var orphan *Item
+	for _, it := range refunds() {
+		if it.Note != "" {
+			orphan = &it
+		}
+	}
+	if orphan == nil || orphan.Note != OrphanNote {
+		t.Fatalf("no refund planned with the orphan's note: %+v", orphan)
+	}
+	ta := NewTally()
+	ta.Note(orphan.ID, orphan.Note)
+	ta.Expect(orphan.ID)
+	reason := "ORIGINAL_NOT_FOUND"
+	ta.Error("loyalty.refund-redemption", &events.LoyaltyError{TransactionID: orphan.ID, Category: events.CategoryTransientExhausted, Reason: &reason})
+	if table := ta.Table(); !strings.Contains(table, "error TRANSIENT_EXHAUSTED ORIGINAL_NOT_FOUND "+OrphanNote) {
+		t.Errorf("the orphan's row is not labelled:\n%s", table)
+	}
+}

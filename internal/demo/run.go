@@ -129,6 +129,9 @@ func produceItems(ctx context.Context, cl *kgo.Client, cd *codec.Codec, tally *T
 				return fmt.Errorf("demo: encode %s: %w", it.ID, err)
 			}
 			value = v
+			if it.Note != "" {
+				tally.Note(it.ID, it.Note)
+			}
 			tally.Expect(it.ID)
 		}
 		raw := it.Event == nil
