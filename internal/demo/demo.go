@@ -88,7 +88,7 @@ func Plan(o Options) (first []Item, refunds func() []Item) {
 }
 
 // OrphanNote labels the demo's refund of a purchase that never happened.
-const OrphanNote = "(on purpose: a refund of a purchase that never happened)"
+const OrphanNote = "(on purpose: no such purchase)"
 
 // memberCommands: link, link again, unlink, unlink again, keyed by member
 // so they stay in order.
