@@ -1,5 +1,5 @@
 // Package loyalty is the typed client of the Partner Loyalty Points API
-// (../shared/spec/partner-loyalty-api.md): Customer Info, Customer Profile,
+// (docs/partner-api.md): Customer Info, Customer Profile,
 // User Onboarding, link-member, unlink-member, Point Redemption With Token,
 // Point Accrual and Lookup Transaction. The token calls (password, refresh,
 // exchange) live in internal/tokensource, redemption signing in
@@ -45,7 +45,7 @@
 // sentinels, IsMemberLinked, IsMemberNotLinked), *AuthError, *TransientError,
 // *RejectedError, *MalformedResponseError, *UnrecognisedAnswerError and
 // *ValidationError (refused before any call). Category maps each to the error-event category of
-// DESIGN §3, Retryable to its retryable flag.
+// LoyaltyError (docs/events.md, schemas/error.avsc), Retryable to its retryable flag.
 //
 // An answer is classified by its status first, then by its body:
 //

@@ -270,7 +270,8 @@ func IsAmbiguous(err error) bool {
 	return errors.As(err, &me) && me.Ambiguous
 }
 
-// ErrorCategory is the error-event category of a failure (DESIGN §3).
+// ErrorCategory is the error-event category of a failure (LoyaltyError's
+// category: docs/events.md).
 type ErrorCategory string
 
 // Categories the client's errors map to.

@@ -1,5 +1,5 @@
 // Package partnerprofile names what the partner API spec
-// (../shared/spec/partner-loyalty-api.md) leaves open and a client must
+// (docs/partner-api.md) leaves open and a client must
 // nevertheless know: the error codes of "transaction not found" and
 // "duplicate transaction", the transactionType values of accruals and
 // redemptions, whether a transaction is keyed by its transactionId alone

@@ -1,5 +1,5 @@
 // Package sim is a stateful simulator of the Partner Loyalty Points API
-// (../shared/spec/partner-loyalty-api.md) for development, tests,
+// (docs/partner-api.md) for development, tests,
 // benchmarks and partner sandboxes. A *Server is an http.Handler serving
 // the identity provider ({auth_url}) and the service ({base_url}) on one
 // address; mount it on httptest.NewServer in tests, or run cmd/loyalty-sim.
