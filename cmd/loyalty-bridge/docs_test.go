@@ -382,3 +382,26 @@ func commandFlags(t *testing.T) map[string][]string {
 	}
 	return helps
 }
+
+// Every alert in deploy/prometheus/alerts.yaml has its runbook, a heading
+// named after it in docs/operating.md.
+func TestDocsRunbookPerAlert(t *testing.T) {
+	rules, err := os.ReadFile("../../deploy/prometheus/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := os.ReadFile("../../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	heads := anchors(string(ops))
+	names := regexp.MustCompile(`(?m)^\s*- alert: (\S+)`).FindAllStringSubmatch(string(rules), -1)
+	if len(names) == 0 {
+		t.Fatal("no alerts read")
+	}
+	for _, m := range names {
+		if !heads[strings.ToLower(m[1])] {
+			t.Errorf("alert %s has no runbook (a heading ### %s in docs/operating.md)", m[1], m[1])
+		}
+	}
+}
