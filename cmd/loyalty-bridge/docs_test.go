@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -352,7 +351,10 @@ func commandFlags(t *testing.T) map[string][]string {
 	helps["api"] = slices.Concat(helps["api token"], helps["api sign"])
 
 	bin := t.TempDir()
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command builds loyalty-sim and loyalty-bench for their --help: %v", err)
+	}
 	build := exec.Command(gobin, "build", "-o", bin+string(filepath.Separator), "../loyalty-sim", "../loyalty-bench")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
