@@ -30,7 +30,7 @@
 //
 // deploy/k8s/networkpolicy.yaml names every peer the bridge's pods may talk
 // to; the labels it assumes and the partner's CIDR, a placeholder, are the
-// operator's to set (README, Network policy). The tests hold it to named
+// operator's to set (docs/production.md, Network policy). The tests hold it to named
 // peers and to the ports the ConfigMap's addresses use.
 //
 // It owns no binary: the image's health probe is cmd/loyalty-healthcheck,

@@ -30,7 +30,7 @@ func devRun(t *testing.T, dir string, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-// The README's quick start: a demo that accounts for every event, then a
+// The README's tour (docs/development.md): a demo that accounts for every event, then a
 // second run on the same data dir that resumes instead of reprocessing.
 func TestDevDemoExitsWhenDoneAndResumes(t *testing.T) {
 	dir := t.TempDir()

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// One exit-code convention for every command (the README's table): 0 done,
+// One exit-code convention for every command (docs/operating.md's table): 0 done,
 // 1 it ran and something failed, 2 the command line is wrong (nothing was
 // done); a flag problem is told in one line and a pointer to --help, not
 // the whole help. Each case runs against kfake, srfake and the simulator,

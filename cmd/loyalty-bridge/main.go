@@ -121,7 +121,7 @@ func run(ctx context.Context, e env, args []string) int {
 	return ee.code
 }
 
-// Exit codes, the same for every command (the README's table); api adds
+// Exit codes, the same for every command (docs/operating.md's table); api adds
 // 3 to 5 for the partner's answers.
 const (
 	exitFailed = 1 // it ran, and something failed or was not done

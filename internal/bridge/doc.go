@@ -160,7 +160,7 @@
 // (and counts it) or free for good, and the record's own next attempt is
 // guarded and finds the slot as its own.
 // Across processes (refunds of one original in flight in two members at
-// once, which needs keys other than the loyaltyId the README asks for, or
+// once, which needs keys other than the loyaltyId docs/events.md asks for, or
 // a replay of refunds beside the live bridge), the partner settles it by
 // rejecting the second write (DUPLICATE_TRANSACTION): the loser looks the
 // slot up again and moves on. A partner that answers it with the first

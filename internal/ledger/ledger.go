@@ -17,8 +17,8 @@ import (
 // and so how far apart two copies of one event may arrive and still be
 // recognised. A day covers an upstream producer's retries and a
 // redelivery after a day's outage, and the `offsets reset --to-time`
-// spans operators use (hours); the memory it costs is measured in the
-// README.
+// spans operators use (hours); the memory it costs is measured in
+// docs/guarantees.md (The transaction ledger).
 const DefaultWindow = 24 * time.Hour
 
 // DefaultSkew is how much an input record's timestamp may be ahead of the

@@ -211,7 +211,7 @@ func joinTypes(ts []events.EventType) string {
 }
 
 // recordKey picks the key: the literal key, the named field, or the first
-// of loyaltyId, externalId, transactionId (the README's keying advice).
+// of loyaltyId, externalId, transactionId (docs/events.md's keying advice).
 func recordKey(fields map[string]json.RawMessage, keyField, key string) ([]byte, error) {
 	if key != "" {
 		return []byte(key), nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -160,29 +161,48 @@ func TestParseLine(t *testing.T) {
 	}
 }
 
-// The README's example input records are valid lines.
-func TestREADMEExamplesAreValid(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// The documentation's example input records (docs/events.md's, one per
+// type, and the README tour's purchase, sent with produce's default type
+// for the purchase topic) are valid lines.
+func TestDocsExamplesAreValid(t *testing.T) {
+	files, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	all := events.EventTypes()
 	seen := map[string]bool{}
-	for _, l := range strings.Split(string(readme), "\n") {
-		if !strings.HasPrefix(l, `{"type":"`) || strings.HasPrefix(l, `{"type":"Loyalty`) {
-			continue
-		}
-		ev, _, err := ParseLine([]byte(l), all, "", "", "")
-		if err == nil {
-			err = ev.Validate()
-		}
+	tour := 0
+	for _, f := range append(files, "../../README.md") {
+		text, err := os.ReadFile(f)
 		if err != nil {
-			t.Errorf("README example %.40s…: %v", l, err)
-			continue
+			t.Fatal(err)
 		}
-		seen[string(ev.Type())] = true
+		for _, l := range strings.Split(string(text), "\n") {
+			var flagType events.EventType
+			switch {
+			case strings.HasPrefix(l, `echo '{"transactionId"`):
+				// The tour: `echo '{…}' | … produce --topic loyalty.purchase`.
+				l = l[len("echo '") : strings.LastIndex(l, "}")+1]
+				flagType = events.TypePurchaseCompleted
+				tour++
+			case !strings.HasPrefix(l, `{"type":"`) || strings.HasPrefix(l, `{"type":"Loyalty`):
+				continue
+			}
+			ev, _, err := ParseLine([]byte(l), all, flagType, "", "")
+			if err == nil {
+				err = ev.Validate()
+			}
+			if err != nil {
+				t.Errorf("%s: example %.40s…: %v", filepath.Base(f), l, err)
+				continue
+			}
+			seen[string(ev.Type())] = true
+		}
 	}
 	if len(seen) != len(all) {
-		t.Errorf("README has examples of %v, want all %d input types", seen, len(all))
+		t.Errorf("the docs have examples of %v, want all %d input types", seen, len(all))
+	}
+	if tour == 0 {
+		t.Error("no README tour purchase found")
 	}
 }

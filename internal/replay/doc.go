@@ -71,7 +71,7 @@
 // What a forged error event can still do is have a real input record
 // replayed, as `replay --topic` could: the guard answers an applied
 // accrual or redemption ALREADY_APPLIED (onboarding, which has no
-// idempotency key, is the exception the README describes). The guard does
+// idempotency key, is the exception docs/operating.md describes). The guard does
 // not make a carried original harmless: it stops an accrual from being
 // applied twice under one transactionId, not one made up under a new one.
 //

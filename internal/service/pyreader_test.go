@@ -157,7 +157,7 @@ type pyInput struct {
 
 // producePyInputs produces the inputs, each case with its expected reply.
 // Keys are the producer's choice: loyaltyId, or externalId for onboarding,
-// as the README tells producers.
+// as docs/events.md tells producers.
 func producePyInputs(ctx context.Context, t *testing.T, st *testStack, cd *codec.Codec, mode pipeline.Delivery) []pyInput {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(st.Brokers...))

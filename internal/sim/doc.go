@@ -47,7 +47,7 @@
 // limits (transactionAmount ≥ 0, usedPoint > 0, currency VND by default,
 // lookup by bitReference or transactionId), and the token response fields.
 //
-// Our own, where the spec is silent (each documented in the README too).
+// Our own, where the spec is silent (each documented in docs/simulator.md too).
 // The codes of "transaction not found" and "duplicate transaction", the
 // transactionType values and the applied status are Options.Profile's (a
 // partnerprofile.Profile, also --profile FILE and the --partner-* flags of
