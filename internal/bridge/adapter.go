@@ -64,6 +64,7 @@ func (b *Bridge) success(j *job, r *events.LoyaltyResult) ([]*kgo.Record, error)
 	}
 	b.log.Debug("result", zap.String("transactionId", r.TransactionID), zap.String("outcome", string(r.Outcome)),
 		zap.Int("attempts", j.attempts()))
+	traceResult(j.span, r, j.attempts())
 	carried, drops := carriedHeaders(j.rec.Headers)
 	return []*kgo.Record{b.output(j.rec, out, r.TransactionID, string(r.EventType), j.attempts(), v, carried, drops)}, nil
 }
@@ -163,6 +164,7 @@ func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause er
 		// a bug, which the pipeline's fallback answers with a minimal event.
 		return nil, fmt.Errorf("bridge: error event of %s on %s is %d bytes, over %d", e.TransactionID, out, n, b.o.MaxOutputBytes)
 	}
+	traceError(j.span, cat, j.attempts())
 	if m := b.o.Metrics; m != nil {
 		m.RecordsCompleted.WithLabelValues(j.rec.Topic, "error").Inc()
 		m.ErrorEvents.WithLabelValues(j.rec.Topic, string(cat)).Inc()

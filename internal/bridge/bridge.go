@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/authhold"
@@ -23,6 +24,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/tracing"
 )
 
 // MaxOriginalBytes bounds the original key and value an error event
@@ -190,6 +192,15 @@ type Options struct {
 	// again; it doubles, capped at parking.MaxBackoff (or ParkBackoff,
 	// when longer). Default parking.DefaultBackoff.
 	ParkBackoff time.Duration
+	// Tracer, when set, traces each record (tracing.go): a "<topic>
+	// process" span, a child of the span in the record's Context (the
+	// Kafka client's receive span, package tracing) or of its
+	// traceparent, with spans for decoding, each attempt's circuit
+	// admission, guard lookups and retry waits; the Client's and the
+	// token cache's spans are children of these. Outputs carry the
+	// process span in their Context and traceparent header. nil: no
+	// tracing, and no cost.
+	Tracer trace.Tracer
 	// Metrics, when set, counts outcomes, error events, guard lookups and
 	// already-applied records.
 	Metrics *telemetry.Metrics
@@ -331,6 +342,8 @@ type job struct {
 	// record instead of rec.Topic's: a parked record whose headers do
 	// not say where it came from is answered on the refund topic's.
 	home string
+	// span is the record's process span; nil with tracing off.
+	span trace.Span
 }
 
 // replyBase is the input topic whose .result and .error answer j.
@@ -363,7 +376,18 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 	if rec == nil {
 		return nil, errors.New("bridge: nil record")
 	}
+	if b.o.Tracer != nil {
+		return b.handleTraced(ctx, rec, m) // tracing.go
+	}
+	return b.handle(ctx, rec, m)
+}
+
+// handle is Handle without its process span.
+func (b *Bridge) handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) ([]*kgo.Record, error) {
 	j := &job{rec: rec, start: b.now(), st: recordState{guard: m.Fresh || b.o.Replay}}
+	if b.o.Tracer != nil {
+		j.span = trace.SpanFromContext(ctx)
+	}
 	if b.isParked(rec) {
 		if err := b.unpark(ctx, j); err != nil {
 			if ctx.Err() != nil {
@@ -372,7 +396,9 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 			return b.failure(j, events.CategoryInternal, ReasonParkedRecordInvalid, err)
 		}
 	}
-	ev, err := b.decode(ctx, j.rec)
+	dctx, dspan := b.span(ctx, tracing.SpanDecode)
+	ev, err := b.decode(dctx, j.rec)
+	endSpan(dspan, err)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -384,6 +410,7 @@ func (b *Bridge) Handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 		return b.failure(j, events.CategoryInternal, "", err)
 	}
 	j.ev, j.st.id = ev, ev.ID()
+	traceEvent(j.span, ev)
 	if _, refund := ev.(*events.PurchaseRefunded); j.parked != nil && !refund {
 		return b.failure(j, events.CategoryInternal, ReasonParkedRecordInvalid,
 			fmt.Errorf("bridge: parked record of %s: a %s, and only refunds are parked", j.st.id, ev.Type()))

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
@@ -16,6 +17,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnertext"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/tracing"
 )
 
 // recordState is what the attempts at one record share.
@@ -102,7 +104,12 @@ func (b *Bridge) retry(st *recordState) middleware {
 			for tries := 0; ; tries++ {
 				st.attempts++
 				st.probe = false
-				r, err := next(ctx, p)
+				actx, aspan := b.span(ctx, tracing.SpanAttempt)
+				if s := recording(aspan); s != nil {
+					s.SetAttributes(attribute.Int(tracing.AttrRecordAttempt, st.attempts))
+				}
+				r, err := next(actx, p)
+				endSpan(aspan, err)
 				if !loyalty.IsUnrecognised(err) || ctx.Err() != nil {
 					b.release(st)
 				}
@@ -121,7 +128,7 @@ func (b *Bridge) retry(st *recordState) middleware {
 					if err != nil {
 						return nil, err
 					}
-					if err := sleep(ctx, wait); err != nil {
+					if err := b.wait(ctx, wait); err != nil {
 						return nil, err
 					}
 					continue
@@ -145,7 +152,7 @@ func (b *Bridge) retry(st *recordState) middleware {
 				// lookup, which must not run inside the apply window. The
 				// wait is here, outside the circuit and the lanes, holding
 				// no pipeline slot.
-				if err := sleep(ctx, max(b.backoff(tries), time.Until(st.settleAt))); err != nil {
+				if err := b.wait(ctx, max(b.backoff(tries), time.Until(st.settleAt))); err != nil {
 					return nil, err
 				}
 			}
@@ -172,7 +179,7 @@ func (b *Bridge) originalGrace(ctx context.Context, st *recordState, err error, 
 	}
 	st.attempts-- // looking again is not another attempt
 	b.log.Debug("refund's original not found yet; looking again", zap.String("transactionId", st.id), zap.Duration("left", left))
-	if err := sleep(ctx, min(b.o.RetryBackoff<<min(tries, 5), left)); err != nil {
+	if err := b.wait(ctx, min(b.o.RetryBackoff<<min(tries, 5), left)); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -212,7 +219,12 @@ func (b *Bridge) circuit(st *recordState) middleware {
 			return next
 		}
 		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) {
+			_, cspan := b.span(ctx, tracing.SpanCircuit)
+			if s := recording(cspan); s != nil {
+				s.SetAttributes(attribute.String(tracing.AttrCircuitState, b.o.Breaker.State().String()))
+			}
 			done, err := b.o.Breaker.Acquire(ctx)
+			endSpan(cspan, err)
 			if err != nil {
 				return nil, err
 			}
@@ -323,6 +335,7 @@ func (g *guardedPartner) check(ctx context.Context, loyaltyID, txID string, kind
 // does not name included (the other kind, from a partner keyed by id and
 // type: ours may be beside it, unseen).
 func (g *guardedPartner) lookup(ctx context.Context, loyaltyID, txID string, kind partnerprofile.Kind) error {
+	ctx, span := g.b.span(ctx, tracing.SpanGuardLookup)
 	t, err := g.partner.LookupTransaction(ctx, loyalty.LookupRequest{LoyaltyID: loyaltyID, TransactionID: txID})
 	v, err := loyalty.ClassifyLookup(g.b.o.Profile, kind, t, err)
 	result := "error"
@@ -351,6 +364,10 @@ func (g *guardedPartner) lookup(ctx context.Context, loyaltyID, txID string, kin
 	if m := g.b.o.Metrics; m != nil {
 		m.GuardLookups.WithLabelValues(result).Inc()
 	}
+	if s := recording(span); s != nil {
+		s.SetAttributes(attribute.String(tracing.AttrGuardResult, result))
+	}
+	endSpan(span, nil)
 	if v != loyalty.LookupApplied {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/callimit"
@@ -277,6 +278,10 @@ type BuildOptions struct {
 	// passes pipeline.LeaseGate (a member the group may remove before the
 	// attempt's timeout starts no write).
 	WriteGate loyalty.WriteGate
+	// Tracer, when set, traces each HTTP attempt and token grant
+	// (loyalty.Options.Tracer, tokensource.CacheOptions.Tracer). nil:
+	// tracing off.
+	Tracer trace.Tracer
 }
 
 // APIClient is the partner API client stack: one HTTP client shared by the
@@ -357,7 +362,7 @@ func (a *API) Build(o BuildOptions) (_ *APIClient, err error) {
 		return nil, fmt.Errorf("partner API token grant: %w", err)
 	}
 	copts := tokensource.CacheOptions{FetchTimeout: a.Timeout, Logger: log.Named("token"), OnGrant: o.OnGrant,
-		MaxRefusedBackoff: a.RefusedBackoffMax}
+		MaxRefusedBackoff: a.RefusedBackoffMax, Tracer: o.Tracer}
 	if files := a.secretFiles(); slices.ContainsFunc(files, func(f string) bool { return f != "" }) {
 		copts.CredentialsChanged = secretfile.NewWatch(files...).Changed
 	}
@@ -365,7 +370,7 @@ func (a *API) Build(o BuildOptions) (_ *APIClient, err error) {
 	opts := loyalty.Options{BaseURL: a.BaseURL, HTTPClient: hc, Tokens: c.Tokens, Timeout: a.Timeout, MaxResponseBytes: a.MaxResponseBytes,
 		Retry:   loyalty.RetryPolicy{MaxAttempts: a.MaxAttempts, MaxElapsed: a.MaxElapsed},
 		Profile: o.Profile, Logger: log.Named("api"), OnRetry: o.OnRetry, MaxCalls: o.MaxCalls, Calls: o.Calls, OnCalls: o.OnCalls, Sleep: o.Wait,
-		WriteGate: o.WriteGate}
+		WriteGate: o.WriteGate, Tracer: o.Tracer}
 	if c.Signer != nil {
 		opts.Signer = c.Signer
 	}

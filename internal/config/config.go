@@ -36,6 +36,7 @@ type Config struct {
 	Ledger     Ledger
 	Parking    Parking
 	Ops        Ops
+	Tracing    Tracing
 	// RegisterSchemas registers the bridge's schemas at start-up.
 	RegisterSchemas bool
 	// File is --config, the YAML file read by Binder.ParseWithFile.
@@ -131,6 +132,7 @@ func DefineWith(fs *flag.FlagSet, d Defaults) (*Config, *flagenv.Binder) {
 	c.Ledger.Define(b)
 	c.Parking.Define(b)
 	c.Ops.Define(b)
+	c.Tracing.Define(b)
 	c.API.Define(b, "api-")
 	c.Partner.Define(b, EnvPrefix)
 	c.Partner.DefineLegacy(b)
@@ -144,7 +146,7 @@ func DefineWith(fs *flag.FlagSet, d Defaults) (*Config, *flagenv.Binder) {
 // transactional id).
 func (c *Config) Validate() error {
 	var errs []error
-	for _, s := range []Section{&c.Kafka, &c.Group, &c.Topics, &c.Registry, &c.Processing, &c.Delivery, &c.Ops, &c.API, &c.Partner} {
+	for _, s := range []Section{&c.Kafka, &c.Group, &c.Topics, &c.Registry, &c.Processing, &c.Delivery, &c.Ops, &c.Tracing, &c.API, &c.Partner} {
 		errs = append(errs, s.Validate())
 	}
 	errs = append(errs, c.Ledger.validate(c.Group.Name))

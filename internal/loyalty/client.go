@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/apiendpoint"
@@ -125,6 +126,11 @@ type Options struct {
 	// returns an error. The bridge passes pipeline.LeaseGate: a write
 	// starts only while the member's group membership outlasts the attempt.
 	WriteGate WriteGate
+	// Tracer, when set, makes a span of each HTTP attempt ("partner
+	// <endpoint>": endpoint, attempt number, method, status or failure
+	// kind, and the back-off before the next attempt), a child of the
+	// caller's context's span. nil: none, at no cost (tracing off).
+	Tracer trace.Tracer
 
 	// Test hooks. Sleep waits d or until ctx ends (default a timer); Rand
 	// returns a float in [0,1) for jitter (default math/rand/v2); Now is the
@@ -167,9 +173,10 @@ type Client struct {
 	onCalls func(int)
 	sleep   func(context.Context, time.Duration) error
 	// gate: Options.WriteGate.
-	gate WriteGate
-	rand func() float64
-	now  func() time.Time
+	gate   WriteGate
+	tracer trace.Tracer // Options.Tracer; nil: tracing off
+	rand   func() float64
+	now    func() time.Time
 }
 
 // New validates opts (every problem reported together) and returns a
@@ -209,7 +216,7 @@ func New(opts Options) (*Client, error) {
 	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), tokens: opts.Tokens, hc: opts.HTTPClient,
 		timeout: opts.Timeout, maxBody: opts.MaxResponseBytes, retry: r, signer: opts.Signer, prof: prof, frac: prof.Fractions(), log: opts.Logger,
 		onRetry: opts.OnRetry, onCalls: opts.OnCalls, sleep: opts.Sleep, rand: opts.Rand, now: opts.Now, calls: opts.Calls,
-		gate: opts.WriteGate}
+		gate: opts.WriteGate, tracer: opts.Tracer}
 	if c.calls == nil && opts.MaxCalls > 0 {
 		if c.calls, err = callimit.New(callimit.Options{Max: opts.MaxCalls, Fixed: true}); err != nil {
 			errs = append(errs, fmt.Errorf("loyalty: %w", err))
@@ -353,6 +360,7 @@ func call[T any](ctx context.Context, c *Client, ep endpoint, pathParam, ref str
 	renewed := false // one token renewal after a 401
 	retries := 0
 	for {
+		var span attemptSpan // of the attempt a retry follows, if any
 		if err := ctx.Err(); err != nil {
 			return nil, info, &TransientError{Op: ep.name, Ref: ref, Status: info.Status, Attempts: info.Attempts, Err: err}
 		}
@@ -372,24 +380,29 @@ func call[T any](ctx context.Context, c *Client, ep endpoint, pathParam, ref str
 			return nil, info, ae
 		default:
 			info.Attempts++
-			res := c.attempt(ctx, ep, target, payload, tok)
+			actx, sp := c.startAttempt(ctx, ep, info.Attempts)
+			res := c.attempt(actx, ep, target, payload, tok)
+			sp.answered(res)
 			info.Status = res.status
 			done, rerr := c.interpret(ctx, ep, ref, &info, res, tok, &renewed)
 			if done {
+				sp.end(0)
 				if rerr != nil {
 					return nil, info, rerr
 				}
 				return decodeData[T](ep, ref, &info, res)
 			}
 			if rerr == nil { // 401 with a renewal left: go again at once
+				sp.end(0)
 				continue
 			}
-			retryErr = rerr
+			retryErr, span = rerr, sp
 		}
 		// A retry known not to repeat an applied write.
 		retries++
 		retryErr.Attempts = info.Attempts
 		if retries >= c.retry.MaxAttempts {
+			span.end(0)
 			return nil, info, retryErr
 		}
 		wait := c.backoff(retries)
@@ -397,8 +410,10 @@ func call[T any](ctx context.Context, c *Client, ep endpoint, pathParam, ref str
 			wait = min(retryErr.RetryAfter, c.retry.MaxRetryAfter)
 		}
 		if c.now().Add(wait).Sub(start) > c.retry.MaxElapsed {
+			span.end(0)
 			return nil, info, retryErr
 		}
+		span.end(wait)
 		c.log.Debug("retrying partner API call", zap.String("endpoint", ep.name), zap.String("ref", ref),
 			zap.Int("attempts", info.Attempts), zap.Int("status", retryErr.Status), zap.Duration("wait", wait),
 			zap.NamedError("cause", retryErr.Err))

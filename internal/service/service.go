@@ -30,6 +30,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/tracing"
 )
 
 // Options are what a caller other than `run` adds to a Config: the dev
@@ -55,6 +56,9 @@ type Options struct {
 	// Warnings found while reading the configuration (flagenv's), logged
 	// once the logger exists.
 	Warnings []string
+	// TraceOutput is where --tracing stdout writes its spans (nil:
+	// os.Stdout): the dev command passes its own stdout.
+	TraceOutput io.Writer
 }
 
 // Deps are the connected parts every bridge-running command shares: the
@@ -74,6 +78,9 @@ type Deps struct {
 	Hold      *authhold.Hold  // holds records while the partner refuses the credentials
 	Signer    *signing.Signer // nil without --partner-key
 	Ledger    *ledger.Ledger  // nil with --ledger=false
+	// Tracing is the tracer provider; nil with --tracing off (package
+	// tracing: a nil Provider traces nothing).
+	Tracing *tracing.Provider
 
 	admin    *kgo.Client
 	ledgerCl *kgo.Client
@@ -141,6 +148,14 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 	if o.NoAPI {
 		return d, nil
 	}
+	to := cfg.Tracing.Build()
+	to.Stdout = o.TraceOutput
+	if d.Tracing, err = tracing.New(ctx, to); err != nil {
+		return nil, fmt.Errorf("--tracing: %w", err)
+	}
+	if d.Tracing != nil {
+		d.Log.Info("tracing records", zap.String("exporter", string(to.Exporter)), zap.Float64("sample_ratio", to.SampleRatio))
+	}
 	if err := d.buildLedger(ctx); err != nil {
 		return nil, err
 	}
@@ -183,7 +198,7 @@ func (d *Deps) Bridge(replay bool) (*bridge.Bridge, error) {
 	o := cfg.Processing.BuildBridge()
 	o.Client, o.Codec, o.Topics, o.Breaker, o.Hold, o.Signer = d.Client, d.Codec, cfg.Topics.Build(), d.Breaker, d.Hold, d.Signer
 	o.Replay, o.Metrics, o.Logger, o.Profile = replay, d.Metrics, d.Log.Named("bridge"), cfg.Partner.Build()
-	o.Ledger, o.CallTimeout = d.Ledger, cfg.API.Timeout
+	o.Ledger, o.CallTimeout, o.Tracer = d.Ledger, cfg.API.Timeout, d.Tracing.Tracer()
 	if d.parks(replay) {
 		o.ParkedTopic, o.OriginalWait, o.ParkBackoff = cfg.Parking.Topic, cfg.Parking.OriginalWait, cfg.Parking.Backoff
 	}
@@ -225,6 +240,8 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 	po.Topics = s.bridge.Inputs() // the input topics and the parked topic
 	// Records of upstream transactions that aborted are not events.
 	po.ClientOpts = append(append([]kgo.Opt(nil), d.KafkaOpts...), kgo.WithHooks(kp), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	// Receive and publish spans of the records (none with tracing off).
+	po.ClientOpts = append(po.ClientOpts, d.Tracing.KafkaOpts(cfg.Group.Name)...)
 	po.Handler, po.Fallback, po.Gate, po.Observer, po.Logger = s.bridge.Handle, s.bridge.Fallback, d.Gate(), obs, d.Log.Named("pipeline")
 	s.pipe, err = pipeline.New(po)
 	if err != nil {
@@ -352,7 +369,7 @@ func (d *Deps) buildClient(ctx context.Context) error {
 		OnGrant: d.Metrics.TokenGrant,
 		OnRetry: func(endpoint string) { d.Metrics.APIRetries.WithLabelValues(endpoint).Inc() },
 		Wait:    d.retries.wait(pipeline.Wait), Profile: cfg.Partner.Build(),
-		WriteGate: pipeline.LeaseGate{}})
+		WriteGate: pipeline.LeaseGate{}, Tracer: d.Tracing.Tracer()})
 	if err != nil {
 		return err
 	}
@@ -488,6 +505,15 @@ func (s *Service) measureLag(ctx context.Context) {
 
 // Close releases what Connect opened.
 func (d *Deps) Close() {
+	if d.Tracing != nil {
+		// The spans still batched: a collector that is down costs them,
+		// never more than this.
+		ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+		if err := d.Tracing.Shutdown(ctx); err != nil {
+			d.Log.Warn("tracing: spans not flushed", zap.Error(err))
+		}
+		cancel()
+	}
 	if d.api != nil {
 		d.api.Close()
 	}
@@ -501,6 +527,9 @@ func (d *Deps) Close() {
 		d.ledgerCl.Close()
 	}
 }
+
+// tracingFlushTimeout bounds how long Close waits for the last spans.
+const tracingFlushTimeout = 5 * time.Second
 
 // Close releases what New opened. Run does not call it; the caller does.
 func (s *Service) Close() {

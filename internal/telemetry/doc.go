@@ -22,6 +22,10 @@
 // context (internal/apiendpoint), never by parsing the URL; token grants are
 // counted by the token cache (Metrics.TokenGrant), not by the transport.
 //
+// API call latencies carry the trace id of a sampled call as their
+// exemplar (served in the OpenMetrics format to a scraper that asks for
+// it), so a dashboard can go from a slow bucket to its trace.
+//
 // telemetry depends on no other bridge package but internal/events (that
 // list and marker) and internal/apiendpoint; the bridge feeds it through the
 // small methods of Metrics.

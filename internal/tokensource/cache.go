@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
 )
@@ -76,6 +77,10 @@ type CacheOptions struct {
 	// OnGrant, when set, is called after every grant call with its error
 	// (nil on success), e.g. to count refreshes in a metric.
 	OnGrant func(err error)
+	// Tracer, when set, makes a span of each grant call ("token grant",
+	// its result: ok, transient or refused), a child of the span of the
+	// caller whose wait started it. nil: none (tracing off).
+	Tracer trace.Tracer
 }
 
 // Cache wraps a Source with caching, proactive refresh and single flight.
@@ -197,7 +202,9 @@ func (c *Cache) fetch(ctx context.Context) (Token, error) {
 
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.FetchTimeout)
 		defer cancel()
+		fctx, span := c.startGrant(fctx)
 		t, err := c.src.Token(fctx)
+		endGrant(span, err)
 		if c.opts.OnGrant != nil {
 			c.opts.OnGrant(err)
 		}
