@@ -23,6 +23,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/tracing"
 )
 
 type syncBuffer struct {
@@ -126,7 +127,15 @@ func newTokenTap(t *testing.T, target string) (*tokenTap, string) {
 // /metrics, /healthz or /readyz carries any of them. Error events carry no
 // original by default; --include-original=true carries the original
 // record, by design: that is what the flag is for.
-func TestSecretAndPIIAudit(t *testing.T) {
+func TestSecretAndPIIAudit(t *testing.T) { audit(t, nil) }
+
+// The same audit with tracing on (OTLP, every record sampled): no span
+// name, attribute or resource the receiver gets carries any canary either.
+func TestSecretAndPIIAuditTraced(t *testing.T) { audit(t, newOTLPReceiver(t)) }
+
+// audit runs the secret and PII audit; with rcv, tracing exports to it
+// and every span it received is audited too.
+func audit(t *testing.T, rcv *otlpReceiver) {
 	const (
 		canarySecret   = "canary-client-secret-7f3a"
 		canaryPassword = "canary-password-9c1e"
@@ -149,6 +158,9 @@ func TestSecretAndPIIAudit(t *testing.T) {
 		c.API.ClientSecret, c.API.Password = canarySecret, canaryPassword
 		c.API.PartnerKey, c.API.PartnerKeyID = st.PartnerKeyPath, st.PartnerKeyID
 		c.Ops.LogLevel = "debug"
+		if rcv != nil {
+			c.Tracing.Exporter, c.Tracing.SampleRatio = tracing.OTLP, 1
+		}
 	})
 	logs := &syncBuffer{}
 	log, err := telemetry.NewLogger(telemetry.LogOptions{Format: "json", Level: "debug", Output: logs})
@@ -175,7 +187,9 @@ func TestSecretAndPIIAudit(t *testing.T) {
 	defer cl.Close()
 	var ids []string
 	sendRaw := func(topic, id string, v []byte) {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("k"), Value: v}).FirstErr(); err != nil {
+		// Keyed by the phone, as a producer of onboardings may: a key is
+		// personal data that no span may carry.
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(phone), Value: v}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
@@ -259,6 +273,16 @@ func TestSecretAndPIIAudit(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	var spans []string
+	if rcv != nil {
+		if err := svc.Tracing.Shutdown(ctx); err != nil { // flushes the spans still batched
+			t.Fatal(err)
+		}
+		spans = rcv.json()
+		if len(rcv.all()) < 5*len(ids) {
+			t.Fatalf("the receiver got %d spans for %d records; the audit would prove little", len(rcv.all()), len(ids))
+		}
+	}
 
 	key, err := os.ReadFile(st.PartnerKeyPath)
 	if err != nil {
@@ -277,7 +301,7 @@ func TestSecretAndPIIAudit(t *testing.T) {
 		t.Fatalf("the tap saw %d tokens; the audit would prove little", len(tokens))
 	}
 	canaries = append(canaries, tokens...)
-	all := logs.String() + strings.Join(outputs, "\n") + strings.Join(pages, "\n")
+	all := logs.String() + strings.Join(outputs, "\n") + strings.Join(pages, "\n") + strings.Join(spans, "\n")
 	if len(outputs) < len(ids) || !strings.Contains(logs.String(), "access token obtained") {
 		t.Fatalf("the audit saw too little: %d outputs for %d inputs, logs:\n%s", len(outputs), len(ids), logs.String())
 	}
@@ -286,8 +310,8 @@ func TestSecretAndPIIAudit(t *testing.T) {
 			t.Errorf("canary %.24q leaked: …%s…", c, all[max(0, i-80):min(len(all), i+80)])
 		}
 	}
-	t.Logf("audited %d log bytes, %d output records, %d pages against %d canaries (%d tokens seen on the wire)",
-		len(logs.String()), len(outputs), len(pages), len(canaries), len(tokens))
+	t.Logf("audited %d log bytes, %d output records, %d pages, %d span exports against %d canaries (%d tokens seen on the wire)",
+		len(logs.String()), len(outputs), len(pages), len(spans), len(canaries), len(tokens))
 }
 
 // anyPrefix reports whether a key in seen starts with prefix (an
