@@ -22,6 +22,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/tracing"
 )
 
 // addDev adds the dev command. A production build (-tags production, as the
@@ -67,7 +68,7 @@ Flags:
 type devFlags struct {
 	dataDir, kafkaAddr, registryAddr, simAddr, metricsAddr string
 	partitions, members, demoN, maxInFlight                int
-	ordering, logLevel                                     string
+	ordering, logLevel, tracing                            string
 	exitWhenDone                                           bool
 	demoTimeout                                            time.Duration
 }
@@ -89,6 +90,7 @@ func runDev(ctx context.Context, e env, args []string) error {
 	fs.StringVar(&f.ordering, "ordering", "key", "order within a partition: key, partition or unordered")
 	fs.IntVar(&f.maxInFlight, "max-in-flight", pipeline.DefaultMaxInFlight, "partner API calls in progress at once")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.tracing, "tracing", "off", "OpenTelemetry traces of every record: off, stdout (spans as JSON on standard output) or otlp (to a local Jaeger or collector: OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318)")
 	fs.Usage = func() {
 		fmt.Fprint(e.stderr, devUsage)
 		fs.PrintDefaults()
@@ -105,6 +107,9 @@ func runDev(ctx context.Context, e env, args []string) error {
 		return &exitError{code: 2, err: errors.New("--exit-when-done needs --demo N")}
 	case f.demoN < 0 || f.members < 1 || f.partitions < 1:
 		return &exitError{code: 2, err: errors.New("--demo, --members and --partitions must be positive")}
+	}
+	if _, err := tracing.ParseExporter(f.tracing); err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("--tracing %q: %w", f.tracing, err)}
 	}
 
 	log, err := telemetry.NewLogger(telemetry.LogOptions{Format: "console", Level: f.logLevel, Output: e.stderr})
@@ -127,7 +132,7 @@ func runDev(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := service.New(ctx, cfg, service.Options{Logger: log})
+	svc, err := service.New(ctx, cfg, service.Options{Logger: log, TraceOutput: e.stdout})
 	if err != nil {
 		return err
 	}
@@ -191,6 +196,10 @@ func devConfig(stack *devstack.Stack, f devFlags) (*config.Config, error) {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--ordering: %w", err)}
 	}
 	cfg.Kafka.Brokers = strings.Join(stack.Brokers, ",")
+	// Every record traced (the flag was checked): a newcomer wants to see
+	// the one they produced.
+	cfg.Tracing.Exporter, _ = tracing.ParseExporter(f.tracing)
+	cfg.Tracing.SampleRatio = 1
 	// A refund of an unknown purchase (the demo sends one) is parked and
 	// looks again for its purchase; 15 minutes, run's default, would keep
 	// the demo from ending. Seconds show the same path.

@@ -186,3 +186,29 @@ func TestDevBannerServesHealth(t *testing.T) {
 		t.Errorf("a metrics line without a server:\n%s", out)
 	}
 }
+
+// dev --tracing stdout shows each record's trace on standard output: the
+// spans of a purchase, from its processing to its partner call, as JSON.
+// A bad --tracing is a usage error.
+func TestDevTracingStdout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out lockedBuffer // the exporter writes from its own goroutine
+	var errb bytes.Buffer
+	args := []string{"dev", "--data-dir", t.TempDir(), "--kafka-addr", "127.0.0.1:0", "--registry-addr", "127.0.0.1:0",
+		"--sim-addr", "127.0.0.1:0", "--metrics-addr", "", "--partitions", "2", "--members", "20", "--log-level", "warn",
+		"--demo", "3", "--exit-when-done", "--tracing", "stdout"}
+	code := run(ctx, env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, lookup: func(string) (string, bool) { return "", false }}, args)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	purchase := codec.DefaultTopics().Purchase
+	for _, want := range []string{`"Name":"` + purchase + ` process"`, `"Name":"partner point-accrual"`, `"Name":"` + purchase + `.result publish"`} {
+		if !strings.Contains(strings.ReplaceAll(out.String(), `": "`, `":"`), want) {
+			t.Errorf("stdout lacks the span %s", want)
+		}
+	}
+	if code, _, errs := devRun(t, t.TempDir(), "--tracing", "zipkin"); code != 2 || !strings.Contains(errs, "--tracing") {
+		t.Errorf("--tracing zipkin: exit %d, %q; want 2 naming the flag", code, errs)
+	}
+}
