@@ -277,7 +277,11 @@
 // Headers: event-type, source-topic, source-partition, source-offset,
 // attempts; correlation-id and traceparent copied from the input when
 // well-formed (dropped-headers names the others); replayed: true in replay
-// mode. Error events carry the source position and timestamp and, with
+// mode. With tracing on (Options.Tracer, tracing.go) the traceparent is
+// the bridge's own span in the same trace instead (the Kafka client's
+// publish span, or the record's process span), so a reader of the reply
+// continues the producer's trace; off, nothing changes and nothing is
+// spent on it. Error events carry the source position and timestamp and, with
 // IncludeOriginal, the original key and value. Every output fits
 // MaxOutputBytes by construction: an error event's texts are bounded (the
 // detail by MaxDetailBytes; dropped headers are named up to four and the
@@ -312,6 +316,12 @@
 //     unrecognised hold), auth
 //     hold (refused credentials), circuit (admission, health) and guard (lookups before writes that may repeat
 //     an earlier one, duplicate answers), in that order, outermost first.
+//
+// Traces (tracing.go) are made beside these parts, never by them: Handle
+// wraps the record's handling in its process span, the adapter and the
+// policy start child spans (decode, attempt, circuit admission, guard
+// lookup, retry wait) only when Options.Tracer is set, and the client's
+// spans are children of theirs.
 //
 // Whether an error says the partner API is unwell is decided in one place,
 // loyalty.IsAPIFailure.

@@ -2,7 +2,9 @@
 // sections: Kafka (brokers, TLS, SASL, compression), Registry, Topics,
 // Group, API (the partner connection, credentials, retry), Partner (the
 // partner profile: what the partner answers where the spec is silent, date
-// formats included), Processing, Delivery and Ops.
+// formats included), Processing, Delivery, Ledger, Parking, Ops and Tracing
+// (--tracing, --tracing-sample-ratio; the OTLP exporter reads the standard
+// OTEL_EXPORTER_OTLP_* variables itself).
 //
 // Each section defines its flags on a flagenv.Binder (so each setting is
 // also a LOYALTY_BRIDGE_* variable, a secret also a *_FILE, and a key of

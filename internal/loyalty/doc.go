@@ -125,7 +125,13 @@
 // is bounded by Options.Timeout through its context, which also names the
 // endpoint (internal/apiendpoint: "user-profile", "point-accrual", …) for
 // whatever wraps the transport, so that metrics never guess it from the
-// path.
+// path. With Options.Tracer, each attempt is also a span ("partner
+// <endpoint>", tracing.go) carrying the endpoint, the attempt's number,
+// its status or the kind of failure, and the back-off before the next:
+// never the URL (a path parameter is a loyaltyId), a body or an answer's
+// text. The transport sees the span in the request's context (the
+// metrics take its trace id as a latency exemplar). No trace context is
+// sent to the partner.
 //
 // The package must not know about Kafka, events or outcomes: it reports
 // what the API said and whether it might have applied the call.

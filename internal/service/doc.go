@@ -11,6 +11,11 @@
 // bridge's handlers and serves /metrics, /healthz and /readyz until its
 // context ends, then shuts down gracefully.
 //
+// With --tracing, Connect starts the tracer provider (package tracing)
+// before the partner client, which traces its attempts and token grants;
+// the pipeline's Kafka client gets the receive and publish hooks (the
+// ledger's and admin clients do not), and Close flushes the last spans.
+//
 // Deps.WaitingFor tells an operator what records wait for (refused
 // credentials, an open circuit, calls waiting out a Retry-After): it reads
 // the breaker's and the auth hold's state and what the client's retry

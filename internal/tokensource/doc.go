@@ -26,6 +26,10 @@
 //     (CacheOptions.CredentialsChanged, a stat of the secret files) ends
 //     that back-off at once.
 //
+// With CacheOptions.Tracer, each grant call is a span ("token grant": ok,
+// transient or refused, never the error's text), a child of the span of
+// the caller whose wait started it.
+//
 // One Cache is meant to be shared by every worker of a process; all types
 // here are safe for concurrent use.
 //
