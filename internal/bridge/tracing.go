@@ -25,11 +25,13 @@ import (
 // the producer's traceparent); without one, the input's traceparent when
 // carriedHeaders would copy it (the first, well-formed). Every output
 // carries the process span in its Context, for the client's publish span,
-// and in its traceparent header, which replaces the copied one: the reply
-// continues the trace.
+// whose context the hook writes to its traceparent header; without the
+// hook, the process span's is written there. Either replaces the copied
+// one: the reply continues the trace.
 func (b *Bridge) handleTraced(ctx context.Context, rec *kgo.Record, m pipeline.Meta) ([]*kgo.Record, error) {
 	parent := trace.SpanContextFromContext(rec.Context)
-	if !parent.IsValid() {
+	fromHook := parent.IsValid()
+	if !fromHook {
 		parent = incomingTrace(rec.Headers)
 	}
 	if parent.IsValid() {
@@ -49,7 +51,13 @@ func (b *Bridge) handleTraced(ctx context.Context, rec *kgo.Record, m pipeline.M
 		span.SetStatus(codes.Error, "abandoned")
 		return outs, err
 	}
-	tp := traceparentOf(ctx)
+	// A client with the tracing hook (its span in rec.Context) writes the
+	// publish span's traceparent over whatever the output carries; one
+	// without (replay's) gets the process span's from here.
+	tp := ""
+	if !fromHook {
+		tp = traceparentOf(ctx)
+	}
 	for _, o := range outs {
 		o.Context = ctx
 		if tp != "" {
