@@ -154,6 +154,7 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 		return nil, fmt.Errorf("--tracing: %w", err)
 	}
 	if d.Tracing != nil {
+		d.Metrics.Exemplars = true
 		d.Log.Info("tracing records", zap.String("exporter", string(to.Exporter)), zap.Float64("sample_ratio", to.SampleRatio))
 	}
 	if err := d.buildLedger(ctx); err != nil {

@@ -36,6 +36,7 @@ func TestLatencyExemplarCarriesTraceID(t *testing.T) {
 			ctx := context.Background()
 			var traceID string
 			if traced {
+				e.m.Exemplars = true
 				tp := sdktrace.NewTracerProvider()
 				t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 				o.Tracer = tp.Tracer("test")

@@ -20,6 +20,10 @@ const Namespace = "loyalty_bridge"
 // registry (no global state). Safe for concurrent use.
 type Metrics struct {
 	Registry *prometheus.Registry
+	// Exemplars, set before the first call when tracing is on, puts the
+	// trace id of a sampled call on its latency (observe). Off, the
+	// transport does not even look for a span.
+	Exemplars bool
 
 	RecordsConsumed  *prometheus.CounterVec   // topic
 	RecordsCompleted *prometheus.CounterVec   // topic, outcome (result outcome, or "error")
@@ -185,7 +189,11 @@ func (m *Metrics) InstrumentTransport(rt http.RoundTripper) http.RoundTripper {
 		}
 		start := time.Now()
 		resp, err := rt.RoundTrip(req)
-		observe(req.Context(), m.APILatency.WithLabelValues(ep), time.Since(start).Seconds())
+		if m.Exemplars {
+			observe(req.Context(), m.APILatency.WithLabelValues(ep), time.Since(start).Seconds())
+		} else {
+			m.APILatency.WithLabelValues(ep).Observe(time.Since(start).Seconds())
+		}
 		status := "error"
 		if err == nil {
 			status = strconv.Itoa(resp.StatusCode)
