@@ -30,7 +30,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
-	"github.com/loyalty-bridge/loyalty-bridge/internal/tracing"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/tracing/provider"
 )
 
 // Options are what a caller other than `run` adds to a Config: the dev
@@ -79,8 +79,8 @@ type Deps struct {
 	Signer    *signing.Signer // nil without --partner-key
 	Ledger    *ledger.Ledger  // nil with --ledger=false
 	// Tracing is the tracer provider; nil with --tracing off (package
-	// tracing: a nil Provider traces nothing).
-	Tracing *tracing.Provider
+	// tracing/provider: a nil Provider traces nothing).
+	Tracing *provider.Provider
 
 	admin    *kgo.Client
 	ledgerCl *kgo.Client
@@ -150,7 +150,7 @@ func Connect(ctx context.Context, cfg *config.Config, o Options) (_ *Deps, err e
 	}
 	to := cfg.Tracing.Build()
 	to.Stdout = o.TraceOutput
-	if d.Tracing, err = tracing.New(ctx, to); err != nil {
+	if d.Tracing, err = provider.New(ctx, to); err != nil {
 		return nil, fmt.Errorf("--tracing: %w", err)
 	}
 	if d.Tracing != nil {

@@ -1,12 +1,16 @@
-// Package tracing owns the bridge's OpenTelemetry traces: the tracer
-// provider (exporter, sampler, resource), the franz-go hooks (kotel) that
-// trace the records a Kafka client fetches and produces, and the names of
-// the spans and attributes the other packages make, which are a contract
-// for whoever reads the traces (dashboards, the README's list).
+// Package tracing describes the bridge's OpenTelemetry traces: the
+// settings (Options: exporter, sample ratio; the OTLP protocol the
+// standard variables choose) and the names of the spans and attributes
+// the other packages make, which are a contract for whoever reads the
+// traces (dashboards, the README's list). Package tracing/provider runs
+// them: the tracer provider (exporter, sampler, resource) and the
+// franz-go hooks (kotel) that trace the records a Kafka client fetches and
+// produces. This package is light (it links no SDK and no exporter), so
+// that whatever names a span or reads a setting can import it.
 //
-// Off is the default and costs nothing on the hot path: New returns a nil
-// *Provider, whose Tracer is nil and whose KafkaOpts are none, so no hook
-// runs and no span, context or attribute is made. The packages that make
+// Off is the default and costs nothing on the hot path: provider.New
+// returns a nil *Provider, whose Tracer is nil and whose KafkaOpts are
+// none, so no hook runs and no span, context or attribute is made. The packages that make
 // spans (internal/bridge, internal/loyalty, internal/tokensource) take a
 // trace.Tracer that is nil when tracing is off and check it before anything
 // else: a no-op tracer would still allocate a context per span.

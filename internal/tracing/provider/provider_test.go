@@ -1,4 +1,4 @@
-package tracing_test
+package provider_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tracing"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/tracing/provider"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -90,7 +91,7 @@ func TestOTLPProtocols(t *testing.T) {
 			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			p, err := tracing.New(ctx, tracing.Options{Exporter: tracing.OTLP, SampleRatio: 1})
+			p, err := provider.New(ctx, tracing.Options{Exporter: tracing.OTLP, SampleRatio: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +109,7 @@ func TestOTLPProtocols(t *testing.T) {
 
 // Off is a nil Provider: no tracer, no Kafka hooks, nothing to shut down.
 func TestOffIsNil(t *testing.T) {
-	p, err := tracing.New(context.Background(), tracing.Options{})
+	p, err := provider.New(context.Background(), tracing.Options{})
 	if err != nil || p != nil {
 		t.Fatalf("New(off) = %v, %v; want nil, nil", p, err)
 	}
@@ -126,7 +127,7 @@ func TestOptionsRefused(t *testing.T) {
 		{tracing.Options{Exporter: tracing.OTLP, SampleRatio: 1.5}, "sample ratio 1.5: want a number from 0 to 1"},
 		{tracing.Options{Exporter: tracing.OTLP, SampleRatio: -0.1}, "sample ratio -0.1"},
 	} {
-		if _, err := tracing.New(context.Background(), tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := provider.New(context.Background(), tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.o, err, tc.want)
 		}
 	}
