@@ -43,6 +43,18 @@ type Options struct {
 	Topic string
 	// Window is how long entries are kept (DefaultWindow).
 	Window time.Duration
+	// Dir, when set, keeps the entries on disk (Pebble) under this
+	// directory, with a checkpoint of how far each partition was read, so
+	// that a partition assigned again (after a restart, a rebalance or
+	// Forget) reads only what was written since. Empty: in memory, read
+	// from the log start on the process's first assignment of each
+	// partition.
+	Dir string
+	// CacheSize is the disk store's block cache in bytes, shared by its
+	// partitions (DefaultCacheSize); MemTableSize the size of each of its
+	// memtables (DefaultMemTableSize). Unused without Dir.
+	CacheSize    int64
+	MemTableSize int64
 	// Logger (nil: none) and Now (nil: time.Now).
 	Logger *zap.Logger
 	Now    func() time.Time
@@ -57,6 +69,7 @@ type Ledger struct {
 
 	mu     sync.Mutex
 	stores map[storeKey]*store
+	disk   *disk // nil: the entries are kept in memory
 	// newClient serialises building readers: kgo.NewClient rewrites
 	// slices inside the options it is given (the compression codecs), so
 	// two restores building clients from ReaderOpts at once race.
@@ -80,6 +93,9 @@ func New(o Options) (*Ledger, error) {
 	if o.Window < 0 {
 		errs = append(errs, fmt.Errorf("Window %s: must not be negative", o.Window))
 	}
+	if o.CacheSize < 0 || o.MemTableSize < 0 {
+		errs = append(errs, fmt.Errorf("CacheSize %d, MemTableSize %d: must not be negative", o.CacheSize, o.MemTableSize))
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("ledger: %w", errors.Join(errs...))
 	}
@@ -92,13 +108,34 @@ func New(o Options) (*Ledger, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Ledger{o: o, log: o.Logger.Named("ledger"), w: newWriter(o.Client), stores: map[storeKey]*store{}}, nil
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
+	l := &Ledger{o: o, log: o.Logger.Named("ledger"), w: newWriter(o.Client), stores: map[storeKey]*store{}}
+	if o.Dir != "" {
+		var err error
+		if l.disk, err = openDisk(o, l.log); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
 }
 
 // Close stops the goroutine that produces intents (started by the first
-// Intend) and waits for it; an Intend after Close fails. It does not close
-// Options.Client, the caller's.
-func (l *Ledger) Close() { l.w.close() }
+// Intend) and waits for it, so that an Intend after Close fails, and
+// closes the disk store (Options.Dir), keeping what it holds for the next
+// process. Call it once every Lookup, Intend and Settle has returned (the
+// pipeline has stopped). It does not close Options.Client, the caller's.
+func (l *Ledger) Close() error {
+	l.w.close()
+	if l.disk == nil {
+		return nil
+	}
+	return l.disk.close()
+}
 
 // Topic is the ledger topic's name.
 func (l *Ledger) Topic() string { return l.o.Topic }
@@ -118,7 +155,11 @@ func (l *Ledger) Lookup(ctx context.Context, rec *kgo.Record, assignment uint64,
 	if err := l.restore(ctx, s, assignment); err != nil {
 		return nil, err
 	}
-	return s.get(Key(kind, transactionID), l.o.Now().Add(-l.o.Window), l.o.Window), nil
+	e, err := s.get(Key(kind, transactionID), l.o.Now().Add(-l.o.Window), l.o.Window)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: lookup %s in %s: %w", Key(kind, transactionID), s.topic(), err)
+	}
+	return e, nil
 }
 
 // Intend records that a write of e's transaction is about to be sent, and
@@ -134,7 +175,9 @@ func (l *Ledger) Intend(ctx context.Context, rec *kgo.Record, e Entry) error {
 	if err := l.w.write(ctx, r); err != nil {
 		return fmt.Errorf("ledger: intent of %s: %w", Key(e.Kind, e.TransactionID), err)
 	}
-	l.store(rec.Topic, rec.Partition).put(string(r.Key), string(r.Value))
+	if err := l.store(rec.Topic, rec.Partition).add([]kv{{string(r.Key), string(r.Value)}}, 0, false); err != nil {
+		return fmt.Errorf("ledger: intent of %s: keep: %w", Key(e.Kind, e.TransactionID), err)
+	}
 	return nil
 }
 
@@ -148,7 +191,9 @@ func (l *Ledger) Settle(rec *kgo.Record, e Entry) (*kgo.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.store(rec.Topic, rec.Partition).put(string(r.Key), string(r.Value))
+	if err := l.store(rec.Topic, rec.Partition).add([]kv{{string(r.Key), string(r.Value)}}, 0, false); err != nil {
+		return nil, fmt.Errorf("ledger: settled %s: keep: %w", Key(e.Kind, e.TransactionID), err)
+	}
 	return r, nil
 }
 
@@ -192,28 +237,36 @@ func (l *Ledger) store(topic string, partition int32) *store {
 	defer l.mu.Unlock()
 	s := l.stores[k]
 	if s == nil {
-		s = &store{name: k, entries: map[string]string{}}
+		s = &store{name: k}
+		if l.disk != nil {
+			s.b = l.disk.partition(topic, partition)
+		} else {
+			s.b = newMemory()
+		}
 		l.stores[k] = s
 	}
 	return s
 }
 
-// Forget drops what the process keeps of an input partition (it was
-// revoked or lost), so that memory holds the windows of the partitions
-// the process owns, not of every one it ever did. A later Lookup reads the
-// partition again from the start.
+// Forget drops what the process keeps in memory of an input partition (it
+// was revoked or lost), so that memory holds the windows of the
+// partitions the process owns, not of every one it ever did. A later
+// Lookup reads the partition again: in memory from the start; on disk,
+// whose entries and checkpoint stay, from the checkpoint.
 func (l *Ledger) Forget(topic string, partition int32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.stores, storeKey{topic, partition})
 }
 
-// Size is the number of entries kept for an input partition.
+// Size is the number of entries kept for an input partition (on disk: a
+// scan of them; 0 when the store cannot be read).
 func (l *Ledger) Size(topic string, partition int32) int {
-	s := l.store(topic, partition)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.entries)
+	n, err := l.store(topic, partition).b.size()
+	if err != nil {
+		l.log.Warn("ledger: size", zap.String("partition", topic+"/"+strconv.Itoa(int(partition))), zap.Error(err))
+	}
+	return n
 }
 
 // restore brings s up to the topic's end once per assignment.
@@ -236,14 +289,13 @@ func (l *Ledger) restore(ctx context.Context, s *store, assignment uint64) error
 		}
 		done := make(chan struct{})
 		s.running = done
-		from := s.next
 		s.mu.Unlock()
 
-		next, n, err := l.read(ctx, s, from)
+		from, next, n, err := l.read(ctx, s)
 		s.mu.Lock()
 		s.running = nil
 		if err == nil {
-			s.next, s.restored, s.assignment = next, true, assignment
+			s.restored, s.assignment = true, assignment
 		}
 		s.mu.Unlock()
 		close(done)
@@ -254,27 +306,92 @@ func (l *Ledger) restore(ctx context.Context, s *store, assignment uint64) error
 	}
 }
 
-// read reads the ledger partition of s's input partition from offset from
-// to the end it has when read starts, adding the entries of s's topic. The
-// end is the high watermark, read with read_committed: an open
-// transaction (an exactly-once member's round) is waited for, so an intent
-// written after it is not missed.
-func (l *Ledger) read(ctx context.Context, s *store, from int64) (next int64, records int, err error) {
-	topic, partition := s.key()
-	start, end, err := l.bounds(ctx, partition)
+// load sets s's position from its backend's checkpoint, the first time:
+// a disk store's partition continues where it stopped; one whose
+// checkpoint does not read is wiped and read again from the start.
+func (l *Ledger) load(s *store) error {
+	s.mu.Lock()
+	loaded := s.loaded
+	s.mu.Unlock()
+	if loaded {
+		return nil
+	}
+	cp, err := s.b.saved()
+	if errors.Is(err, errBadCheckpoint) {
+		l.log.Warn("ledger store: checkpoint unreadable, partition wiped and read again from the topic", zap.String("partition", s.topic()))
+		cp, err = checkpoint{}, s.b.wipe()
+	}
 	if err != nil {
-		return from, 0, err
+		return fmt.Errorf("ledger: %s: checkpoint: %w", s.topic(), err)
 	}
-	if from >= end {
-		return from, 0, nil
+	s.mu.Lock()
+	s.loaded, s.next, s.firstAt, s.topicID = true, cp.next, cp.firstAt, cp.topicID
+	s.mu.Unlock()
+	return nil
+}
+
+// wipe drops s's entries and position: what it holds is not of the topic
+// there now.
+func (l *Ledger) wipe(s *store, why string, fields ...zap.Field) error {
+	l.log.Warn("ledger store: partition wiped, read again from the topic: "+why, append(fields, zap.String("partition", s.topic()))...)
+	if err := s.b.wipe(); err != nil {
+		return fmt.Errorf("ledger: %s: wipe: %w", s.topic(), err)
 	}
+	s.mu.Lock()
+	s.next, s.firstAt = 0, 0
+	s.mu.Unlock()
+	return nil
+}
+
+// read reads the ledger partition of s's input partition from where s
+// stopped to the end it has when read starts, adding the entries of s's
+// topic, each fetch's with the checkpoint past them. The end is the high
+// watermark, read with read_committed: an open transaction (an
+// exactly-once member's round) is waited for, so an intent written after
+// it is not missed. from is where it started, next where it stopped,
+// records how many it read.
+func (l *Ledger) read(ctx context.Context, s *store) (from, next int64, records int, err error) {
+	topic, partition := s.key()
+	if err := l.load(s); err != nil {
+		return 0, 0, 0, err
+	}
+	start, end, id, err := l.bounds(ctx, partition)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	s.mu.Lock()
+	from, had := s.next, s.topicID
+	s.mu.Unlock()
+	switch {
+	case had != ([16]byte{}) && id != ([16]byte{}) && had != id:
+		// Deleted and created again: the entries kept are the old
+		// topic's, and its offsets mean nothing in the new one.
+		if err := l.wipe(s, "the ledger topic was created again", zap.Stringer("was", kadm.TopicID(had)), zap.Stringer("is", kadm.TopicID(id))); err != nil {
+			return 0, 0, 0, err
+		}
+		from = 0
+	case from > end:
+		// Past the end: the topic is not the one read (created again by
+		// a broker without topic ids, or its records deleted).
+		if err := l.wipe(s, "its checkpoint is past the partition's end", zap.Int64("checkpoint", from), zap.Int64("end", end)); err != nil {
+			return 0, 0, 0, err
+		}
+		from = 0
+	}
+	s.mu.Lock()
+	s.topicID = id
+	s.mu.Unlock()
 	if from < start {
 		// Deleted by retention: nothing to read below the log start
-		// (and a partition wholly deleted has nothing at all).
+		// (and a partition wholly deleted has nothing at all); what was
+		// deleted was past the window.
 		from = start
-		if from >= end {
-			return end, 0, nil
-		}
+	}
+	if from >= end {
+		s.mu.Lock()
+		s.next = max(s.next, from)
+		s.mu.Unlock()
+		return from, from, 0, nil
 	}
 	opts := append([]kgo.Opt{
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.o.Topic: {partition: kgo.NewOffset().At(from)}}),
@@ -297,21 +414,24 @@ func (l *Ledger) read(ctx context.Context, s *store, from int64) (next int64, re
 	cl, err := kgo.NewClient(opts...)
 	l.newClient.Unlock()
 	if err != nil {
-		return from, 0, fmt.Errorf("ledger: read %s/%d: %w", l.o.Topic, partition, err)
+		return from, from, 0, fmt.Errorf("ledger: read %s/%d: %w", l.o.Topic, partition, err)
 	}
 	defer cl.Close()
 	next = from
 	since := l.o.Now().Add(-l.o.Window).UnixMilli()
+	var batch []kv
 	for next < end {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return next, records, err
+			return from, next, records, err
 		}
 		var ferr error
 		fs.EachError(func(_ string, _ int32, e error) { ferr = e })
 		if ferr != nil {
-			return next, records, fmt.Errorf("ledger: read %s/%d: %w", l.o.Topic, partition, ferr)
+			return from, next, records, fmt.Errorf("ledger: read %s/%d: %w", l.o.Topic, partition, ferr)
 		}
+		batch = batch[:0]
+		at := next
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			for _, r := range fp.Records {
 				next = r.Offset + 1
@@ -325,16 +445,36 @@ func (l *Ledger) read(ctx context.Context, s *store, from int64) (next int64, re
 				if _, _, err := parseKey(r.Key); err != nil || !valueOf(r.Value, topic, since) {
 					continue
 				}
-				s.put(string(r.Key), string(r.Value))
+				batch = append(batch, kv{string(r.Key), string(r.Value)})
 			}
 		})
+		if next == at {
+			continue
+		}
+		// The entries and the checkpoint past them go in at once: a
+		// checkpoint never runs ahead of what the store holds.
+		if err := s.add(batch, next, true); err != nil {
+			return from, at, records, fmt.Errorf("ledger: %s: keep: %w", s.topic(), err)
+		}
+		s.mu.Lock()
+		s.next = next
+		s.mu.Unlock()
 	}
-	return next, records, nil
+	return from, next, records, nil
 }
 
-// bounds are the ledger partition's log start and high watermark.
-func (l *Ledger) bounds(ctx context.Context, partition int32) (start, end int64, err error) {
+// bounds are the ledger partition's log start and high watermark, and the
+// ledger topic's id (zero when the brokers have none).
+func (l *Ledger) bounds(ctx context.Context, partition int32) (start, end int64, id [16]byte, err error) {
 	adm := kadm.NewClient(l.o.Client)
+	td, err := adm.ListTopics(ctx, l.o.Topic)
+	if err == nil {
+		err = td.Error()
+	}
+	if err != nil {
+		return 0, 0, id, fmt.Errorf("ledger: metadata of %s: %w", l.o.Topic, err)
+	}
+	id = td[l.o.Topic].ID
 	lookup := func(what string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (int64, error) {
 		offs, err := list(ctx, l.o.Topic)
 		if err != nil {
@@ -350,80 +490,8 @@ func (l *Ledger) bounds(ctx context.Context, partition int32) (start, end int64,
 		return o.Offset, nil
 	}
 	if end, err = lookup("end", adm.ListEndOffsets); err != nil {
-		return 0, 0, err
+		return 0, 0, id, err
 	}
 	start, err = lookup("start", adm.ListStartOffsets)
-	return start, end, err
-}
-
-// store is what the process keeps of one input partition's entries: each
-// transaction's latest record value (the bytes, about 100 of them; a
-// decoded Entry with its strings and pointers took four times the memory
-// and the garbage collector's time), keyed by the record key.
-type store struct {
-	mu         sync.Mutex
-	name       storeKey
-	restored   bool
-	assignment uint64
-	running    chan struct{} // closed when the read in progress ends
-	next       int64         // next ledger offset to read
-	entries    map[string]string
-	// firstAt is the earliest entry's time (Unix ms): the ledger speaks
-	// for the partition's records produced well after it (Covers).
-	firstAt int64
-	// scanned is when entries past the window were last forgotten (Unix
-	// ms of the window's start then): a scan of every entry, at most once
-	// per scanEvery of the window's movement.
-	scanned int64
-}
-
-// scanShare: the entries are scanned for old ones each time the window
-// has moved by this share of itself (a 24 h window: every hour), so an
-// entry outlives the window by that much at most.
-const scanShare = 24
-
-func (s *store) key() (string, int32) { return s.name.topic, s.name.partition }
-func (s *store) topic() string        { return s.name.topic + "/" + strconv.Itoa(int(s.name.partition)) }
-
-// put keeps value as key's latest state.
-func (s *store) put(key, value string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if old, ok := s.entries[key]; ok && valueState(old) == stateSettled && valueState(value) == stateIntent {
-		// A late-read intent never hides its settled outcome.
-		return
-	}
-	s.entries[key] = value
-	if at := valueAt(value); s.firstAt == 0 || at < s.firstAt {
-		s.firstAt = at
-	}
-}
-
-// get returns key's entry unless it was made before since, forgetting
-// every entry made before since once the window has moved enough.
-func (s *store) get(key string, since time.Time, window time.Duration) *Entry {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	from := since.UnixMilli()
-	if from-s.scanned >= window.Milliseconds()/scanShare {
-		for k, v := range s.entries {
-			if valueAt(v) < from {
-				delete(s.entries, k)
-			}
-		}
-		s.scanned = from
-	}
-	v, ok := s.entries[key]
-	if !ok || valueAt(v) < from {
-		return nil
-	}
-	kind, id, err := parseKey([]byte(key))
-	if err != nil {
-		return nil
-	}
-	e, err := decodeValue(kind, id, []byte(v))
-	if err != nil {
-		return nil // only values encode made are kept
-	}
-	return e
+	return start, end, id, err
 }

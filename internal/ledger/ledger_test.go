@@ -23,7 +23,19 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type world struct {
 	brokers      []string
 	input, topic string
+	disk         bool // each process's ledger keeps its entries on disk
 }
+
+// eachStore runs test against the memory store and the disk store.
+func eachStore(t *testing.T, test func(t *testing.T, disk bool)) {
+	t.Helper()
+	for _, disk := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "disk"}[disk], func(t *testing.T) { test(t, disk) })
+	}
+}
+
+// on is w with the store eachStore chose.
+func (w world) on(disk bool) world { w.disk = disk; return w }
 
 // cluster is a cluster with an input topic of 4 partitions.
 func cluster(t testing.TB) world {
@@ -52,18 +64,34 @@ func (w world) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// open is one process's ledger over a client of its own.
+// open is one process's ledger over a client of its own; on disk, in a
+// directory of its own.
 func (w world) open(t *testing.T, now func() time.Time) (*ledger.Ledger, *kgo.Client) {
+	t.Helper()
+	dir := ""
+	if w.disk {
+		dir = t.TempDir()
+	}
+	return w.openIn(t, now, dir)
+}
+
+// openIn is open with the disk store under dir ("": in memory), closed at
+// the test's end.
+func (w world) openIn(t *testing.T, now func() time.Time, dir string) (*ledger.Ledger, *kgo.Client) {
 	t.Helper()
 	cl := w.client(t)
 	if _, err := ledger.Ensure(ctxT(t), cl, w.topic, []string{w.input}, ledger.DefaultWindow, -1); err != nil {
 		t.Fatal(err)
 	}
-	l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(w.brokers...)}, Topic: w.topic, Now: now})
+	l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(w.brokers...)}, Topic: w.topic, Now: now, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(l.Close)
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return l, cl
 }
 
@@ -89,8 +117,10 @@ func (w world) lookup(t *testing.T, l *ledger.Ledger, partition int32, assignmen
 // What one process wrote, another reads back from Kafka: intents,
 // settled outcomes (the latest state wins), each kind apart, each
 // partition apart.
-func TestLedgerIsReadBack(t *testing.T) {
-	w := cluster(t)
+func TestLedgerIsReadBack(t *testing.T) { eachStore(t, testLedgerIsReadBack) }
+
+func testLedgerIsReadBack(t *testing.T, disk bool) {
+	w := cluster(t).on(disk)
 	a, acl := w.open(t, nil)
 	ctx := ctxT(t)
 	if err := a.Intend(ctx, w.rec(1, 10), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1"}); err != nil {
@@ -145,8 +175,10 @@ func TestLedgerIsReadBack(t *testing.T) {
 
 // A process reads a partition again only under a new assignment: what
 // another member wrote meanwhile is seen once the partition comes back.
-func TestLedgerCatchesUpOnAssignment(t *testing.T) {
-	w := cluster(t)
+func TestLedgerCatchesUpOnAssignment(t *testing.T) { eachStore(t, testLedgerCatchesUpOnAssignment) }
+
+func testLedgerCatchesUpOnAssignment(t *testing.T, disk bool) {
+	w := cluster(t).on(disk)
 	a, _ := w.open(t, nil)
 	b, _ := w.open(t, nil)
 	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "p-1"); e != nil {
@@ -169,10 +201,11 @@ func TestLedgerCatchesUpOnAssignment(t *testing.T) {
 	if e := w.lookup(t, a, 0, 3, ledger.Accrual, "p-1"); e == nil || e.State != ledger.Settled {
 		t.Fatalf("the writer's settled entry after reading its intent back: %+v", e)
 	}
-	// Revoked: forgotten, memory freed; asked again, read again.
+	// Revoked: forgotten, memory freed (on disk, the entries stay);
+	// asked again, read again.
 	b.Forget(w.input, 0)
-	if n := b.Size(w.input, 0); n != 0 {
-		t.Fatalf("%d entries kept after Forget", n)
+	if n, want := b.Size(w.input, 0), map[bool]int{false: 0, true: 1}[disk]; n != want {
+		t.Fatalf("%d entries kept after Forget, want %d", n, want)
 	}
 	if e := w.lookup(t, b, 0, 2, ledger.Accrual, "p-1"); e == nil {
 		t.Fatal("after Forget, the partition was not read again")
@@ -180,8 +213,10 @@ func TestLedgerCatchesUpOnAssignment(t *testing.T) {
 }
 
 // Entries older than the window are forgotten, read back or kept.
-func TestLedgerForgetsPastTheWindow(t *testing.T) {
-	w := cluster(t)
+func TestLedgerForgetsPastTheWindow(t *testing.T) { eachStore(t, testLedgerForgetsPastTheWindow) }
+
+func testLedgerForgetsPastTheWindow(t *testing.T, disk bool) {
+	w := cluster(t).on(disk)
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	a, _ := w.open(t, clock)
@@ -210,8 +245,10 @@ func TestLedgerForgetsPastTheWindow(t *testing.T) {
 // Settled entries travel in exactly-once mode's transactions: an aborted
 // round's entry is never read back, a committed one is, and an intent
 // written after an aborted transaction is not missed.
-func TestLedgerReadsCommittedOnly(t *testing.T) {
-	w := cluster(t)
+func TestLedgerReadsCommittedOnly(t *testing.T) { eachStore(t, testLedgerReadsCommittedOnly) }
+
+func testLedgerReadsCommittedOnly(t *testing.T, disk bool) {
+	w := cluster(t).on(disk)
 	a, _ := w.open(t, nil)
 	ctx := ctxT(t)
 	tx := w.client(t, kgo.TransactionalID(w.topic+"-tx"))
@@ -298,8 +335,10 @@ func TestEnsure(t *testing.T) {
 
 // The ledger's silence means "never sent" only for records produced well
 // after its first entry in the partition, and younger than the window.
-func TestLedgerCovers(t *testing.T) {
-	w := cluster(t)
+func TestLedgerCovers(t *testing.T) { eachStore(t, testLedgerCovers) }
+
+func testLedgerCovers(t *testing.T, disk bool) {
+	w := cluster(t).on(disk)
 	start := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	now := start
 	a, _ := w.open(t, func() time.Time { return now })
@@ -345,33 +384,35 @@ func TestLedgerCovers(t *testing.T) {
 func TestLedgerReadEndsAtATransactionMarker(t *testing.T) {
 	for _, commit := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryAbort} {
 		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
-			w := cluster(t)
-			a, _ := w.open(t, nil)
-			ctx := ctxT(t)
-			tx := w.client(t, kgo.TransactionalID(w.topic+"-marker"))
-			if err := tx.BeginTransaction(); err != nil {
-				t.Fatal(err)
-			}
-			r, err := a.Settle(w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "last", Outcome: "APPLIED"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.ProduceSync(ctx, r).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.EndTransaction(ctx, commit); err != nil {
-				t.Fatal(err)
-			}
-			b, _ := w.open(t, nil)
-			short, cancel := context.WithTimeout(ctx, 15*time.Second)
-			defer cancel()
-			e, err := b.Lookup(short, w.rec(0, 2), 1, ledger.Accrual, "last")
-			if err != nil {
-				t.Fatalf("reading a partition that ends in a transaction marker: %v", err)
-			}
-			if bool(commit) != (e != nil && e.State == ledger.Settled) {
-				t.Fatalf("the entry of a transaction committed %v: %+v", commit, e)
-			}
+			eachStore(t, func(t *testing.T, disk bool) {
+				w := cluster(t).on(disk)
+				a, _ := w.open(t, nil)
+				ctx := ctxT(t)
+				tx := w.client(t, kgo.TransactionalID(w.topic+"-marker"))
+				if err := tx.BeginTransaction(); err != nil {
+					t.Fatal(err)
+				}
+				r, err := a.Settle(w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "last", Outcome: "APPLIED"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := tx.ProduceSync(ctx, r).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+				if err := tx.EndTransaction(ctx, commit); err != nil {
+					t.Fatal(err)
+				}
+				b, _ := w.open(t, nil)
+				short, cancel := context.WithTimeout(ctx, 15*time.Second)
+				defer cancel()
+				e, err := b.Lookup(short, w.rec(0, 2), 1, ledger.Accrual, "last")
+				if err != nil {
+					t.Fatalf("reading a partition that ends in a transaction marker: %v", err)
+				}
+				if bool(commit) != (e != nil && e.State == ledger.Settled) {
+					t.Fatalf("the entry of a transaction committed %v: %+v", commit, e)
+				}
+			})
 		})
 	}
 }

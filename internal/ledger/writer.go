@@ -2,14 +2,11 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// errClosed is what Intend returns once Close has begun.
-var errClosed = errors.New("ledger closed")
 
 // writer gives intents to the client from one long-lived goroutine and
 // hands each acknowledgement back to the record that waits for it.
