@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -63,10 +64,11 @@ const mergerName = "loyalty-bridge.ledger.latest-settled.v1"
 
 // disk is the process's Pebble DB under Options.Dir.
 type disk struct {
-	dir  string
-	log  *zap.Logger
-	lock *pebble.Lock
-	db   *pebble.DB
+	dir    string
+	log    *zap.Logger
+	lock   *pebble.Lock
+	health io.Closer // the disk-health checks' goroutine
+	db     *pebble.DB
 
 	// mu guards closed: every use of db holds it for reading, Close for
 	// writing, so nothing uses db once closed.
@@ -92,7 +94,17 @@ func openDisk(o Options, log *zap.Logger) (*disk, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger store %s: in use by another process? %w", o.Dir, err)
 	}
-	d := &disk{dir: o.Dir, log: log, lock: lock, stop: make(chan struct{})}
+	// Pebble's own disk-health checks, with their goroutine ours to stop
+	// (Pebble's default leaves it running when an Open fails).
+	fs, health := vfs.WithDiskHealthChecks(vfs.Default, 5*time.Second, nil, func(info vfs.DiskSlowInfo) {
+		log.Warn("ledger store: slow disk", zap.String("path", info.Path), zap.Duration("duration", info.Duration))
+	})
+	d := &disk{dir: o.Dir, log: log, lock: lock, health: health, stop: make(chan struct{})}
+	fail := func(err error) (*disk, error) {
+		_ = health.Close()
+		_ = lock.Close()
+		return nil, err
+	}
 	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	opts := func() *pebble.Options {
@@ -102,6 +114,7 @@ func openDisk(o Options, log *zap.Logger) (*disk, error) {
 			MemTableStopWritesThreshold: memTables,
 			Merger:                      &pebble.Merger{Name: mergerName, Merge: mergeLatest},
 			Lock:                        lock,
+			FS:                          fs,
 			Logger:                      pebbleLogger{log.Named("pebble")},
 			FormatMajorVersion:          pebble.FormatNewest,
 		}
@@ -114,12 +127,10 @@ func openDisk(o Options, log *zap.Logger) (*disk, error) {
 	if err != nil {
 		log.Warn("ledger store unreadable: wiped, its partitions are read again from the ledger topic", zap.String("dir", o.Dir), zap.Error(err))
 		if werr := wipeDir(o.Dir); werr != nil {
-			_ = lock.Close()
-			return nil, fmt.Errorf("ledger store %s: unreadable (%w), and wiping it failed: %w", o.Dir, err, werr)
+			return fail(fmt.Errorf("ledger store %s: unreadable (%w), and wiping it failed: %w", o.Dir, err, werr))
 		}
 		if d.db, err = pebble.Open(o.Dir, opts()); err != nil {
-			_ = lock.Close()
-			return nil, fmt.Errorf("ledger store %s: %w", o.Dir, err)
+			return fail(fmt.Errorf("ledger store %s: %w", o.Dir, err))
 		}
 	}
 	return d, nil
@@ -154,10 +165,7 @@ func (d *disk) close() error {
 	close(d.stop)
 	d.mu.Unlock()
 	d.sweeps.Wait()
-	err := d.db.Close()
-	if lerr := d.lock.Close(); err == nil {
-		err = lerr
-	}
+	err := errors.Join(d.db.Close(), d.health.Close(), d.lock.Close())
 	if err != nil {
 		return fmt.Errorf("ledger store %s: close: %w", d.dir, err)
 	}

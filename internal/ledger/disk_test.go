@@ -1,0 +1,205 @@
+package ledger_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
+)
+
+// process is one process's ledger with its disk store under dir, and
+// what it logs; Close is the test's to call (and called again at its end).
+func (w world) process(t *testing.T, dir string) (*ledger.Ledger, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zapcore.DebugLevel)
+	cl := w.client(t)
+	if _, err := ledger.Ensure(ctxT(t), cl, w.topic, []string{w.input}, ledger.DefaultWindow, -1); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(w.brokers...)}, Topic: w.topic,
+		Dir: dir, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l, logs
+}
+
+// reads are the reads of the ledger partition logs shows: where each
+// started and how many records it read.
+func reads(logs *observer.ObservedLogs) (from []int64, records []int64) {
+	for _, e := range logs.FilterMessage("ledger partition read").All() {
+		m := e.ContextMap()
+		from, records = append(from, m["from"].(int64)), append(records, m["records"].(int64))
+	}
+	return from, records
+}
+
+func (w world) intend(t *testing.T, l *ledger.Ledger, partition int32, ids ...string) {
+	t.Helper()
+	for i, id := range ids {
+		if err := l.Intend(ctxT(t), w.rec(partition, int64(i)), ledger.Entry{Kind: ledger.Accrual, TransactionID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func ids(prefix string, n int) []string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return s
+}
+
+// A process restarted over its disk store reads only what was written
+// after its checkpoint, and finds what it had read before from disk. A
+// closed ledger answers with an error.
+func TestDiskStoreRestartsFromItsCheckpoint(t *testing.T) {
+	w := cluster(t)
+	writer, _ := w.open(t, nil)
+	w.intend(t, writer, 0, ids("before", 20)...)
+	dir := t.TempDir()
+	a, logs := w.process(t, dir)
+	if e := w.lookup(t, a, 0, 1, ledger.Accrual, "before-0"); e == nil {
+		t.Fatal("the first read missed before-0")
+	}
+	if from, records := reads(logs); len(from) != 1 || from[0] != 0 || records[0] != 20 {
+		t.Fatalf("first read: from %v, %v records; want from 0, 20", from, records)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Lookup(ctxT(t), w.rec(0, 0), 1, ledger.Accrual, "before-0"); err == nil {
+		t.Fatal("a closed ledger answered a lookup")
+	}
+
+	w.intend(t, writer, 0, ids("after", 5)...)
+	b, logs := w.process(t, dir)
+	for _, id := range []string{"before-0", "before-19", "after-4"} {
+		if e := w.lookup(t, b, 0, 1, ledger.Accrual, id); e == nil || e.State != ledger.Intent {
+			t.Errorf("after the restart, %s: %+v", id, e)
+		}
+	}
+	if from, records := reads(logs); len(from) != 1 || from[0] != 20 || records[0] != 5 {
+		t.Fatalf("read after the restart: from %v, %v records; want from 20 (the checkpoint), 5", from, records)
+	}
+	// Forgotten (revoked) and assigned again: from the checkpoint, not
+	// from the start.
+	b.Forget(w.input, 0)
+	w.intend(t, writer, 0, "later")
+	if e := w.lookup(t, b, 0, 2, ledger.Accrual, "later"); e == nil {
+		t.Fatal("after Forget, the new entry was not read")
+	}
+	if from, records := reads(logs); len(from) != 2 || from[1] != 25 || records[1] != 1 {
+		t.Fatalf("read after Forget: from %v, %v records; want from 25, 1", from, records)
+	}
+}
+
+// A store whose ledger topic was deleted and created again holds the old
+// topic's entries and offsets: it is wiped, and the new topic read from
+// its start (whose first offsets lie below the old checkpoint).
+func TestDiskStoreWipedWhenTheTopicIsCreatedAgain(t *testing.T) {
+	w := cluster(t)
+	old, cl := w.open(t, nil)
+	w.intend(t, old, 0, "old-0", "old-1")
+	dir := t.TempDir()
+	a, logs := w.process(t, dir)
+	if e := w.lookup(t, a, 0, 1, ledger.Accrual, "old-0"); e == nil {
+		t.Fatal("old-0 not read")
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	adm := kadm.NewClient(cl)
+	ctx := ctxT(t)
+	if _, err := adm.DeleteTopic(ctx, w.topic); err != nil {
+		t.Fatal(err)
+	}
+	for { // a real broker deletes a moment later
+		td, err := adm.ListTopics(ctx, w.topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := td[w.topic]; !ok || d.Err != nil {
+			break
+		}
+		if err := waitCtx(ctx, 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	renewed, _ := w.open(t, nil)
+	w.intend(t, renewed, 0, ids("new", 4)...)
+
+	b, logs := w.process(t, dir)
+	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "old-1"); e != nil {
+		t.Errorf("the old topic's entry is still found: %+v", e)
+	}
+	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "new-0"); e == nil {
+		t.Error("the new topic's first entry, below the old checkpoint, was missed")
+	}
+	if n := logs.FilterMessageSnippet("created again").Len(); n != 1 {
+		t.Errorf("%d warnings of the wipe, want 1", n)
+	}
+}
+
+// A store that does not open (its files damaged) is wiped and restored
+// from the topic, which is the truth; one in use by another process is
+// refused, not wiped; a directory that cannot be made is an error naming
+// it.
+func TestDiskStoreDamaged(t *testing.T) {
+	w := cluster(t)
+	writer, _ := w.open(t, nil)
+	w.intend(t, writer, 0, "p-1")
+	dir := t.TempDir()
+	a, logs := w.process(t, dir)
+	if e := w.lookup(t, a, 0, 1, ledger.Accrual, "p-1"); e == nil {
+		t.Fatal("p-1 not read")
+	}
+	_, err := ledger.New(ledger.Options{Client: &kgo.Client{}, Topic: w.topic, Dir: dir})
+	if err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("a second process over the same store: %v, want it refused as in use", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Name() != "LOCK" && !f.IsDir() {
+			if err := os.WriteFile(filepath.Join(dir, f.Name()), []byte("not a pebble file\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b, logs := w.process(t, dir)
+	if n := logs.FilterMessageSnippet("unreadable").Len(); n != 1 {
+		t.Errorf("%d warnings of the wipe, want 1", n)
+	}
+	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "p-1"); e == nil {
+		t.Error("p-1 not restored from the topic")
+	}
+
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ledger.New(ledger.Options{Client: &kgo.Client{}, Topic: w.topic, Dir: filepath.Join(file, "ledger")})
+	if err == nil || !strings.Contains(err.Error(), file) {
+		t.Fatalf("a store under a file: %v, want an error naming it", err)
+	}
+}
+
