@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
@@ -103,6 +104,19 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		return &exitError{code: 2, err: err}
 	}
 
+	if cfg.Ledger.Dir != "" && cfg.Ledger.On && !q.DryRun {
+		// A store of its own, removed when it ends: the live bridge
+		// holds --ledger-dir's (one process at a time), and a replay
+		// reads each partition once, so a checkpoint would serve
+		// nothing; but a window that does not fit the live bridge's
+		// memory does not fit a replay's either.
+		dir, err := os.MkdirTemp(cfg.Ledger.Dir, "replay-")
+		if err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--ledger-dir %s: %w", cfg.Ledger.Dir, err)}
+		}
+		defer os.RemoveAll(dir)
+		cfg.Ledger.Dir = dir
+	}
 	deps, err := service.Connect(ctx, cfg, service.Options{NoAPI: q.DryRun, Warnings: b.Warnings(), LogOutput: e.stderr, ClientOpts: e.kafka})
 	if err != nil {
 		return usageIf[*config.SettingError](err)

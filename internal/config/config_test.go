@@ -296,3 +296,28 @@ func TestOnlyMissingCredentials(t *testing.T) {
 		t.Error("OnlyMissing(nil) is true")
 	}
 }
+
+// --ledger-dir is made when missing and must be writable; its error names
+// the flag. Read from its variable too.
+func TestLedgerDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ledger", "store")
+	c, err := parse(t, nil, map[string]string{"LOYALTY_BRIDGE_LEDGER_DIR": dir, "LOYALTY_BRIDGE_API_CLIENT_ID": "cid",
+		"LOYALTY_BRIDGE_API_CLIENT_SECRET": "s", "LOYALTY_BRIDGE_API_USERNAME": "u", "LOYALTY_BRIDGE_API_PASSWORD": "p"})
+	if err != nil || c.Ledger.Dir != dir {
+		t.Fatalf("--ledger-dir from its variable: %q, %v", c.Ledger.Dir, err)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		t.Fatalf("not made: %v", err)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = parse(t, []string{"--ledger-dir", filepath.Join(file, "ledger")}, creds)
+	if err == nil || !strings.Contains(err.Error(), "--ledger-dir") {
+		t.Fatalf("a directory under a file: %v, want an error naming --ledger-dir", err)
+	}
+	if c, err := parse(t, []string{"--ledger=false", "--ledger-dir", filepath.Join(file, "ledger")}, creds); err != nil || c.Ledger.On {
+		t.Fatalf("without the ledger, its directory is not checked: %v", err)
+	}
+}

@@ -18,7 +18,7 @@ import (
 // <expr>.<Section>.<Field>.
 func TestEverySettingIsRead(t *testing.T) {
 	sections := map[string]reflect.Type{}
-	for _, v := range []any{Kafka{}, Registry{}, Topics{}, Group{}, API{}, Partner{}, Processing{}, Delivery{}, Parking{}, Ops{}, Tracing{}, Config{}} {
+	for _, v := range []any{Kafka{}, Registry{}, Topics{}, Group{}, API{}, Partner{}, Processing{}, Delivery{}, Ledger{}, Parking{}, Ops{}, Tracing{}, Config{}} {
 		sections[reflect.TypeOf(v).Name()] = reflect.TypeOf(v)
 	}
 	// Read where they act: AllowInsecure by every section's Validate, File

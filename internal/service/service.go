@@ -323,8 +323,17 @@ func (d *Deps) buildLedger(ctx context.Context) error {
 		d.Log.Info("ledger topic created", zap.String("topic", lc.Topic), zap.Duration("dedup_window", lc.Window))
 	}
 	d.Ledger, err = ledger.New(ledger.Options{Client: cl, ReaderOpts: d.KafkaOpts, Topic: lc.Topic, Window: lc.Window,
-		Logger: d.Log})
-	return err
+		Dir: lc.Dir, Logger: d.Log})
+	if err != nil && lc.Dir != "" {
+		return fmt.Errorf("--ledger-dir %s: %w", lc.Dir, err)
+	}
+	if err != nil {
+		return err
+	}
+	if lc.Dir != "" {
+		d.Log.Info("ledger kept on disk", zap.String("dir", lc.Dir))
+	}
+	return nil
 }
 
 // parks reports whether refunds whose purchase is not found yet are
@@ -515,14 +524,18 @@ func (d *Deps) Close() {
 		}
 		cancel()
 	}
+	// The ledger's disk store is closed cleanly (the pipeline has
+	// stopped: Run returned), before the client it reads with.
+	if d.Ledger != nil {
+		if err := d.Ledger.Close(); err != nil {
+			d.Log.Warn("ledger: close", zap.Error(err))
+		}
+	}
 	if d.api != nil {
 		d.api.Close()
 	}
 	if d.admin != nil {
 		d.admin.Close()
-	}
-	if d.Ledger != nil {
-		d.Ledger.Close()
 	}
 	if d.ledgerCl != nil {
 		d.ledgerCl.Close()
