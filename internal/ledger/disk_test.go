@@ -202,4 +202,3 @@ func TestDiskStoreDamaged(t *testing.T) {
 		t.Fatalf("a store under a file: %v, want an error naming it", err)
 	}
 }
-
