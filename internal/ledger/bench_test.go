@@ -3,7 +3,9 @@ package ledger_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -95,19 +97,149 @@ func peakRSS() int64 {
 	return 0
 }
 
-// BenchmarkLedgerRestore writes LEDGER_ENTRIES (default 1,000,000)
-// settled entries to one ledger partition, then times a new process
-// reading them back: what an assignment of that partition waits before
-// its first record. On kfake, or the real broker
-// LOYALTY_BRIDGE_TEST_BROKERS names.
-func BenchmarkLedgerRestore(b *testing.B) {
-	n := 1_000_000
-	if s := os.Getenv("LEDGER_ENTRIES"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil {
+// envInt is the benchmark knob name, or def.
+func envInt(b *testing.B, name string, def int) int {
+	b.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		b.Fatalf("%s: %v", name, err)
+	}
+	return n
+}
+
+// dirSize is the bytes of the files under dir.
+func dirSize(b *testing.B, dir string) int64 {
+	b.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// BenchmarkLedgerDisk keeps LEDGER_ENTRIES (default 1,000,000) settled
+// entries of one partition in the disk store and reports the bytes on
+// disk per entry once compacted, and the process's peak resident size
+// (run it alone: the peak is the process's).
+//
+//	LEDGER_ENTRIES=10000000 go test -run '^$' -bench LedgerDisk -benchtime 1x ./internal/ledger
+func BenchmarkLedgerDisk(b *testing.B) {
+	n := envInt(b, "LEDGER_ENTRIES", 1_000_000)
+	for b.Loop() {
+		dir := b.TempDir()
+		l, err := ledger.New(ledger.Options{Client: &kgo.Client{}, Topic: "t", Dir: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rec := &kgo.Record{Topic: "in"}
+		start := time.Now()
+		for i := range n {
+			rec.Offset = int64(i)
+			if _, err := l.Settle(rec, settledEntry(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "puts/s")
+		if err := l.Compact(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(dirSize(b, dir))/float64(n), "disk-bytes/entry")
+		b.ReportMetric(float64(peakRSS())/(1<<20), "peak-RSS-MiB")
+		if err := l.Close(); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkLedgerLookup times a Lookup of a partition of LEDGER_ENTRIES
+// (default 1,000,000) settled entries, found and not, in memory and on
+// disk (compacted: read from tables, as after a restore, not from the
+// memtable).
+func BenchmarkLedgerLookup(b *testing.B) {
+	n := envInt(b, "LEDGER_ENTRIES", 1_000_000)
+	w := cluster(b)
+	cl := w.client(b)
+	ctx := context.Background()
+	if _, err := ledger.Ensure(ctx, cl, w.topic, []string{w.input}, ledger.DefaultWindow, -1); err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]string, 1<<16)
+	for _, disk := range []bool{false, true} {
+		b.Run(map[bool]string{false: "memory", true: "disk"}[disk], func(b *testing.B) {
+			o := ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(w.brokers...)}, Topic: w.topic}
+			if disk {
+				o.Dir = b.TempDir()
+			}
+			l, err := ledger.New(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			rec := &kgo.Record{Topic: w.input}
+			if _, err := l.Lookup(ctx, rec, 1, ledger.Accrual, "x"); err != nil {
+				b.Fatal(err)
+			}
+			for i := range n {
+				rec.Offset = int64(i)
+				if _, err := l.Settle(rec, settledEntry(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if disk {
+				if err := l.Compact(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for l.Sweeping(w.input, 0) { // the first lookup's sweep, not timed
+				time.Sleep(10 * time.Millisecond)
+			}
+			for _, hit := range []bool{true, false} {
+				for i := range ids {
+					j := (i * 2654435761) % n // spread over the partition
+					if ids[i] = fmt.Sprintf("%016d", j); !hit {
+						ids[i] = fmt.Sprintf("m%015d", j)
+					}
+				}
+				b.Run(map[bool]string{true: "hit", false: "miss"}[hit], func(b *testing.B) {
+					b.ReportAllocs()
+					i := 0
+					for b.Loop() {
+						e, err := l.Lookup(ctx, rec, 1, ledger.Accrual, ids[i%len(ids)])
+						if err != nil || (e != nil) != hit {
+							b.Fatalf("lookup %s: %+v, %v", ids[i%len(ids)], e, err)
+						}
+						i++
+					}
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkLedgerRestore writes LEDGER_ENTRIES (default 1,000,000)
+// settled entries to one ledger partition, then times a new process
+// reading them back: what an assignment of that partition waits before
+// its first record. memory and disk read from the log start (a fresh
+// host); catch-up is a process restarted over its disk store after
+// LEDGER_NEW (default 10,000) more entries were written. On kfake, or
+// the real broker LOYALTY_BRIDGE_TEST_BROKERS names.
+func BenchmarkLedgerRestore(b *testing.B) {
+	n := envInt(b, "LEDGER_ENTRIES", 1_000_000)
+	more := envInt(b, "LEDGER_NEW", 10_000)
 	w := cluster(b)
 	cl := w.client(b, kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerLinger(5*time.Millisecond))
 	ctx := context.Background()
@@ -119,35 +251,62 @@ func BenchmarkLedgerRestore(b *testing.B) {
 		b.Fatal(err)
 	}
 	rec := &kgo.Record{Topic: w.input}
-	const batch = 10_000
-	rs := make([]*kgo.Record, 0, batch)
-	for i := range n {
-		rec.Offset = int64(i)
-		r, err := writer.Settle(rec, settledEntry(i))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if rs = append(rs, r); len(rs) == batch || i == n-1 {
-			if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+	written := 0
+	write := func(count int) {
+		const batch = 10_000
+		rs := make([]*kgo.Record, 0, batch)
+		for i := written; i < written+count; i++ {
+			rec.Offset = int64(i)
+			r, err := writer.Settle(rec, settledEntry(i))
+			if err != nil {
 				b.Fatal(err)
 			}
-			rs = rs[:0]
+			if rs = append(rs, r); len(rs) == batch || i == written+count-1 {
+				if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+					b.Fatal(err)
+				}
+				rs = rs[:0]
+			}
 		}
+		written += count
 	}
-	b.ResetTimer()
-	for b.Loop() {
-		l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(w.brokers...)}, Topic: w.topic})
+	write(n)
+	open := func(b *testing.B, dir string) *ledger.Ledger {
+		l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(w.brokers...)}, Topic: w.topic, Dir: dir})
 		if err != nil {
 			b.Fatal(err)
 		}
+		return l
+	}
+	restore := func(b *testing.B, l *ledger.Ledger, want int) {
 		start := time.Now()
 		if _, err := l.Lookup(ctx, rec, 1, ledger.Accrual, "x"); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(time.Since(start).Seconds(), "restore-s")
-		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "entries/s")
-		if l.Size(w.input, 0) != n {
-			b.Fatalf("restored %d entries, want %d", l.Size(w.input, 0), n)
+		if got := l.Size(w.input, 0); got != want {
+			b.Fatalf("restored %d entries, want %d", got, want)
+		}
+		if err := l.Close(); err != nil {
+			b.Fatal(err)
 		}
 	}
+	b.Run("memory", func(b *testing.B) {
+		for b.Loop() {
+			restore(b, open(b, ""), n)
+		}
+	})
+	b.Run("disk", func(b *testing.B) {
+		for b.Loop() {
+			restore(b, open(b, b.TempDir()), n)
+		}
+	})
+	b.Run("catch-up", func(b *testing.B) {
+		dir := b.TempDir()
+		restore(b, open(b, dir), written)
+		for b.Loop() {
+			write(more)
+			restore(b, open(b, dir), written)
+		}
+	})
 }

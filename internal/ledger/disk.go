@@ -23,13 +23,14 @@ import (
 // usually follows its first copy within minutes) and the bloom filters of
 // the newest tables stay in memory; older ones are read from the page
 // cache or the disk.
-const DefaultCacheSize = 128 << 20
+const DefaultCacheSize = 64 << 20
 
 // DefaultMemTableSize is the size of each of the disk store's memtables
-// (up to memTables of them, being filled and being flushed, 128 MiB at
-// most): one set for the process, however many partitions it keeps, and
-// large enough that a restore's writes flush in few tables.
-const DefaultMemTableSize = 32 << 20
+// (up to memTables of them, being filled and being flushed: 64 MiB at
+// most, with DefaultCacheSize 128 MiB for the store): one set for the
+// process, however many partitions it keeps, and large enough that a
+// restore's writes flush in few tables.
+const DefaultMemTableSize = 16 << 20
 
 // memTables is how many memtables may queue before writes wait for a
 // flush.
