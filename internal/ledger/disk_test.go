@@ -114,7 +114,7 @@ func TestDiskStoreWipedWhenTheTopicIsCreatedAgain(t *testing.T) {
 	old, cl := w.open(t, nil)
 	w.intend(t, old, 0, "old-0", "old-1")
 	dir := t.TempDir()
-	a, logs := w.process(t, dir)
+	a, _ := w.process(t, dir)
 	if e := w.lookup(t, a, 0, 1, ledger.Accrual, "old-0"); e == nil {
 		t.Fatal("old-0 not read")
 	}
@@ -163,7 +163,7 @@ func TestDiskStoreDamaged(t *testing.T) {
 	writer, _ := w.open(t, nil)
 	w.intend(t, writer, 0, "p-1")
 	dir := t.TempDir()
-	a, logs := w.process(t, dir)
+	a, _ := w.process(t, dir)
 	if e := w.lookup(t, a, 0, 1, ledger.Accrual, "p-1"); e == nil {
 		t.Fatal("p-1 not read")
 	}

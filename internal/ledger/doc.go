@@ -15,10 +15,30 @@
 // by kind and transactionId (a/<id>, r/<id>, f/<id> for accruals,
 // redemptions and refunds), so compaction keeps the latest state of each.
 // Each process keeps, for every input partition it handles, the entries of
-// its ledger partition in memory, read from the topic when the partition
-// is assigned (caught up when it is assigned again, or read again once
-// Forget dropped it on a revocation) before its first record is answered,
-// and added to as it writes.
+// its ledger partition, read from the topic when the partition is
+// assigned, before its first record is answered, and added to as it
+// writes. The topic is the changelog and the truth; what the process
+// keeps is a copy (Kafka Streams' shape), in one of two stores behind one
+// interface (backend), sharing the restore and lookup code:
+//
+//   - in memory (the default): a map of the record values, read from the
+//     log start on the first assignment, caught up when the partition is
+//     assigned again, read again from the start once Forget dropped it;
+//   - on disk (Options.Dir): one Pebble DB for the process, each input
+//     partition under a key prefix, with a checkpoint (the next ledger
+//     offset read, the earliest entry's time, the ledger topic's id)
+//     written in the same batch as the entries it covers, so a restart, a
+//     rebalance or a Forget reads only what was written since. A
+//     checkpoint below the log start reads from the log start (retention
+//     deleted only entries past the window); one past the partition's end,
+//     or of another topic id (the topic deleted and created again), wipes
+//     the partition and reads from the start; a store that does not open
+//     is wiped whole and read again. Entries past the window are deleted
+//     by a background sweep, chunk by chunk, never under a lookup's lock.
+//
+// The put rule is the same in both: a key keeps its last settled value, or
+// its last value when none is settled, so a late-read intent never hides
+// its settled outcome (on disk, a merge operator: a write needs no read).
 //
 // # What an entry tells the bridge
 //
