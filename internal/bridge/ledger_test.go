@@ -45,7 +45,7 @@ func (s *stack) withLedgerClock(group string, now func() time.Time) (*ledger.Led
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.t.Cleanup(l.Close)
+	s.t.Cleanup(func() { _ = l.Close() })
 	return l, part
 }
 
