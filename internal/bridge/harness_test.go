@@ -101,6 +101,9 @@ type stack struct {
 	// answerTx is answer for the requests whose body names one
 	// transactionId: a partner refusing one record, not all.
 	answerTx atomic.Pointer[txCanned]
+	// intercept, when set, sees every request first, with the simulator
+	// as next: a test's way to hold one call at a chosen point.
+	intercept atomic.Pointer[func(w http.ResponseWriter, r *http.Request, next http.Handler)]
 }
 
 type txCanned struct {
@@ -187,6 +190,10 @@ func newStack(t testing.TB, o stackOpts) *stack {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f := s.intercept.Load(); f != nil {
+			(*f)(w, r, s.sim)
+			return
+		}
 		if s.failLookups.Load() && strings.HasSuffix(r.URL.Path, "/lookup-transaction-id") {
 			http.Error(w, "unavailable", http.StatusServiceUnavailable)
 			return

@@ -28,7 +28,10 @@ import (
 // its offset is committed (in exactly-once mode, in its transaction).
 // Within the process, the records of one transaction take turns (a lane
 // per kind and transactionId), so that two copies in flight at once (the
-// unordered mode, or two keys) see each other's entries.
+// unordered mode, or two keys) see each other's entries. Between
+// processes (a replay beside the live bridge), log order decides
+// (order.go): a write is sent only once its intent has been read back
+// with nothing of another process's below it.
 
 // ledgerKind is the ledger's kind of a money event.
 func ledgerKind(ev events.Event) (ledger.Kind, bool) {
@@ -50,10 +53,14 @@ const ledgerRetry = 5 * time.Second
 // ledgered is j's view of the ledger: nil without one, or for an event
 // that writes nothing.
 type ledgered struct {
-	l       *ledger.Ledger
-	rec     *kgo.Record
-	kind    ledger.Kind
-	id      string
+	l    *ledger.Ledger
+	j    *job
+	kind ledger.Kind
+	id   string
+	// w watches the transaction's entries that other processes write
+	// while the record is handled (order.go).
+	w       *ledger.Watch
+	backoff time.Duration // between tries at an intent read back slowly
 	release func()
 }
 
@@ -65,24 +72,23 @@ func (b *Bridge) consult(ctx context.Context, j *job, m pipeline.Meta) (*ledgere
 	if b.o.Ledger == nil || !ok {
 		return nil, nil, nil
 	}
-	lg := &ledgered{l: b.o.Ledger, rec: j.rec, kind: kind, id: j.ev.ID()}
+	lg := &ledgered{l: b.o.Ledger, j: j, kind: kind, id: j.ev.ID(), backoff: b.o.RetryBackoff}
 	release, err := b.lanes.acquire(ctx, "ledger\x00"+ledger.Key(kind, lg.id))
 	if err != nil {
 		return nil, nil, err
 	}
 	lg.release = release
 	for tries := 0; ; tries++ {
-		e, err := lg.l.Lookup(ctx, j.rec, m.Assignment, kind, lg.id)
+		e, w, err := lg.l.Watch(ctx, j.rec, m.Assignment, kind, lg.id)
 		if err == nil {
+			lg.w = w
+			lg.release = func() { w.Close(); release() }
 			if e != nil && e.State == ledger.Intent {
 				// Sent before, outcome unknown: look before writing, and
 				// a refund's slot is the one its intent names.
 				j.st.guard, j.st.ledgerSlot = true, e.ClawbackID
-				// Its write was sent within a call's time of the intent,
-				// and lands within the apply window of its sending: no
-				// lookup before then (the writer's clock, e.At, is trusted
-				// to agree with this one's well within the window).
-				if s := e.At.Add(b.o.CallTimeout + b.o.Profile.Window()); s.After(j.st.settleAt) {
+				// No lookup before its write has landed or never will.
+				if s := b.settledBy(e.At); s.After(j.st.settleAt) {
 					j.st.settleAt = s
 				}
 			}
@@ -106,15 +112,6 @@ func (b *Bridge) consult(ctx context.Context, j *job, m pipeline.Meta) (*ledgere
 	}
 }
 
-// intend makes the write's intent durable before the write is sent.
-// slot is a refund's clawback slot.
-func (lg *ledgered) intend(ctx context.Context, slot string) error {
-	if lg == nil {
-		return nil
-	}
-	return lg.l.Intend(ctx, lg.rec, ledger.Entry{Kind: lg.kind, TransactionID: lg.id, ClawbackID: slot})
-}
-
 // settle is the ledger record of r, j's result.
 func (lg *ledgered) settle(r *events.LoyaltyResult) (*kgo.Record, error) {
 	e := ledger.Entry{Kind: lg.kind, TransactionID: lg.id, Outcome: string(r.Outcome), Points: r.Points,
@@ -130,7 +127,7 @@ func (lg *ledgered) settle(r *events.LoyaltyResult) (*kgo.Record, error) {
 			*f.to = *f.from
 		}
 	}
-	return lg.l.Settle(lg.rec, e)
+	return lg.l.Settle(lg.j.rec, e)
 }
 
 // answered is the result of a record whose transaction the ledger has

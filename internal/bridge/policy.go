@@ -58,6 +58,9 @@ type recordState struct {
 	// originalMissingSince is when a refund's original was first not
 	// found, for Options.OriginalGrace.
 	originalMissingSince time.Time
+	// heeds counts the attempts that sent nothing because another
+	// process's intent of the transaction came first (order.go).
+	heeds int
 }
 
 // middleware wraps a handler with one concern of the attempt policy.
@@ -143,8 +146,11 @@ func (b *Bridge) retry(st *recordState) middleware {
 				if loyalty.IsAmbiguous(err) {
 					st.guard = true
 				}
+				if heeded(st, err) {
+					st.attempts-- // another process's write, not this record's failure
+				}
 				if st.attempts-st.free >= b.o.RecordAttempts {
-					return nil, err
+					return nil, exhausted(err)
 				}
 				b.log.Debug("attempt failed; retrying", zap.String("transactionId", st.id), zap.Int("attempt", st.attempts), zap.Error(err))
 				// After an ambiguous write the back-off lasts at least until
@@ -299,7 +305,8 @@ func (g *guardedPartner) intend(ctx context.Context, txID, slot string) error {
 	if g.st.lg == nil {
 		return nil
 	}
-	if err := g.st.lg.intend(ctx, slot); err != nil {
+	heed, err := g.st.lg.intend(ctx, g.b.log, slot)
+	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -308,7 +315,7 @@ func (g *guardedPartner) intend(ctx context.Context, txID, slot string) error {
 	if slot != "" {
 		g.st.ledgerSlot = slot
 	}
-	return nil
+	return g.heed(txID, heed)
 }
 
 // check runs the guard when the record needs it: an *alreadyApplied when
@@ -559,6 +566,10 @@ func transient(err error) bool {
 	var rf *recordFailure
 	if errors.As(err, &rf) {
 		return false
+	}
+	var aw *anotherWriter
+	if errors.As(err, &aw) {
+		return true
 	}
 	var me *loyalty.MalformedResponseError
 	return loyalty.Category(err) == loyalty.CategoryTransientExhausted || errors.As(err, &me)

@@ -32,15 +32,65 @@ func BenchmarkLedgerEntryBytes(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var n int
+	var n, h int
 	for i := 0; b.Loop(); i++ {
 		r, err := l.Settle(&kgo.Record{Topic: "in", Offset: int64(i)}, settledEntry(i))
 		if err != nil {
 			b.Fatal(err)
 		}
 		n = len(r.Key) + len(r.Value)
+		// A record header: key and value lengths (a varint byte each),
+		// key, value.
+		h = 0
+		for _, x := range r.Headers {
+			h += 2 + len(x.Key) + len(x.Value)
+		}
 	}
 	b.ReportMetric(float64(n), "bytes/entry")
+	b.ReportMetric(float64(h), "header-bytes/entry")
+}
+
+// BenchmarkLedgerIntend is the time from a write's intent to its sending,
+// one write at a time: the intent acknowledged (intend), and then read
+// back with what other writers wrote below it (intend+heed, the order
+// check). On kfake, or the real broker LOYALTY_BRIDGE_TEST_BROKERS names.
+func BenchmarkLedgerIntend(b *testing.B) {
+	w := cluster(b)
+	cl := w.client(b)
+	ctx := context.Background()
+	if _, err := ledger.Ensure(ctx, cl, w.topic, []string{w.input}, ledger.DefaultWindow, -1); err != nil {
+		b.Fatal(err)
+	}
+	l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(w.brokers...)}, Topic: w.topic})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	rec := &kgo.Record{Topic: w.input}
+	b.Run("intend", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if err := l.Intend(ctx, rec, ledger.Entry{Kind: ledger.Accrual, TransactionID: strconv.Itoa(i)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("intend+heed", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			id := "h" + strconv.Itoa(i)
+			_, wt, err := l.Watch(ctx, rec, 1, ledger.Accrual, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			o, err := wt.Intend(ctx, ledger.Entry{Kind: ledger.Accrual, TransactionID: id})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := wt.Heed(ctx, o); err != nil {
+				b.Fatal(err)
+			}
+			wt.Close()
+		}
+	})
 }
 
 // BenchmarkLedgerMemory keeps LEDGER_ENTRIES (default 1,000,000) settled

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -74,6 +75,11 @@ type Ledger struct {
 	// slices inside the options it is given (the compression codecs), so
 	// two restores building clients from ReaderOpts at once race.
 	newClient sync.Mutex
+	// writer is this Ledger's writer id (WriterIDLen random bytes), in a
+	// header of every entry it makes; tail reads on after restores
+	// (tail.go, order.go).
+	writer []byte
+	tail   tail
 }
 
 type storeKey struct {
@@ -114,7 +120,10 @@ func New(o Options) (*Ledger, error) {
 	if o.MemTableSize == 0 {
 		o.MemTableSize = DefaultMemTableSize
 	}
-	l := &Ledger{o: o, log: o.Logger.Named("ledger"), w: newWriter(o.Client), stores: map[storeKey]*store{}}
+	writer := make([]byte, WriterIDLen)
+	_, _ = rand.Read(writer) // never fails (crypto/rand)
+	l := &Ledger{o: o, log: o.Logger.Named("ledger"), w: newWriter(o.Client), stores: map[storeKey]*store{}, writer: writer}
+	l.tail.l = l
 	if o.Dir != "" {
 		var err error
 		if l.disk, err = openDisk(o, l.log); err != nil {
@@ -125,11 +134,13 @@ func New(o Options) (*Ledger, error) {
 }
 
 // Close stops the goroutine that produces intents (started by the first
-// Intend) and waits for it, so that an Intend after Close fails, and
-// closes the disk store (Options.Dir), keeping what it holds for the next
-// process. Call it once every Lookup, Intend and Settle has returned (the
-// pipeline has stopped). It does not close Options.Client, the caller's.
+// Intend) and the tail that follows the partitions read, and waits for
+// them, so that an Intend or a Watch after Close fails, and closes the
+// disk store (Options.Dir), keeping what it holds for the next process.
+// Call it once every Lookup, Intend and Settle has returned (the pipeline
+// has stopped). It does not close Options.Client, the caller's.
 func (l *Ledger) Close() error {
+	l.tail.close()
 	l.w.close()
 	if l.disk == nil {
 		return nil
@@ -167,18 +178,29 @@ func (l *Ledger) Lookup(ctx context.Context, rec *kgo.Record, assignment uint64,
 // intent is durable. e.Kind, TransactionID and ClawbackID (a refund's
 // slot) are the caller's; the rest is filled in from rec.
 func (l *Ledger) Intend(ctx context.Context, rec *kgo.Record, e Entry) error {
+	_, _, err := l.intend(ctx, rec, e, true)
+	return err
+}
+
+// intend is Intend, returning the intent's ledger offset and At. keep puts
+// the intent in the store now; without it, the tail puts it once read
+// back, in log order.
+func (l *Ledger) intend(ctx context.Context, rec *kgo.Record, e Entry, keep bool) (int64, time.Time, error) {
 	e.State, e.At = Intent, l.o.Now()
 	r, err := l.record(rec, &e)
 	if err != nil {
-		return err
+		return 0, e.At, err
 	}
-	if err := l.w.write(ctx, r); err != nil {
-		return fmt.Errorf("ledger: intent of %s: %w", Key(e.Kind, e.TransactionID), err)
+	offset, err := l.w.write(ctx, r)
+	if err != nil {
+		return 0, e.At, fmt.Errorf("ledger: intent of %s: %w", Key(e.Kind, e.TransactionID), err)
 	}
-	if err := l.store(rec.Topic, rec.Partition).add([]kv{{string(r.Key), string(r.Value)}}, 0, false); err != nil {
-		return fmt.Errorf("ledger: intent of %s: keep: %w", Key(e.Kind, e.TransactionID), err)
+	if keep {
+		if err := l.store(rec.Topic, rec.Partition).add([]kv{{string(r.Key), string(r.Value)}}, 0, false); err != nil {
+			return offset, e.At, fmt.Errorf("ledger: intent of %s: keep: %w", Key(e.Kind, e.TransactionID), err)
+		}
 	}
-	return nil
+	return offset, e.At, nil
 }
 
 // Settle records e's result and returns the ledger record that carries it,
@@ -206,7 +228,8 @@ func (l *Ledger) record(rec *kgo.Record, e *Entry) (*kgo.Record, error) {
 	// The record's timestamp is the producer's clock, not Options.Now:
 	// Kafka refuses records stamped over an hour ahead
 	// (message.timestamp.after.max.ms), and retention counts from it.
-	return &kgo.Record{Topic: l.o.Topic, Partition: rec.Partition, Key: []byte(Key(e.Kind, e.TransactionID)), Value: v}, nil
+	return &kgo.Record{Topic: l.o.Topic, Partition: rec.Partition, Key: []byte(Key(e.Kind, e.TransactionID)), Value: v,
+		Headers: []kgo.RecordHeader{{Key: writerHeader, Value: l.writer}}}, nil
 }
 
 // RolloutMargin is how long after a partition's first entry its ledger is
@@ -255,8 +278,12 @@ func (l *Ledger) store(topic string, partition int32) *store {
 // whose entries and checkpoint stay, from the checkpoint.
 func (l *Ledger) Forget(topic string, partition int32) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	s := l.stores[storeKey{topic, partition}]
 	delete(l.stores, storeKey{topic, partition})
+	l.mu.Unlock()
+	if s != nil {
+		l.tail.unfollow(s)
+	}
 }
 
 // Size is the number of entries kept for an input partition (on disk: a
@@ -292,6 +319,9 @@ func (l *Ledger) restore(ctx context.Context, s *store, assignment uint64) error
 		s.mu.Unlock()
 
 		from, next, n, err := l.read(ctx, s)
+		if err == nil {
+			next, err = l.follow(ctx, s, next)
+		}
 		s.mu.Lock()
 		s.running = nil
 		if err == nil {

@@ -131,6 +131,7 @@ func TestLedgerTopicCompactsAndExpiresOnRealKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer c.Close()
 	if e := w.lookup(t, c, 0, 1, ledger.Accrual, "p-0"); e != nil {
 		t.Fatalf("p-0 after its segment was deleted: %+v", e)
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-
 // writer gives intents to the client from one long-lived goroutine and
 // hands each acknowledgement back to the record that waits for it.
 //
@@ -32,33 +31,39 @@ type writer struct {
 type pending struct {
 	ctx  context.Context
 	rec  *kgo.Record
-	done chan error // capacity 1: the promise never blocks
+	done chan produced // capacity 1: the promise never blocks
+}
+
+// produced is an intent's produce result: its offset, once acknowledged.
+type produced struct {
+	offset int64
+	err    error
 }
 
 func newWriter(cl *kgo.Client) *writer {
 	return &writer{cl: cl, queue: make(chan *pending), quit: make(chan struct{})}
 }
 
-// write produces r and returns once Kafka has acknowledged it, or ctx
-// ended (the intent may still land: an intent without its write only
-// makes a later copy look before writing).
-func (w *writer) write(ctx context.Context, r *kgo.Record) error {
+// write produces r and returns its offset once Kafka has acknowledged
+// it, or ctx ended (the intent may still land: an intent without its
+// write only makes a later copy look before writing).
+func (w *writer) write(ctx context.Context, r *kgo.Record) (int64, error) {
 	w.start.Do(func() { w.wg.Go(w.run) })
-	p := &pending{ctx: ctx, rec: r, done: make(chan error, 1)}
+	p := &pending{ctx: ctx, rec: r, done: make(chan produced, 1)}
 	select {
 	case w.queue <- p:
 	case <-w.quit:
-		return errClosed
+		return 0, errClosed
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 	// Taken, so given to the client, whose promise always runs (with
 	// kgo.ErrClientClosed at the latest).
 	select {
-	case err := <-p.done:
-		return err
+	case res := <-p.done:
+		return res.offset, res.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 }
 
@@ -66,7 +71,7 @@ func (w *writer) run() {
 	for {
 		select {
 		case p := <-w.queue:
-			w.cl.Produce(p.ctx, p.rec, func(_ *kgo.Record, err error) { p.done <- err })
+			w.cl.Produce(p.ctx, p.rec, func(r *kgo.Record, err error) { p.done <- produced{r.Offset, err} })
 		case <-w.quit:
 			return
 		}

@@ -1,0 +1,186 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
+)
+
+// watch consults l for accrual id of the input record at partition 0,
+// offset 1, and watches it until the test ends.
+func (w world) watch(t *testing.T, l *ledger.Ledger, id string) (*ledger.Entry, *ledger.Watch) {
+	t.Helper()
+	e, wt, err := l.Watch(ctxT(t), w.rec(0, 1), 1, ledger.Accrual, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wt.Close)
+	return e, wt
+}
+
+// intendHeed writes an intent through wt and returns what it must heed,
+// within 10 s.
+func intendHeed(t *testing.T, wt *ledger.Watch, id string) ledger.Heed {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
+	defer cancel()
+	o, err := wt.Intend(ctx, ledger.Entry{Kind: ledger.Accrual, TransactionID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := wt.Heed(ctx, o)
+	if err != nil && !errors.Is(err, ledger.ErrLate) { // late on a busy machine: what to heed is still exact
+		t.Fatalf("heed the intent at %d: %v", o, err)
+	}
+	return h
+}
+
+// Log order decides: of two processes that found no entry and both
+// intend one transaction, the one whose intent is later in the ledger
+// sees the other's (and sends nothing now); the earlier sees nothing of
+// the later. An intent heeded is not heeded again; a settled entry of the
+// other's answers; the process's own entries are never heeded.
+func TestWatchHeedsTheEarlierWriter(t *testing.T) {
+	w := cluster(t)
+	a, acl := w.open(t, nil)
+	b, _ := w.open(t, nil)
+	if e, _ := w.watch(t, a, "p-1"); e != nil {
+		t.Fatalf("a found %+v before anything was written", e)
+	}
+	_, wa := w.watch(t, a, "p-1")
+	e, wb := w.watch(t, b, "p-1")
+	if e != nil {
+		t.Fatalf("b found %+v before anything was written", e)
+	}
+
+	if h := intendHeed(t, wa, "p-1"); h.Intent != nil || h.Settled != nil {
+		t.Fatalf("the first intent must heed nothing; got %+v", h)
+	}
+	h := intendHeed(t, wb, "p-1")
+	if h.Intent == nil || h.Settled != nil {
+		t.Fatalf("the second intent must heed the first's; got %+v", h)
+	}
+	if h := intendHeed(t, wb, "p-1"); h.Intent != nil || h.Settled != nil {
+		t.Fatalf("an intent heeded once is heeded again: %+v", h)
+	}
+	// a's own second intent: b's intents are below it, its own are not
+	// heeded.
+	if h := intendHeed(t, wa, "p-1"); h.Intent == nil || h.Settled != nil {
+		t.Fatalf("a's second intent must heed b's; got %+v", h)
+	}
+	points := int64(70)
+	r, err := a.Settle(w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1", Outcome: "APPLIED", Points: &points})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := acl.ProduceSync(ctxT(t), r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	h = intendHeed(t, wb, "p-1")
+	if h.Settled == nil || h.Settled.Points == nil || *h.Settled.Points != 70 {
+		t.Fatalf("b's intent after a's settled entry: %+v, want a's settled entry", h)
+	}
+	// Another transaction's entries are not this one's.
+	_, wc := w.watch(t, b, "p-2")
+	if h := intendHeed(t, wc, "p-2"); h.Intent != nil || h.Settled != nil {
+		t.Fatalf("p-2 heeds %+v", h)
+	}
+}
+
+// An entry written before entries named their writer (no header) is
+// another writer's: heeded.
+func TestWatchHeedsAnEntryWithoutWriter(t *testing.T) {
+	w := cluster(t)
+	a, acl := w.open(t, nil)
+	_, wa := w.watch(t, a, "p-1")
+	r, err := a.Settle(w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1", Outcome: "APPLIED"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Headers = nil
+	if err := acl.ProduceSync(ctxT(t), r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if h := intendHeed(t, wa, "p-1"); h.Settled == nil {
+		t.Fatalf("an entry without a writer is not heeded: %+v", h)
+	}
+}
+
+// An exactly-once member's round holds its settled entries in an open
+// transaction below the intents of the round's later records: reading up
+// to an intent must not wait for that transaction (which waits for the
+// record), so the tail reads read_uncommitted. And an entry of another
+// writer's aborted transaction is still heeded: it tells a partner answer.
+func TestHeedDoesNotWaitForAnOpenTransaction(t *testing.T) {
+	w := cluster(t)
+	a, _ := w.open(t, nil)
+	b, _ := w.open(t, nil)
+	_, wa := w.watch(t, a, "p-1")
+	_, wb := w.watch(t, b, "p-2")
+	tx := w.client(t, kgo.TransactionalID(w.topic+"-open"))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	// a's own settled entry of another transaction, in its open round.
+	r, err := a.Settle(w.rec(0, 0), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-0", Outcome: "APPLIED"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b's settled entry of p-1 (another writer's, aborted below).
+	rb, err := b.Settle(w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1", Outcome: "APPLIED"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.ProduceSync(ctxT(t), r, rb).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	h := intendHeed(t, wa, "p-1") // fails within 10 s if it waits for the round
+	if h.Settled == nil {
+		t.Fatalf("another writer's settled entry in an open transaction: %+v, want it heeded", h)
+	}
+	if err := tx.EndTransaction(ctxT(t), kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	if h := intendHeed(t, wb, "p-2"); h.Intent != nil || h.Settled != nil {
+		t.Fatalf("p-2 heeds %+v", h)
+	}
+}
+
+// A revocation forgets its partitions before it drains their records: a
+// record in flight then still heeds the other writers' entries below its
+// intent (read alone, the tail no longer reading the partition).
+func TestHeedAfterForget(t *testing.T) {
+	w := cluster(t)
+	a, _ := w.open(t, nil)
+	b, _ := w.open(t, nil)
+	_, wa := w.watch(t, a, "p-1")
+	_, wb := w.watch(t, b, "p-1")
+	a.Forget(w.input, 0)
+	intendHeed(t, wb, "p-1")
+	if h := intendHeed(t, wa, "p-1"); h.Intent == nil {
+		t.Fatalf("after Forget, the other writer's intent below is not heeded: %+v", h)
+	}
+}
+
+// An intent read back later than SendWithin after it was made sends
+// nothing: another process that finds it waits for a write sent by then.
+func TestHeedOfALateIntent(t *testing.T) {
+	w := cluster(t)
+	var shift atomic.Int64
+	a, _ := w.open(t, func() time.Time { return time.Now().Add(time.Duration(shift.Load())) })
+	_, wa := w.watch(t, a, "p-1")
+	o, err := wa.Intend(ctxT(t), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shift.Store(int64(ledger.SendWithin + time.Millisecond))
+	if _, err := wa.Heed(ctxT(t), o); !errors.Is(err, ledger.ErrLate) {
+		t.Fatalf("Heed of an intent older than SendWithin: %v, want ErrLate", err)
+	}
+}
