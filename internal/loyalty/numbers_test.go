@@ -42,6 +42,9 @@ func TestSpecNumbers(t *testing.T) {
 		{"over int64", refuse, `9223372036854775808`, 0, "out of range"},
 		{"huge exponent", round, `1e999999999`, 0, "out of range"},
 		{"tiny exponent", round, `1e-999999999`, 0, "out of range"},
+		// Read exactly, this is 42; past maxDigits it is refused before
+		// it is read, so that a megabyte of digits costs nothing.
+		{"more digits than are read", refuse, `42.` + strings.Repeat("0", 70), 0, "out of range"},
 		{"quoted number", refuse, `"42"`, 42, ""},
 		{"quoted text", refuse, `"many"`, 0, "malformed"},
 		{"boolean", refuse, `true`, 0, "malformed"},
@@ -95,7 +98,9 @@ func check(t *testing.T, call string, err error, want string, info loyalty.CallI
 
 // sponsorId is an id: a whole number in any spelling, never rounded.
 func TestSponsorID(t *testing.T) {
-	for value, want := range map[string]string{`1001`: "", `1.001e3`: "", `1001.5`: "not a whole number", `1e99`: "out of range"} {
+	for value, want := range map[string]string{`1001`: "", `1.001e3`: "", `1001.5`: "not a whole number", `1e99`: "out of range",
+		`1e30`: "out of range", `9223372036854775808`: "out of range", `-9223372036854775809`: "out of range",
+		`1001.` + strings.Repeat("0", 70): "out of range"} {
 		f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
 			ok(w, fmt.Sprintf(`{"sponsorId":%s,"transactionId":"t","bitReference":"B"}`, value))
 		}, func(o *loyalty.Options) { o.FractionalPoints = partnerprofile.FractionsRoundHalfUp })
