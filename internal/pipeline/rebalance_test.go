@@ -22,16 +22,26 @@ import (
 
 // TestRebalance: a second member joins mid-stream; revoked partitions are
 // drained and committed before they move, so every record has an output and
-// the commits reach the end.
+// the commits reach the end. Member 1 holds its records past the first 300
+// until its revocation starts, so the rebalance is mid-stream by
+// construction, with thousands of records left for member 2: a run in which
+// it was not fails.
 func TestRebalance(t *testing.T) {
 	e := newEnv(t, 4)
-	const n = 4000
+	const n, before = 4000, 300
 	e.produce(n, func(i int) string { return fmt.Sprintf("k%d", i%101) }, func(i int) int32 { return int32(i % 4) })
+	gate := make(chan struct{})
+	var once sync.Once
+	open := func(int32) { once.Do(func() { close(gate) }) }
+	defer open(0)
+	var taken atomic.Int32
 	work := func(context.Context, *kgo.Record, Meta) error {
-		time.Sleep(200 * time.Microsecond) // work, so the stream is still going when the second member joins
+		if taken.Add(1) > before {
+			<-gate // ignores ctx: only member 1's revocation opens it
+		}
 		return nil
 	}
-	rec1, rec2 := newRecorder(), newRecorder()
+	rec1, rec2 := &releaseOnRevoke{recorder: newRecorder(), free: open}, newRecorder()
 	o1 := e.opts("g", echo(work))
 	o1.Observer = rec1
 	o1.MaxInFlight = 8
@@ -40,15 +50,12 @@ func TestRebalance(t *testing.T) {
 	r1 := start(t, o1)
 	eventually(t, 30*time.Second, func() (bool, string) {
 		d := rec1.doneCount(Processed)
-		return d >= 300, fmt.Sprintf("member 1 processed %d", d)
+		return d >= before, fmt.Sprintf("member 1 processed %d", d)
 	})
 	r2 := start(t, o2)
 	eventually(t, 30*time.Second, func() (bool, string) {
 		return rec2.owns() > 0, "member 2 was never assigned a partition"
 	})
-	if d := rec1.doneCount(Processed); d >= n {
-		t.Logf("member 1 finished all %d records before member 2 joined; the rebalance was not mid-stream", d)
-	}
 	got := e.outputs(outTopic, n)
 	e.checkOutputs(got, false)
 	e.waitCommittedToEnd("g")
@@ -56,7 +63,11 @@ func TestRebalance(t *testing.T) {
 	for _, c := range got {
 		dups += c - 1
 	}
-	t.Logf("member 1 processed %d, member 2 %d, duplicate outputs %d", rec1.doneCount(Processed), rec2.doneCount(Processed), dups)
+	p1, p2 := rec1.doneCount(Processed), rec2.doneCount(Processed)
+	t.Logf("member 1 processed %d, member 2 %d, duplicate outputs %d", p1, p2, dups)
+	if p2 == 0 || p1 >= n {
+		t.Errorf("the rebalance was not mid-stream: member 1 processed %d, member 2 %d of %d", p1, p2, n)
+	}
 	for i, r := range []*running{r1, r2} {
 		if err := r.stop(t); err != nil {
 			t.Errorf("member %d: %v", i+1, err)
