@@ -3,12 +3,14 @@ package devstack
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
+	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
@@ -121,12 +123,18 @@ func TestStartErrors(t *testing.T) {
 	}
 	s := startTest(t, "")
 	defer s.Close()
-	// The registry's port is taken: a clear error, and nothing left running.
-	_, err := Start(ctx, Options{KafkaAddr: "127.0.0.1:0", RegistryAddr: s.RegistryURL[len("http://"):], SimAddr: "127.0.0.1:0"})
+	// The registry's port is taken: a clear error, and nothing left running
+	// (the Kafka cluster started before it is closed again).
+	running := goleak.IgnoreCurrent()
+	busy := s.RegistryURL[len("http://"):]
+	_, err := Start(ctx, Options{KafkaAddr: "127.0.0.1:0", RegistryAddr: busy, SimAddr: "127.0.0.1:0"})
 	if err == nil {
 		t.Fatal("busy registry port accepted")
 	}
-	t.Log(err)
+	if msg := err.Error(); !strings.Contains(msg, "schema registry on "+busy) || !strings.Contains(msg, "address already in use") {
+		t.Errorf("error %q does not say that the registry's address %s is taken", msg, busy)
+	}
+	goleak.VerifyNone(t, running)
 }
 
 // With Brokers the stack starts no kfake and creates its topics on the
