@@ -144,4 +144,8 @@ func TestMaxResponseBytes(t *testing.T) {
 			t.Errorf("MaxResponseBytes %d: %v", bad, err)
 		}
 	}
+	// The limit itself is a setting, not past it.
+	if _, err := loyalty.New(loyalty.Options{BaseURL: "http://127.0.0.1", Tokens: &tokens{}, MaxResponseBytes: loyalty.MaxResponseBytesLimit}); err != nil {
+		t.Errorf("MaxResponseBytes at the limit: %v", err)
+	}
 }
