@@ -298,3 +298,23 @@ func TestAbsentMoneyNumbers(t *testing.T) {
 		})
 	}
 }
+
+// Only a 2xx answer is a success: a 300 carrying a success envelope (a
+// proxy's page, a partner's mistake) is not read as the write's result,
+// however it looks.
+func TestSuccessIsOnly2xx(t *testing.T) {
+	for _, status := range []int{http.StatusMultipleChoices, http.StatusOK} {
+		f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			fmt.Fprint(w, `{"statusCode":200,"message":"SUCCESS","data":{"sponsorId":1001,"transactionId":"tx-1","bitReference":"B"}}`)
+		}, func(o *loyalty.Options) { o.Retry.MaxAttempts = 1 })
+		res, _, err := f.client.Accrue(context.Background(), accrual)
+		switch {
+		case status == http.StatusOK && (err != nil || res.BitReference != "B"):
+			t.Errorf("200: %+v, %v", res, err)
+		case status != http.StatusOK && err == nil:
+			t.Errorf("HTTP %d with a success envelope read as applied: %+v", status, res)
+		}
+	}
+}
