@@ -309,6 +309,26 @@ func TestMaxElapsedStopsRetries(t *testing.T) {
 	}
 }
 
+// A retry that starts exactly at MaxElapsed starts ("no retry starts
+// after" it); one a nanosecond later does not.
+func TestMaxElapsedBoundary(t *testing.T) {
+	for _, tc := range []struct {
+		elapsed  time.Duration
+		attempts int
+	}{{50 * time.Millisecond, 2}, {50*time.Millisecond - 1, 1}} {
+		var calls atomic.Int64
+		f := newFixture(t, func(w http.ResponseWriter, r *http.Request) { calls.Add(1); w.WriteHeader(503) }, func(o *loyalty.Options) {
+			// One back-off of 0.5 × 100 ms = 50 ms, on a clock that
+			// stands still but for it.
+			o.Retry = loyalty.RetryPolicy{MaxAttempts: 2, Initial: 100 * time.Millisecond, Max: 100 * time.Millisecond, MaxElapsed: tc.elapsed}
+			o.Now = func() time.Time { return time.Unix(0, 0) }
+		})
+		if _, info, err := f.client.CustomerInfo(context.Background(), "LB1"); err == nil || info.Attempts != tc.attempts || calls.Load() != int64(tc.attempts) {
+			t.Errorf("MaxElapsed %v: %d attempts (%d calls), want %d; %v", tc.elapsed, info.Attempts, calls.Load(), tc.attempts, err)
+		}
+	}
+}
+
 func TestServerErrorOnWriteIsAmbiguousAndNotResent(t *testing.T) {
 	var n atomic.Int64
 	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
