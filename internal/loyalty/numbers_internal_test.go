@@ -37,6 +37,10 @@ func TestNumberReaders(t *testing.T) {
 		{"points", "1e41", 0, "out of range"},
 		{"points", "1e40", 0, "out of range"},
 		{"points", "NaN", 0, "not a number"},
+		// Exponents up to maxExponent either way are read.
+		{"points", "0." + strings.Repeat("0", 34) + "1e40", 100000, ""},
+		{"points", "1e-40", 0, "is fractional"},
+		{"points", "1e-41", 0, "out of range"},
 		{"whole", "1001", 1001, ""},
 		{"whole", "", 0, ""},
 		{"whole", long, 0, "out of range"},
@@ -73,5 +77,17 @@ func TestNumberReaders(t *testing.T) {
 				t.Fatalf("%v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A partner's value quoted in an error is cut on a character boundary,
+// and a value of nothing but continuation bytes (no boundary at all) is
+// cut to the ellipsis, never read before its start.
+func TestShortWithoutABoundary(t *testing.T) {
+	if got := short(strings.Repeat("\x80", 40)); got != "…" {
+		t.Errorf("%q, want the ellipsis alone", got)
+	}
+	if got := short(strings.Repeat("é", 20)); got != strings.Repeat("é", 16)+"…" {
+		t.Errorf("%q", got)
 	}
 }
