@@ -229,12 +229,13 @@ func (g *guardedPartner) clawBack(ctx context.Context, c clawRequest) (*events.L
 // for its own: it claws back less, never more.
 func (g *guardedPartner) claim(ctx context.Context, c clawRequest, id string, n int64) (r *events.LoyaltyResult, taken bool, err error) {
 	ev := c.ev
-	if err := g.intend(ctx, ev.TransactionID, id); err != nil {
-		return nil, false, err
-	}
-	res, err := g.partner.Redeem(ctx, loyalty.RedemptionRequest{TransactionID: id, LoyaltyID: ev.LoyaltyID,
+	req := loyalty.RedemptionRequest{TransactionID: id, LoyaltyID: ev.LoyaltyID,
 		TransactionDate: g.b.o.Profile.RedemptionDate(ev.RefundDate), TransactionAmount: ev.RefundAmount, UsedPoint: n,
-		TransactionDes: "refund " + ev.TransactionID + " of " + ev.OriginalTransactionID})
+		TransactionDes: "refund " + ev.TransactionID + " of " + ev.OriginalTransactionID}
+	res, err := sent(ctx, g, ev.TransactionID, id, func(ctx context.Context) (*loyalty.RedemptionResult, error) { return g.partner.Redeem(ctx, req) })
+	// intend's own errors (another writer first, answered from its
+	// entry, a ledger that refuses the intent) are neither a duplicate
+	// nor ambiguous: returned as they are, below.
 	switch {
 	case err == nil:
 		used := n

@@ -74,6 +74,8 @@ type stackOpts struct {
 	// quiet logs nothing (benchmarks: debug lines would be most of what
 	// they measure).
 	quiet bool
+	// writeGate is the loyalty client's WriteGate (nil: none).
+	writeGate loyalty.WriteGate
 }
 
 // stack is one test's world. Everything is closed by t.Cleanup.
@@ -242,6 +244,7 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	if o.clientSigner {
 		lo.Signer = s.signer
 	}
+	lo.WriteGate = o.writeGate
 	if s.client, err = loyalty.New(lo); err != nil {
 		t.Fatal(err)
 	}

@@ -351,3 +351,51 @@ func TestUnparkedRefundWaitsForItsPurchase(t *testing.T) {
 		t.Fatal("the refund did not end")
 	}
 }
+
+// slowGate holds the first write it is asked about for delay, as a lease
+// short of a heartbeat or a full call slot would.
+type slowGate struct {
+	delay time.Duration
+	waits atomic.Int32
+}
+
+func (g *slowGate) Wait(ctx context.Context) error {
+	if g.waits.Add(1) > 1 {
+		return nil
+	}
+	select {
+	case <-time.After(g.delay):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *slowGate) Allowed(context.Context) bool { return true }
+
+// A write held past ledger.SendWithin after its intent (its gate or call
+// slot waited) is not sent on that intent: other processes that find the
+// intent wait for its write by the intent's time plus SendWithin, a call
+// and the apply window, and a later send could land after they looked. It
+// is intended again, then sent: one effect, and the gate asked twice.
+func TestWriteHeldPastItsIntentIntendsAgain(t *testing.T) {
+	gate := &slowGate{delay: ledger.SendWithin + 300*time.Millisecond}
+	s := newStack(t, stackOpts{sim: sim.Options{DuplicatePolicy: sim.DuplicateApply}, writeGate: gate})
+	l, part := s.withLedger("late")
+	b := s.bridge(func(o *bridge.Options) { o.Ledger = l })
+	out := s.follow()
+	s.start(memberOpts{bridge: b, group: "late", clientOpts: []kgo.Opt{part}})
+	p := s.producer()
+	p.send(topics.Purchase, sim.MemberID(1), purchase("p-late", 1, 100_000))
+	p.flush()
+	waitReplies(t, out, 1, []string{"p-late"})
+	if r := out.get("p-late")[0].result; r == nil || r.Outcome != events.OutcomeApplied {
+		t.Fatalf("reply %s, want APPLIED", out.get("p-late")[0].outcome())
+	}
+	if n := s.sim.Effects("p-late"); n != 1 {
+		t.Fatalf("applied %d times, want 1", n)
+	}
+	if n := gate.waits.Load(); n != 2 {
+		t.Fatalf("the gate was asked %d times, want 2 (the late write intended again)", n)
+	}
+}

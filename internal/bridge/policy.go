@@ -274,10 +274,7 @@ func (g *guardedPartner) Accrue(ctx context.Context, r loyalty.AccrualRequest) (
 	if err := g.check(ctx, r.LoyaltyID, r.TransactionID, partnerprofile.Accrual); err != nil {
 		return nil, err
 	}
-	if err := g.intend(ctx, r.TransactionID, ""); err != nil {
-		return nil, err
-	}
-	res, err := g.partner.Accrue(ctx, r)
+	res, err := sent(ctx, g, r.TransactionID, "", func(ctx context.Context) (*loyalty.AccrualResult, error) { return g.partner.Accrue(ctx, r) })
 	if err != nil {
 		return nil, g.writeFailed(ctx, r.LoyaltyID, r.TransactionID, partnerprofile.Accrual, err)
 	}
@@ -288,10 +285,7 @@ func (g *guardedPartner) Redeem(ctx context.Context, r loyalty.RedemptionRequest
 	if err := g.check(ctx, r.LoyaltyID, r.TransactionID, partnerprofile.Redemption); err != nil {
 		return nil, err
 	}
-	if err := g.intend(ctx, r.TransactionID, ""); err != nil {
-		return nil, err
-	}
-	res, err := g.partner.Redeem(ctx, r)
+	res, err := sent(ctx, g, r.TransactionID, "", func(ctx context.Context) (*loyalty.RedemptionResult, error) { return g.partner.Redeem(ctx, r) })
 	if err != nil {
 		return nil, g.writeFailed(ctx, r.LoyaltyID, r.TransactionID, partnerprofile.Redemption, err)
 	}
@@ -316,6 +310,35 @@ func (g *guardedPartner) intend(ctx context.Context, txID, slot string) error {
 		g.st.ledgerSlot = slot
 	}
 	return g.heed(txID, heed)
+}
+
+// maxLate bounds how many times one write is intended again because the
+// partner client found its intent too old to send on (loyalty.ErrSendLate:
+// its gate or call slot waited past ledger.SendWithin); past it, the
+// record's attempt fails, retryable, nothing sent.
+const maxLate = 8
+
+// sent intends the write (intend), then makes it with call under the
+// intent's send-by time (loyalty.WithSendBy: no attempt of it leaves after
+// the time other processes are told it may), intending again when the
+// client sent nothing for being late. txID names the transaction, slot a
+// refund's clawback slot.
+func sent[T any](ctx context.Context, g *guardedPartner, txID, slot string, call func(context.Context) (T, error)) (T, error) {
+	var zero T
+	for late := 0; ; late++ {
+		if err := g.intend(ctx, txID, slot); err != nil {
+			return zero, err
+		}
+		cctx := ctx
+		if g.st.lg != nil && g.st.lg.w != nil {
+			cctx = loyalty.WithSendBy(ctx, g.st.lg.w.SendBy())
+		}
+		res, err := call(cctx)
+		if err == nil || !errors.Is(err, loyalty.ErrSendLate) || late >= maxLate {
+			return res, err
+		}
+		g.b.log.Debug("write not sent: its intent grew too old waiting for its turn; intending again", zap.String("transactionId", txID), zap.Int("try", late+1))
+	}
 }
 
 // check runs the guard when the record needs it: an *alreadyApplied when

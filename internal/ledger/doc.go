@@ -87,6 +87,11 @@
 //     the same way; an intent heeded once is not waited on again;
 //   - nothing: the write is sent, if the intent is younger than
 //     SendWithin (else nothing is sent, and the record intends again).
+//     The partner client enforces it at the last moment before each
+//     attempt leaves (loyalty.WithSendBy, Watch.SendBy): a write whose
+//     gate or call slot waited past it, or a retry after an answer known
+//     not to be applied, is not sent on that intent, and the record
+//     intends again.
 //
 // Why it is sound. Take two sends of one transaction by two processes A
 // and B, each after its intent, I_A at offset O_A before I_B at O_B. A

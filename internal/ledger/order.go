@@ -63,11 +63,16 @@ var errUnfollowed = errors.New("ledger: partition no longer read (forgotten, or 
 // what a process that finds the intent waits before it looks (the
 // package doc, "Log order decides"). Reading an intent back takes a fetch
 // round trip (milliseconds); the rest is a Kafka that answers slowly.
-const SendWithin = time.Second
+const SendWithin = 5 * time.Second
 
 // ErrLate is Heed's answer when the intent it read back is older than
 // SendWithin: its write must not be sent; intend again.
 var ErrLate = errors.New("ledger: intent read back too late to send its write")
+
+// SendBy is when the write of the watch's last intent must have been sent
+// by (its At plus SendWithin): the caller passes it to the partner client
+// (loyalty.WithSendBy), which sends no attempt later.
+func (w *Watch) SendBy() time.Time { return w.at.Add(SendWithin) }
 
 // Watch consults the ledger for kind and transactionID of the input record
 // rec, as Lookup does, and begins watching the transaction: the Watch's

@@ -449,6 +449,9 @@ func (c *Client) interpret(ctx context.Context, ep endpoint, ref string, info *C
 	}
 	if res.err != nil {
 		ambiguous := ep.write && res.wrote
+		if errors.Is(res.err, ErrSendLate) { // nothing sent: the caller intends again
+			return true, te(false, res.err)
+		}
 		if ctx.Err() != nil { // the caller gave up: stop, saying what we know
 			info.Ambiguous = ambiguous
 			return true, te(ambiguous, ctx.Err())
@@ -601,6 +604,12 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, target string, payloa
 			slot.Done(loadSignal(ctx, res))
 		}()
 	}
+	if by, ok := ctx.Value(sendByKey{}).(time.Time); ok && ep.write && c.now().After(by) {
+		// After the gate and the slot, the last moment before sending:
+		// what the caller promised others about this write's sending
+		// (WithSendBy) no longer holds.
+		return attemptResult{err: ErrSendLate}
+	}
 	actx, cancel := context.WithTimeout(apiendpoint.With(ctx, ep.name), c.timeout)
 	defer cancel()
 	var wrote atomic.Bool
@@ -702,6 +711,26 @@ func (c *Client) callsChanged(n int64) {
 		c.onCalls(int(n))
 	}
 }
+
+// sendByKey carries WithSendBy's time in a call's context.
+type sendByKey struct{}
+
+// WithSendBy returns ctx for a write call whose attempts must each be sent
+// by t: the bridge's transaction ledger tells other processes that a write
+// intended at some time leaves within ledger.SendWithin of it, and waits
+// for it accordingly, so an attempt that would leave later (its gate or
+// call slot waited long, or it is a retry after an answer known not to be
+// applied) is not sent. The call then fails with a TransientError whose
+// cause is ErrSendLate, not ambiguous: nothing of it may have been
+// applied, and the caller intends again before it calls again.
+func WithSendBy(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, sendByKey{}, t)
+}
+
+// ErrSendLate is the cause of a write call's TransientError when its next
+// attempt would have been sent after WithSendBy's time: nothing sent by
+// that attempt, and no earlier attempt of the call applied.
+var ErrSendLate = errors.New("write not sent: its intent is too old (sent by the time the ledger promised, or not at all)")
 
 // errAttemptTimeout is the cause of a TransientError when Options.Timeout
 // cut an attempt.
