@@ -231,9 +231,22 @@ func valueAt(v string) int64 {
 // valueOf reports whether v is a value decodeValue reads, of input topic
 // topic, made at or after since (Unix ms), without decoding it whole.
 func valueOf(v []byte, topic string, since int64) bool {
-	if len(v) < headerLen || v[0] != valueVersion || (v[1] != stateIntent && v[1] != stateSettled) ||
-		int64(binary.BigEndian.Uint64(v[3:])) < since {
-		return false
+	t, ok := valueTopicBytes(v)
+	return ok && int64(binary.BigEndian.Uint64(v[3:])) >= since && string(t) == topic
+}
+
+// valueTopic is the input topic of a value decodeValue reads; ok is false
+// for any other value.
+func valueTopic(v []byte) (topic string, ok bool) {
+	t, ok := valueTopicBytes(v)
+	return string(t), ok
+}
+
+// valueTopicBytes is valueTopic's bytes, within v (no copy: a restore
+// checks a million of them).
+func valueTopicBytes(v []byte) ([]byte, bool) {
+	if len(v) < headerLen || v[0] != valueVersion || (v[1] != stateIntent && v[1] != stateSettled) {
+		return nil, false
 	}
 	r := reader{b: v[headerLen:]}
 	which := r.uvarint()
@@ -245,7 +258,10 @@ func valueOf(v []byte, topic string, since int64) bool {
 	r.varint() // partition
 	r.varint() // offset
 	n := r.uvarint()
-	return r.err == nil && n == uint64(len(topic)) && n <= uint64(len(r.b)) && string(r.b[:n]) == topic
+	if r.err != nil || n > uint64(len(r.b)) {
+		return nil, false
+	}
+	return r.b[:n], true
 }
 
 // valueState is the state byte of such a value.

@@ -273,25 +273,6 @@ func writerOf(r *kgo.Record) []byte {
 	return nil
 }
 
-// valueTopic is the input topic of a value decodeValue reads; ok is false
-// for any other value.
-func valueTopic(v []byte) (topic string, ok bool) {
-	if len(v) < headerLen || v[0] != valueVersion || (v[1] != stateIntent && v[1] != stateSettled) {
-		return "", false
-	}
-	r := reader{b: v[headerLen:]}
-	which := r.uvarint()
-	for i := range 3 {
-		if which&(1<<i) != 0 {
-			r.varint()
-		}
-	}
-	r.varint() // partition
-	r.varint() // offset
-	topic = r.str()
-	return topic, r.err == nil
-}
-
 // advance records that the tail has read s's ledger partition up to next.
 func (s *store) advance(next int64) {
 	s.mu.Lock()
