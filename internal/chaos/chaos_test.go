@@ -93,7 +93,7 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy, ba
 	if len(seeds) > 0 {
 		// After every member has left: cleanups run last. The ledger's
 		// topic is --ledger-topic's default, which the members create.
-		realkafka.DeleteAtEnd(t, seeds, append(topics.All(), group+".ledger"), group)
+		realkafka.DeleteAtEnd(t, seeds, append(topics.All(), group+".ledger", group+".parked"), group)
 	}
 	st, err := devstack.Start(ctx, devstack.Options{DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:0", Brokers: seeds, RegistryAddr: "127.0.0.1:0",
 		SimAddr: "127.0.0.1:0", Partitions: 6, Topics: topics.All(), Sim: sim.Options{Members: members, Seed: 7, DuplicatePolicy: duplicates}})
