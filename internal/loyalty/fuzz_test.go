@@ -78,21 +78,31 @@ func FuzzDecodeAnswer(f *testing.F) {
 		check(o != nil, err)
 		// The wire types' numbers, converted under either fraction rule.
 		for _, frac := range []partnerprofile.Fractions{partnerprofile.FractionsRefuse, partnerprofile.FractionsRoundHalfUp} {
+			// As the endpoints do: a number the wire value refuses is a
+			// malformed answer.
 			if w, _, err := decodeData[transactionWire](epLookup, "tx=t", &info, res); err == nil {
 				tr, err := w.value(frac)
-				check(tr != nil, err)
+				check(tr != nil, wrapMalformed(epLookup, &info, err))
 			}
 			if w, _, err := decodeData[redemptionWire](epRedemption, "tx=t", &info, res); err == nil {
 				r, err := w.value(frac)
-				check(r != nil, err)
+				check(r != nil, wrapMalformed(epRedemption, &info, err))
 			}
 		}
 		if w, _, err := decodeData[accrualWire](epAccrual, "tx=t", &info, res); err == nil {
 			a, err := w.value()
-			check(a != nil, err)
+			check(a != nil, wrapMalformed(epAccrual, &info, err))
 		}
 		_ = parseRetryAfter(string(body))
 	})
+}
+
+// wrapMalformed is err as the endpoint returns it (nil stays nil).
+func wrapMalformed(ep endpoint, info *CallInfo, err error) error {
+	if err == nil {
+		return nil
+	}
+	return malformed(ep, "tx=t", info, err)
 }
 
 func abs(n int) int {
