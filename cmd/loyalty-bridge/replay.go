@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/progress"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/replay"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
@@ -104,20 +105,24 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		return &exitError{code: 2, err: err}
 	}
 
+	log, err := cfg.Ops.Build(e.stderr)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
 	if cfg.Ledger.Dir != "" && cfg.Ledger.On && !q.DryRun {
 		// A store of its own, removed when it ends: the live bridge
 		// holds --ledger-dir's (one process at a time), and a replay
 		// reads each partition once, so a checkpoint would serve
 		// nothing; but a window that does not fit the live bridge's
 		// memory does not fit a replay's either.
-		dir, err := os.MkdirTemp(cfg.Ledger.Dir, "replay-")
+		dir, err := ledger.ReplayDir(cfg.Ledger.Dir, log.Named("ledger"))
 		if err != nil {
 			return &exitError{code: 2, err: fmt.Errorf("--ledger-dir %s: %w", cfg.Ledger.Dir, err)}
 		}
 		defer os.RemoveAll(dir)
 		cfg.Ledger.Dir = dir
 	}
-	deps, err := service.Connect(ctx, cfg, service.Options{NoAPI: q.DryRun, Warnings: b.Warnings(), LogOutput: e.stderr, ClientOpts: e.kafka})
+	deps, err := service.Connect(ctx, cfg, service.Options{NoAPI: q.DryRun, Warnings: b.Warnings(), Logger: log, ClientOpts: e.kafka})
 	if err != nil {
 		return usageIf[*config.SettingError](err)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,6 +96,7 @@ func openDisk(o Options, log *zap.Logger) (*disk, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger store %s: in use by another process? %w", o.Dir, err)
 	}
+	sweepReplayDirs(o.Dir, time.Now(), log)
 	// Pebble's own disk-health checks, with their goroutine ours to stop
 	// (Pebble's default leaves it running when an Open fails).
 	fs, health := vfs.WithDiskHealthChecks(vfs.Default, 5*time.Second, nil, func(info vfs.DiskSlowInfo) {
@@ -137,14 +139,15 @@ func openDisk(o Options, log *zap.Logger) (*disk, error) {
 	return d, nil
 }
 
-// wipeDir removes everything in dir but the lock file.
+// wipeDir removes everything in dir but the lock file and the stores of
+// replays (ReplayDir), which may be running.
 func wipeDir(dir string) error {
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, de := range des {
-		if de.Name() == "LOCK" {
+		if de.Name() == "LOCK" || (de.IsDir() && strings.HasPrefix(de.Name(), replayDirPrefix)) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(dir, de.Name())); err != nil {
