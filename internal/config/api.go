@@ -351,11 +351,12 @@ func (a *API) Build(o BuildOptions) (_ *APIClient, err error) {
 	}
 	var grant tokensource.Source
 	if a.Grant == GrantExchange {
-		grant, err = tokensource.NewExchange(tokensource.ExchangeOptions{BaseURL: a.BaseURL, Signer: c.Signer, HTTPClient: hc})
+		grant, err = tokensource.NewExchange(tokensource.ExchangeOptions{BaseURL: a.BaseURL, Signer: c.Signer, HTTPClient: hc,
+			LifetimeUnit: o.Profile.TokenLifetimeUnit.Duration()})
 	} else {
 		grant, err = tokensource.NewPassword(tokensource.PasswordOptions{AuthURL: a.AuthURL, Realm: a.Realm,
 			ClientID: a.ClientID, ClientSecret: a.ClientSecret, Username: a.Username, Password: a.Password,
-			Secrets: a.secrets(), HTTPClient: hc, Logger: log.Named("token")})
+			Secrets: a.secrets(), HTTPClient: hc, Logger: log.Named("token"), LifetimeUnit: o.Profile.TokenLifetimeUnit.Duration()})
 	}
 	if err != nil {
 		c.Close()

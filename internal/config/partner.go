@@ -24,6 +24,7 @@ type Partner struct {
 	accrualDate, redemptionDate, legacyDate *choice[partnerprofile.DateFormat]
 	accrualType, redemptionType             *choice[partnerprofile.DateType]
 	fractions                               *choice[partnerprofile.Fractions]
+	lifetimeUnit                            *choice[partnerprofile.LifetimeUnit]
 	keyed                                   *choice[partnerprofile.Keyed]
 	txKey                                   *choice[partnerprofile.TransactionKey]
 	signJTI, tokenJTI                       *choice[partnerprofile.JTI]
@@ -93,6 +94,8 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 		"jti of the partner token: random or none")
 	p.fractions = defineChoice(fs, &pr.FractionalPoints, "partner-fractional-points", pr.FractionalPoints,
 		partnerprofile.ParseFractions, "a fractional transactionPoint or usedPoint in an answer: refuse (a malformed answer) or round-half-up")
+	p.lifetimeUnit = defineChoice(fs, &pr.TokenLifetimeUnit, "partner-token-lifetime-unit", pr.TokenLifetimeUnit,
+		partnerprofile.ParseLifetimeUnit, "unit of expires_in and refresh_expires_in in the token endpoints' answers (the spec does not say): seconds (Keycloak's, the simulator's) or milliseconds")
 	fs.DurationVar(&pr.ApplyWindow, "partner-apply-window", pr.ApplyWindow,
 		"a write the partner received is applied within this long of its sending, or never (the spec does not say; set the partner's own bound): "+
 			"after an ambiguous write (timeout, 5xx, lost connection) the guard's lookup waits until the window has passed, and a takeover waits --api-timeout plus it")
@@ -108,7 +111,7 @@ func (p *Partner) Define(b *flagenv.Binder, envPrefix string) {
 var PartnerFlags = []string{"partner-not-found-codes", "partner-member-not-found-codes", "partner-duplicate-codes", "partner-sign-refused-codes", "partner-wire-refused-codes", "partner-accrual-type", "partner-redemption-type",
 	"partner-transaction-key", "partner-applied-statuses", "partner-failed-statuses", "partner-accrual-date-format", "partner-accrual-date-type",
 	"partner-redemption-date-format", "partner-redemption-date-type", "partner-unset-keyed-fields",
-	"partner-fractional-points", "partner-result-url-params", "partner-apply-window",
+	"partner-fractional-points", "partner-token-lifetime-unit", "partner-result-url-params", "partner-apply-window",
 	"partner-jwt-algorithm", "partner-jwt-issuer", "partner-sign-audience", "partner-sign-type", "partner-sign-lifetime", "partner-sign-jti",
 	"partner-sign-claims", "partner-token-audience", "partner-token-type", "partner-token-lifetime", "partner-token-jti"}
 
@@ -129,7 +132,8 @@ func (p *Partner) Validate() error {
 		"partner-redemption-date-format": p.redemptionDate, LegacyDateFormatFlag: p.legacyDate} {
 		errs = append(errs, c.check(name))
 	}
-	errs = append(errs, p.fractions.check("partner-fractional-points"), p.keyed.check("partner-unset-keyed-fields"),
+	errs = append(errs, p.fractions.check("partner-fractional-points"), p.lifetimeUnit.check("partner-token-lifetime-unit"),
+		p.keyed.check("partner-unset-keyed-fields"),
 		p.txKey.check("partner-transaction-key"),
 		p.accrualType.check("partner-accrual-date-type"), p.redemptionType.check("partner-redemption-date-type"),
 		p.signJTI.check("partner-sign-jti"), p.tokenJTI.check("partner-token-jti"))

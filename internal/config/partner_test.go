@@ -43,6 +43,7 @@ partner-token-type: pt
 partner-token-lifetime: 90s
 partner-token-jti: none
 partner-apply-window: 5s
+partner-token-lifetime-unit: milliseconds
 `
 	if err := os.WriteFile(file, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
@@ -58,7 +59,7 @@ partner-apply-window: 5s
 		AccrualDateFormat: partnerprofile.DateISO8601, RedemptionDateFormat: partnerprofile.DateEpochMillis,
 		FractionalPoints: partnerprofile.FractionsRoundHalfUp, ResultURLParams: []string{"errorCode"}, ApplyWindow: 5 * time.Second,
 		AccrualDateType: partnerprofile.DateString, RedemptionDateType: partnerprofile.DateNumber, UnsetKeyed: partnerprofile.KeyedNull,
-		TransactionKey: partnerprofile.KeyID,
+		TransactionKey: partnerprofile.KeyID, TokenLifetimeUnit: partnerprofile.LifetimeMilliseconds,
 		JWT: partnerprofile.JWT{Algorithm: "PS256", Issuer: "shop-1",
 			Sign:         partnerprofile.Claims{Audience: "loyalty", Type: "none", Lifetime: time.Minute, JTI: partnerprofile.JTITransactionID},
 			PartnerToken: partnerprofile.Claims{Audience: "none", Type: "pt", Lifetime: 90 * time.Second, JTI: partnerprofile.JTINone},
@@ -104,8 +105,8 @@ partner-apply-window: 5s
 			"--partner-accrual-type", "T", "--partner-redemption-type", "T", "--partner-failed-statuses", "SUCCESS",
 			"--partner-fractional-points", "floor", "--partner-redemption-date-format", "julian",
 			"--partner-sign-claims", "usedPoint:hex", "--partner-accrual-date-type", "date", "--partner-token-jti", "transaction-id",
-			"--partner-transaction-key", "type"},
-			err: `--partner-transaction-key "type"|--partner-sign-claims: sign claim "usedPoint:hex"|--partner-accrual-date-type "date"|partner token jti transaction-id|code "X" is both|same transactionType "T"|status "SUCCESS" is both|--partner-fractional-points "floor"|--partner-redemption-date-format "julian"`},
+			"--partner-transaction-key", "type", "--partner-token-lifetime-unit", "ms"},
+			err: `--partner-token-lifetime-unit "ms"|--partner-transaction-key "type"|--partner-sign-claims: sign claim "usedPoint:hex"|--partner-accrual-date-type "date"|partner token jti transaction-id|code "X" is both|same transactionType "T"|status "SUCCESS" is both|--partner-fractional-points "floor"|--partner-redemption-date-format "julian"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := parse(t, tc.args, env(tc.env))

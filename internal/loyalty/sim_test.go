@@ -96,14 +96,16 @@ func newSimEnv(t testing.TB, cfg simConfig) *simEnv {
 	}
 	var grant tokensource.Source
 	if cfg.exchange {
-		grant, err = tokensource.NewExchange(tokensource.ExchangeOptions{BaseURL: e.srv.URL, Signer: e.signer, HTTPClient: hc, Now: cfg.now})
+		grant, err = tokensource.NewExchange(tokensource.ExchangeOptions{BaseURL: e.srv.URL, Signer: e.signer, HTTPClient: hc, Now: cfg.now,
+			LifetimeUnit: cfg.profile.TokenLifetimeUnit.Duration()})
 	} else {
 		pw := cfg.password
 		if pw == "" {
 			pw = sim.DefaultPassword
 		}
 		grant, err = tokensource.NewPassword(tokensource.PasswordOptions{AuthURL: e.srv.URL, ClientID: sim.DefaultClientID,
-			ClientSecret: sim.DefaultClientSecret, Username: sim.DefaultUsername, Password: pw, HTTPClient: hc, Now: cfg.now, Logger: log})
+			ClientSecret: sim.DefaultClientSecret, Username: sim.DefaultUsername, Password: pw, HTTPClient: hc, Now: cfg.now, Logger: log,
+			LifetimeUnit: cfg.profile.TokenLifetimeUnit.Duration()})
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -800,5 +802,33 @@ func TestSimOtherPartnerProfile(t *testing.T) {
 		TransactionDate: agreed.RedemptionDate(at), TransactionAmount: 10, UsedPoint: 4})
 	if !errors.As(err, &be) || be.Code != sim.CodeInvalidSign || !strings.Contains(be.Message, "sign iss is not "+sim.DefaultClientID) {
 		t.Fatalf("want the sign refused naming iss, got %v", err)
+	}
+}
+
+// expires_in's unit is "not shown" in the spec: the bridge reads it as the
+// profile's --partner-token-lifetime-unit says, from the token endpoint and
+// exchange-token alike, and a simulator answering in either unit gives the
+// token its real lifetime. Read in the wrong unit, a 90 s token would
+// count as 25 h (milliseconds read as seconds) or expire at once.
+func TestTokenLifetimeUnit(t *testing.T) {
+	const ttl, refreshTTL = 90 * time.Second, 10 * time.Minute
+	for _, unit := range []partnerprofile.LifetimeUnit{partnerprofile.LifetimeSeconds, partnerprofile.LifetimeMilliseconds} {
+		for _, exchange := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s exchange=%v", unit, exchange), func(t *testing.T) {
+				prof := partnerprofile.Profile{TokenLifetimeUnit: unit}
+				e := newSimEnv(t, simConfig{exchange: exchange, profile: prof,
+					simOpts: sim.Options{Profile: prof, AccessTokenTTL: ttl, RefreshTokenTTL: refreshTTL}})
+				tok, err := e.seen.src.Token(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tok.Lifetime() != ttl {
+					t.Errorf("access token lifetime %s, want %s", tok.Lifetime(), ttl)
+				}
+				if !exchange && tok.RefreshExpiry.Sub(tok.IssuedAt) != refreshTTL {
+					t.Errorf("refresh token lifetime %s, want %s", tok.RefreshExpiry.Sub(tok.IssuedAt), refreshTTL)
+				}
+			})
+		}
 	}
 }

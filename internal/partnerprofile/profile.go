@@ -78,6 +78,38 @@ func ParseFractions(s string) (Fractions, error) {
 	return "", fmt.Errorf("fractional points %q: want refuse or round-half-up", s)
 }
 
+// LifetimeUnit is the unit of a token answer's expires_in and
+// refresh_expires_in. The spec types both as "number" and says "Unit and
+// meaning of expires_in and refresh_expires_in: not shown"; Keycloak, whose
+// token endpoint the spec's resembles, answers seconds.
+type LifetimeUnit string
+
+// Lifetime units.
+const (
+	LifetimeSeconds      LifetimeUnit = "seconds"
+	LifetimeMilliseconds LifetimeUnit = "milliseconds"
+)
+
+// DefaultLifetimeUnit is the simulator's (and Keycloak's).
+const DefaultLifetimeUnit = LifetimeSeconds
+
+// ParseLifetimeUnit accepts "seconds" and "milliseconds" ("" gives "").
+func ParseLifetimeUnit(s string) (LifetimeUnit, error) {
+	switch u := LifetimeUnit(s); u {
+	case "", LifetimeSeconds, LifetimeMilliseconds:
+		return u, nil
+	}
+	return "", fmt.Errorf("token lifetime unit %q: want seconds or milliseconds", s)
+}
+
+// Duration is one unit of u; one second for "" (the default).
+func (u LifetimeUnit) Duration() time.Duration {
+	if u == LifetimeMilliseconds {
+		return time.Millisecond
+	}
+	return time.Second
+}
+
 // TransactionKey says what identifies a point transaction at the
 // partner: the transactionId alone, or the transactionId and the kind.
 // The spec gives accrual and redemption separate endpoints, each taking a
@@ -185,6 +217,9 @@ type Profile struct {
 	WireRefusedCodes []string
 	// FractionalPoints is what a fractional point value in an answer means.
 	FractionalPoints Fractions
+	// TokenLifetimeUnit is the unit of the token endpoints' expires_in and
+	// refresh_expires_in (token and exchange-token alike).
+	TokenLifetimeUnit LifetimeUnit
 	// ApplyWindow bounds when the partner applies a write it received: a
 	// write is applied within ApplyWindow of when it was sent, or never.
 	// After an ambiguous write (a timeout, a 5xx, a lost connection) a
@@ -240,6 +275,9 @@ func (p Profile) WithDefaults() Profile {
 	}
 	if p.FractionalPoints == "" {
 		p.FractionalPoints = DefaultFractionalPoints
+	}
+	if p.TokenLifetimeUnit == "" {
+		p.TokenLifetimeUnit = DefaultLifetimeUnit
 	}
 	// AccrualDateType stays empty when not given: its default follows the
 	// format (AccrualDate), which a caller may still change.
@@ -300,6 +338,9 @@ func (p Profile) Validate() error {
 		errs = append(errs, err)
 	}
 	if _, err := ParseTransactionKey(string(p.TransactionKey)); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := ParseLifetimeUnit(string(p.TokenLifetimeUnit)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := p.JWT.Validate(); err != nil {

@@ -27,7 +27,7 @@ func TestZeroIsDefault(t *testing.T) {
 				Lifetime: 2 * time.Minute, JTI: partnerprofile.JTIRandom},
 			SignClaims: []partnerprofile.SignClaim{{"loyaltyId", "loyaltyId", "body"}, {"transactionId", "transactionId", "body"},
 				{"usedPoint", "usedPoint", "body"}, {"transactionAmount", "transactionAmount", "body"}, {"transactionDate", "transactionDate", "body"}}},
-		FractionalPoints: partnerprofile.FractionsRefuse, ApplyWindow: 2 * time.Second}
+		FractionalPoints: partnerprofile.FractionsRefuse, ApplyWindow: 2 * time.Second, TokenLifetimeUnit: partnerprofile.LifetimeSeconds}
 	if !reflect.DeepEqual(d, want) {
 		t.Fatalf("Default %+v", d)
 	}
@@ -70,8 +70,8 @@ func TestValidate(t *testing.T) {
 		{"contradictions", partnerprofile.Profile{NotFoundCodes: []string{"X"}, DuplicateCodes: []string{"X", "Y"}, AccrualType: "T",
 			MemberNotFoundCodes: []string{"Y", ""},
 			RedemptionType:      "T", FailedStatuses: []string{"SUCCESS", " "}, AccrualDateFormat: "julian", FractionalPoints: "floor",
-			TransactionKey: "type"},
-			`code "X" is both|code "Y" is both a member-not-found and a duplicate code|member-not-found codes: an empty entry|same transactionType "T"|status "SUCCESS" is both|failed statuses: an empty entry|accrual date format "julian"|fractional points "floor"|transaction key "type"`},
+			TransactionKey: "type", TokenLifetimeUnit: "minutes"},
+			`token lifetime unit "minutes"|code "X" is both|code "Y" is both a member-not-found and a duplicate code|member-not-found codes: an empty entry|same transactionType "T"|status "SUCCESS" is both|failed statuses: an empty entry|accrual date format "julian"|fractional points "floor"|transaction key "type"`},
 		{"keyed by id alone", partnerprofile.Profile{TransactionKey: partnerprofile.KeyID}, ""},
 		{"empty result URL parameter", partnerprofile.Profile{ResultURLParams: []string{"errorCode", ""}}, "result URL parameters: an empty entry"},
 		{"negative apply window", partnerprofile.Profile{ApplyWindow: -time.Second}, "apply window -1s: must be positive"},

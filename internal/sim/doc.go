@@ -78,7 +78,9 @@
 //     (client_id/secret), 401 invalid_grant (user credentials), 400
 //     invalid_grant (refresh token unknown, revoked, expired or not a
 //     refresh token), 400 unsupported_grant_type, 400 invalid_request.
-//     expires_in and refresh_expires_in are seconds.
+//     expires_in and refresh_expires_in are whole seconds, or
+//     milliseconds when the profile's TokenLifetimeUnit says so (the spec
+//     does not say).
 //   - Partner JWTs, the exchange-token partner token and the redemption
 //     sign; see "Partner JWTs" below.
 //   - Accrual transactionDate: a JSON number of epoch milliseconds (the

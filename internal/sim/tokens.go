@@ -306,9 +306,15 @@ func (s *Server) handleToken(c *call) reply {
 	}
 	s.log.Debug("token issued", zap.String("grant", grant))
 	return reply{status: http.StatusOK, body: tokenResponse{
-		AccessToken: p.access, ExpiresIn: int64(p.accessTTL / time.Second), RefreshExpiresIn: int64(p.refreshTTL / time.Second),
+		AccessToken: p.access, ExpiresIn: s.lifetime(p.accessTTL), RefreshExpiresIn: s.lifetime(p.refreshTTL),
 		RefreshToken: p.refresh, TokenType: "Bearer", SessionState: p.session, Scope: scope,
 	}}
+}
+
+// lifetime is a token's expires_in or refresh_expires_in, in the unit
+// of the profile (partnerprofile.Profile.TokenLifetimeUnit).
+func (s *Server) lifetime(d time.Duration) int64 {
+	return int64(d / s.opts.Profile.TokenLifetimeUnit.Duration())
 }
 
 // Exchange token.
@@ -353,8 +359,8 @@ func (s *Server) handleExchange(c *call) reply {
 	}
 	s.log.Debug("token issued", zap.String("grant", "exchange"))
 	return reply{status: http.StatusOK, body: exchangeResponse{
-		AccessToken: p.access, RefreshToken: p.refresh, ExpiresIn: int64(p.accessTTL / time.Second),
-		RefreshExpiresIn: int64(p.refreshTTL / time.Second), TokenType: "Bearer",
+		AccessToken: p.access, RefreshToken: p.refresh, ExpiresIn: s.lifetime(p.accessTTL),
+		RefreshExpiresIn: s.lifetime(p.refreshTTL), TokenType: "Bearer",
 	}}
 }
 

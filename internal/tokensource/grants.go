@@ -79,7 +79,8 @@ type errorResponse struct {
 type poster struct {
 	client   *http.Client
 	now      func() time.Time
-	endpoint string // EndpointToken or EndpointExchange
+	endpoint string        // EndpointToken or EndpointExchange
+	unit     time.Duration // of expires_in; 0: a second
 }
 
 // post sends one grant request and turns the answer into a Token.
@@ -129,14 +130,14 @@ func (p poster) post(ctx context.Context, grant, target, contentType string, bod
 		return Token{}, e
 	}
 	var tr tokenResponse
-	if err := json.Unmarshal(data, &tr); err != nil || tr.AccessToken == "" || seconds(tr.ExpiresIn) <= 0 {
+	if err := json.Unmarshal(data, &tr); err != nil || tr.AccessToken == "" || lifetime(tr.ExpiresIn, p.unit) <= 0 {
 		return Token{}, &Error{Grant: grant, Status: resp.StatusCode, Err: errDecode}
 	}
 	t := Token{
 		AccessToken:  tr.AccessToken,
 		TokenType:    tr.TokenType,
 		IssuedAt:     start,
-		Expiry:       start.Add(seconds(tr.ExpiresIn)),
+		Expiry:       start.Add(lifetime(tr.ExpiresIn, p.unit)),
 		RefreshToken: tr.RefreshToken,
 		Scope:        tr.Scope,
 		SessionState: tr.SessionState,
@@ -144,8 +145,8 @@ func (p poster) post(ctx context.Context, grant, target, contentType string, bod
 	if t.TokenType == "" {
 		t.TokenType = "Bearer"
 	}
-	if tr.RefreshToken != "" && seconds(tr.RefreshExpiresIn) > 0 {
-		t.RefreshExpiry = start.Add(seconds(tr.RefreshExpiresIn))
+	if tr.RefreshToken != "" && lifetime(tr.RefreshExpiresIn, p.unit) > 0 {
+		t.RefreshExpiry = start.Add(lifetime(tr.RefreshExpiresIn, p.unit))
 	}
 	return t, nil
 }
@@ -158,16 +159,20 @@ func (p poster) post(ctx context.Context, grant, target, contentType string, bod
 // partner's 401 refreshes it sooner if it ends first.
 const MaxLifetime = 30 * 24 * time.Hour
 
-// seconds is expires_in as a duration, at most MaxLifetime; 0 for a
-// number that is not positive or rounds to nothing.
-func seconds(s float64) time.Duration {
-	if s >= MaxLifetime.Seconds() {
+// lifetime is expires_in, a number of units (0: seconds), as a duration,
+// at most MaxLifetime; 0 for a number that is not positive or rounds to
+// nothing.
+func lifetime(n float64, unit time.Duration) time.Duration {
+	if unit <= 0 {
+		unit = time.Second
+	}
+	if n >= float64(MaxLifetime/unit) {
 		return MaxLifetime
 	}
-	if !(s > 0) {
+	if !(n > 0) {
 		return 0
 	}
-	return time.Duration(s * float64(time.Second))
+	return time.Duration(n * float64(unit))
 }
 
 // sanitizeCode keeps an error code that looks like one: at most maxCode
@@ -225,9 +230,12 @@ type PasswordOptions struct {
 	// RefreshMargin: a refresh token with less than this left is not used
 	// (default 5 s).
 	RefreshMargin time.Duration
-	HTTPClient    *http.Client     // default http.DefaultClient
-	Now           func() time.Time // default time.Now
-	Logger        *zap.Logger      // default no-op
+	// LifetimeUnit is the unit of the answers' expires_in and
+	// refresh_expires_in (default a second; the spec does not say).
+	LifetimeUnit time.Duration
+	HTTPClient   *http.Client     // default http.DefaultClient
+	Now          func() time.Time // default time.Now
+	Logger       *zap.Logger      // default no-op
 }
 
 // Password is the password grant, with the refresh_token grant while the
@@ -274,7 +282,7 @@ func NewPassword(opts PasswordOptions) (*Password, error) {
 	}
 	client, now, log := defaults(opts.HTTPClient, opts.Now, opts.Logger)
 	opts.Now = now
-	return &Password{opts: opts, tokenURL: target, p: poster{client: client, now: now, endpoint: EndpointToken}, log: log}, nil
+	return &Password{opts: opts, tokenURL: target, p: poster{client: client, now: now, endpoint: EndpointToken, unit: opts.LifetimeUnit}, log: log}, nil
 }
 
 func defaults(c *http.Client, now func() time.Time, log *zap.Logger) (*http.Client, func() time.Time, *zap.Logger) {
@@ -392,6 +400,9 @@ type ExchangeOptions struct {
 	Signer     PartnerTokenSigner
 	HTTPClient *http.Client
 	Now        func() time.Time
+	// LifetimeUnit is the unit of the answer's expires_in (default a
+	// second; the spec does not say).
+	LifetimeUnit time.Duration
 }
 
 // Exchange is the exchange-token grant. It does not cache: wrap it in a
@@ -416,7 +427,7 @@ func NewExchange(opts ExchangeOptions) (*Exchange, error) {
 	}
 	client, now, _ := defaults(opts.HTTPClient, opts.Now, nil)
 	return &Exchange{target: strings.TrimRight(opts.BaseURL, "/") + ExchangePath, signer: opts.Signer,
-		p: poster{client: client, now: now, endpoint: EndpointExchange}}, nil
+		p: poster{client: client, now: now, endpoint: EndpointExchange, unit: opts.LifetimeUnit}}, nil
 }
 
 // Token mints a partner token and exchanges it.
