@@ -9,14 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,27 +25,8 @@ func stack(t *testing.T) (*kgo.Client, *codec.Codec, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	reg := srfake.New()
-	t.Cleanup(reg.Close)
-	c, err := kfake.NewCluster(kfake.SeedTopics(1, codec.DefaultTopics().All()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	rc, err := sr.NewClient(sr.URLs(reg.URL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cd, err := codec.New(ctx, codec.Options{Registry: rc, Register: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl, cd, ctx
+	e := testkit.StartEvents(t, testkit.EventsOptions{})
+	return e.Client(t), e.Codec, ctx
 }
 
 const refundRedemptionLines = `{"type":"RedemptionRequested","transactionId":"T-2","loyaltyId":"L-1","transactionDate":"2026-11-20T10:31:00Z","amount":-5,"usedPoint":0}
