@@ -10,14 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -26,24 +24,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // schemas are registered in srfake.
 func cluster(t *testing.T) ([]string, *codec.Codec) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	reg := srfake.New()
-	t.Cleanup(reg.Close)
-	c, err := kfake.NewCluster(kfake.SeedTopics(2, codec.DefaultTopics().All()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	rc, err := sr.NewClient(sr.URLs(reg.URL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cd, err := codec.New(ctx, codec.Options{Registry: rc, Register: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.ListenAddrs(), cd
+	e := testkit.StartEvents(t, testkit.EventsOptions{Partitions: 2})
+	return e.Brokers, e.Codec
 }
 
 // answer stands in for the bridge: it reads the input topics and writes a
