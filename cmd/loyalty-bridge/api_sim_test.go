@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 type apiStack struct {
@@ -48,15 +48,10 @@ func newAPIStack(t *testing.T) *apiStack {
 	if err := os.WriteFile(secretFile, []byte(sim.DefaultClientSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := sim.New(sim.Options{Members: 5, InitialBalance: 1000,
-		PartnerKeys: []sim.PartnerKey{{KID: "cli", Key: key.Public()}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	return &apiStack{sim: s, url: srv.URL, keyFile: keyFile, envs: map[string]string{
-		"LOYALTY_BRIDGE_API_BASE_URL":           srv.URL,
+	s := testkit.StartSim(t, testkit.SimOptions{Options: sim.Options{Members: 5, InitialBalance: 1000,
+		PartnerKeys: []sim.PartnerKey{{KID: "cli", Key: key.Public()}}}})
+	return &apiStack{sim: s.Server, url: s.URL, keyFile: keyFile, envs: map[string]string{
+		"LOYALTY_BRIDGE_API_BASE_URL":           s.URL,
 		"LOYALTY_BRIDGE_API_CLIENT_ID":          sim.DefaultClientID,
 		"LOYALTY_BRIDGE_API_CLIENT_SECRET_FILE": secretFile,
 		"LOYALTY_BRIDGE_API_USERNAME":           sim.DefaultUsername,

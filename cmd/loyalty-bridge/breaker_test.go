@@ -1,35 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
-
-// syncBuffer is a bytes.Buffer a running command writes while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // With the breaker off, `run` against a partner answering 503 holds
 // nothing: every record spends its attempts (all of them reach the
@@ -39,7 +19,7 @@ func TestRunWithBreakerOff(t *testing.T) {
 	s.st.Sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{503: 1}, RetryAfter: sim.NoRetryAfter, Endpoints: []string{sim.EndpointAccrual}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errs syncBuffer
+	var out, errs testkit.SyncBuffer
 	exit := make(chan int, 1)
 	go func() {
 		exit <- run(ctx, env{stdin: strings.NewReader(""), stdout: &out, stderr: &errs, lookup: s.lookup}, []string{"run",

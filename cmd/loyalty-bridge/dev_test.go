@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func devRun(t *testing.T, dir string, args ...string) (int, string, string) {
@@ -90,32 +90,13 @@ func TestDevDemoExitsWhenDoneAndResumes(t *testing.T) {
 	}
 }
 
-// lockedBuffer is one screen for stdout and stderr, written from several
-// goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // At the default log level, the Kafka client's chatter stays out and the
 // banner comes after the start-up lines: it is the last thing on screen
 // before the progress.
 func TestDevBannerIsLastBeforeProgress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var screen lockedBuffer
+	var screen testkit.SyncBuffer // one screen for stdout and stderr, written from several goroutines
 	code := run(ctx, env{stdin: strings.NewReader(""), stdout: &screen, stderr: &screen, lookup: func(string) (string, bool) { return "", false }},
 		[]string{"dev", "--data-dir", t.TempDir(), "--kafka-addr", "127.0.0.1:0", "--registry-addr", "127.0.0.1:0",
 			"--sim-addr", "127.0.0.1:0", "--metrics-addr", "", "--partitions", "2", "--members", "20",
@@ -143,7 +124,7 @@ func TestDevBannerIsLastBeforeProgress(t *testing.T) {
 func TestDevBannerServesHealth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var screen lockedBuffer
+	var screen testkit.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, env{stdin: strings.NewReader(""), stdout: &screen, stderr: &screen, lookup: func(string) (string, bool) { return "", false }},
@@ -193,7 +174,7 @@ func TestDevBannerServesHealth(t *testing.T) {
 func TestDevTracingStdout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var out lockedBuffer // the exporter writes from its own goroutine
+	var out testkit.SyncBuffer // the exporter writes from its own goroutine
 	var errb bytes.Buffer
 	args := []string{"dev", "--data-dir", t.TempDir(), "--kafka-addr", "127.0.0.1:0", "--registry-addr", "127.0.0.1:0",
 		"--sim-addr", "127.0.0.1:0", "--metrics-addr", "", "--partitions", "2", "--members", "20", "--log-level", "warn",

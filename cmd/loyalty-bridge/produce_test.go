@@ -8,19 +8,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tail"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // eventsStack is a kfake cluster (over TCP) and an srfake registry holding
 // the bridge's topics.
 type eventsStack struct {
 	brokers, registry string
-	reg               *srfake.Registry
 }
 
 func newEventsStack(t *testing.T) eventsStack {
@@ -28,14 +26,9 @@ func newEventsStack(t *testing.T) eventsStack {
 	// Registered first, so it runs last: after the stack is closed.
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
-	reg := srfake.New()
-	t.Cleanup(reg.Close)
-	c, err := kfake.NewCluster(kfake.SeedTopics(2, codec.DefaultTopics().All()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return eventsStack{brokers: strings.Join(c.ListenAddrs(), ","), registry: reg.URL(), reg: reg}
+	reg := testkit.StartRegistry(t, testkit.RegistryOptions{})
+	k := testkit.StartKafka(t, testkit.KafkaOptions{Topics: []testkit.TopicSet{{Partitions: 2, Names: codec.DefaultTopics().All()}}})
+	return eventsStack{brokers: strings.Join(k.Brokers, ","), registry: reg.URL}
 }
 
 // cli runs one loyalty-bridge command against the stack, configured through

@@ -16,6 +16,7 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // saslCluster is a cluster that takes SCRAM-SHA-256 without TLS, with the
@@ -34,13 +35,9 @@ type saslCluster struct {
 // LOYALTY_BRIDGE_TEST_KAFKA_SECURE names one.
 func TestOperatorCommandsReachASecuredCluster(t *testing.T) {
 	t.Run("kfake", func(t *testing.T) {
-		c, err := kfake.NewCluster(kfake.SeedTopics(1, codec.DefaultTopics().All()...),
-			kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "ops", "ops-pass"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		testOperatorCommandsReachASecuredCluster(t, saslCluster{brokers: c.ListenAddrs(), user: "ops", pass: "ops-pass",
+		c := testkit.StartKafka(t, testkit.KafkaOptions{Topics: []testkit.TopicSet{{Partitions: 1, Names: codec.DefaultTopics().All()}},
+			Fake: []kfake.Opt{kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "ops", "ops-pass")}})
+		testOperatorCommandsReachASecuredCluster(t, saslCluster{brokers: c.Brokers, user: "ops", pass: "ops-pass",
 			topics: codec.DefaultTopics(), group: "loyalty-bridge"})
 	})
 	t.Run("Apache Kafka", func(t *testing.T) {
@@ -55,14 +52,13 @@ func TestOperatorCommandsReachASecuredCluster(t *testing.T) {
 }
 
 func testOperatorCommandsReachASecuredCluster(t *testing.T, c saslCluster) {
-	reg := srfake.New(srfake.WithAuth("Basic " + base64.StdEncoding.EncodeToString([]byte("reg:reg-pass"))))
-	defer reg.Close()
+	reg := testkit.StartRegistry(t, testkit.RegistryOptions{Fake: []srfake.Option{srfake.WithAuth("Basic " + base64.StdEncoding.EncodeToString([]byte("reg:reg-pass")))}})
 	secured := map[string]string{
 		"LOYALTY_BRIDGE_BROKERS":                  strings.Join(c.brokers, ","),
 		"LOYALTY_BRIDGE_KAFKA_SASL_MECHANISM":     "SCRAM-SHA-256",
 		"LOYALTY_BRIDGE_KAFKA_SASL_USERNAME":      c.user,
 		"LOYALTY_BRIDGE_KAFKA_SASL_PASSWORD":      c.pass,
-		"LOYALTY_BRIDGE_SCHEMA_REGISTRY_URL":      reg.URL(),
+		"LOYALTY_BRIDGE_SCHEMA_REGISTRY_URL":      reg.URL,
 		"LOYALTY_BRIDGE_SCHEMA_REGISTRY_USERNAME": "reg",
 		"LOYALTY_BRIDGE_SCHEMA_REGISTRY_PASSWORD": "reg-pass",
 		"LOYALTY_BRIDGE_PURCHASE_TOPIC":           c.topics.Purchase,
@@ -116,7 +112,7 @@ func testOperatorCommandsReachASecuredCluster(t *testing.T, c saslCluster) {
 		}
 	}
 	// Without the credentials the same commands are refused.
-	open := map[string]string{"LOYALTY_BRIDGE_BROKERS": secured["LOYALTY_BRIDGE_BROKERS"], "LOYALTY_BRIDGE_SCHEMA_REGISTRY_URL": reg.URL()}
+	open := map[string]string{"LOYALTY_BRIDGE_BROKERS": secured["LOYALTY_BRIDGE_BROKERS"], "LOYALTY_BRIDGE_SCHEMA_REGISTRY_URL": reg.URL}
 	if code, out, errs := cli(open, "", "schemas", "check"); code == 0 {
 		t.Fatalf("schemas check without registry credentials succeeded:\n%s%s", out, errs)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // replayStack is a Kafka cluster, srfake and the simulator (devstack, 2
@@ -142,7 +143,7 @@ func (s *replayStack) cli(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errb syncBuffer // the logger and the progress both write stderr
+	var out, errb testkit.SyncBuffer // the logger and the progress both write stderr
 	code := run(ctx, env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, lookup: s.lookup, tick: s.tick, kafka: s.kafka}, args)
 	return code, out.String(), errb.String()
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // progressLines are the scheduled progress lines of a replay's stderr
@@ -108,7 +109,7 @@ func TestReplayWhileCredentialsAreRefused(t *testing.T) {
 	s.st.Sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{503: 1}, RetryAfter: sim.NoRetryAfter, Endpoints: []string{sim.EndpointAccrual}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errs syncBuffer
+	var out, errs testkit.SyncBuffer
 	exit := make(chan int, 1)
 	go func() {
 		exit <- run(ctx, env{stdin: strings.NewReader(""), stdout: &out, stderr: &errs, lookup: s.lookup, tick: 50 * time.Millisecond},
