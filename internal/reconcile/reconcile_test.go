@@ -3,17 +3,13 @@ package reconcile_test
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
@@ -25,6 +21,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/reconcile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
@@ -55,41 +52,17 @@ func newHarness(t testing.TB) *harness {
 // (its codes, transaction types and applied status).
 func newHarnessWith(t testing.TB, p partnerprofile.Profile) *harness {
 	t.Helper()
-	h := &harness{t: t, brokers: realkafka.Seeds(), topics: codec.Topics{Purchase: realkafka.Name(t, "purchase"),
+	h := &harness{t: t, topics: codec.Topics{Purchase: realkafka.Name(t, "purchase"),
 		RefundRedemption: realkafka.Name(t, "refund"), MemberOnboarding: realkafka.Name(t, "onboard")}}
-	if len(h.brokers) > 0 {
-		realkafka.SeedTopics(t, h.brokers, 2, h.topics.All()...)
-	} else {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, h.topics.All()...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		h.brokers = c.ListenAddrs()
-	}
-	reg := srfake.New()
-	t.Cleanup(reg.Close)
-	sc, err := sr.NewClient(sr.URLs(reg.URL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if h.cd, err = codec.New(ctx, codec.Options{Registry: sc, Register: true, Topics: h.topics}); err != nil {
-		t.Fatal(err)
-	}
-	if h.cl, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.cl.Close)
-	if h.sim, err = sim.New(sim.Options{Members: 5, InitialBalance: 100_000, Profile: p}); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h.sim)
-	t.Cleanup(func() { h.sim.Close(); srv.Close() })
+	e := testkit.StartEvents(t, testkit.EventsOptions{Topics: h.topics, Partitions: 2, Kafka: testkit.KafkaOptions{Real: true}})
+	h.brokers, h.cd = e.Brokers, e.Codec
+	h.cl = e.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	srv := testkit.StartSim(t, testkit.SimOptions{Options: sim.Options{Members: 5, InitialBalance: 100_000, Profile: p}})
+	h.sim = srv.Server
 	a := config.API{BaseURL: srv.URL, AuthURL: srv.URL, Realm: tokensource.DefaultRealm, ClientID: sim.DefaultClientID,
 		ClientSecret: sim.DefaultClientSecret, Username: sim.DefaultUsername, Password: sim.DefaultPassword, Grant: config.GrantPassword,
 		Timeout: 5 * time.Second, MaxAttempts: 2, MaxElapsed: 10 * time.Second}
+	var err error
 	if h.api, err = a.Build(config.BuildOptions{MaxConns: 8, Profile: p.WithDefaults()}); err != nil {
 		t.Fatal(err)
 	}

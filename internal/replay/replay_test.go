@@ -13,11 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sr"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
@@ -26,6 +23,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -54,34 +52,11 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, busy: map[string]bool{}, brokers: realkafka.Seeds(), topics: codec.Topics{Purchase: realkafka.Name(t, "purchase"),
+	h := &harness{t: t, busy: map[string]bool{}, topics: codec.Topics{Purchase: realkafka.Name(t, "purchase"),
 		RefundRedemption: realkafka.Name(t, "refund"), MemberOnboarding: realkafka.Name(t, "onboard")}}
-	if len(h.brokers) > 0 {
-		realkafka.SeedTopics(t, h.brokers, 2, h.topics.All()...)
-	} else {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, h.topics.All()...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		h.brokers = c.ListenAddrs()
-	}
-	reg := srfake.New()
-	t.Cleanup(reg.Close)
-	sc, err := sr.NewClient(sr.URLs(reg.URL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if h.cd, err = codec.New(ctx, codec.Options{Registry: sc, Register: true, Topics: h.topics}); err != nil {
-		t.Fatal(err)
-	}
-	h.cl, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.cl.Close)
+	e := testkit.StartEvents(t, testkit.EventsOptions{Topics: h.topics, Partitions: 2, Kafka: testkit.KafkaOptions{Real: true}})
+	h.brokers, h.cd = e.Brokers, e.Codec
+	h.cl = e.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	h.adm = kadm.NewClient(h.cl)
 	return h
 }
