@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -33,17 +33,8 @@ type fixture struct {
 
 func cluster(t *testing.T, t0 time.Time) *fixture {
 	t.Helper()
-	f := &fixture{seeds: realkafka.Seeds(), topic: realkafka.Name(t, "purchase")}
-	if len(f.seeds) > 0 {
-		realkafka.SeedTopics(t, f.seeds, 2, f.topic)
-	} else {
-		c, err := kfake.NewCluster(kfake.SeedTopics(2, f.topic))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		f.seeds = c.ListenAddrs()
-	}
+	f := &fixture{topic: realkafka.Name(t, "purchase")}
+	f.seeds = testkit.StartKafka(t, testkit.KafkaOptions{Real: true, Topics: []testkit.TopicSet{{Partitions: 2, Names: []string{f.topic}}}}).Brokers
 	cl, err := kgo.NewClient(kgo.SeedBrokers(f.seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)

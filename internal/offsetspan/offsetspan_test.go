@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -32,18 +32,8 @@ type topics struct {
 func fixture(t *testing.T) ([]kgo.Opt, topics) {
 	t.Helper()
 	tp := topics{plain: realkafka.Name(t, "plain"), txn: realkafka.Name(t, "txn"), trimmed: realkafka.Name(t, "trimmed")}
-	seeds := realkafka.Seeds()
-	if len(seeds) > 0 {
-		realkafka.SeedTopics(t, seeds, 2, tp.plain)
-		realkafka.SeedTopics(t, seeds, 1, tp.txn, tp.trimmed)
-	} else {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, tp.plain), kfake.SeedTopics(1, tp.txn, tp.trimmed))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		seeds = c.ListenAddrs()
-	}
+	seeds := testkit.StartKafka(t, testkit.KafkaOptions{Real: true,
+		Topics: []testkit.TopicSet{{Partitions: 2, Names: []string{tp.plain}}, {Partitions: 1, Names: []string{tp.txn, tp.trimmed}}}}).Brokers
 	base := []kgo.Opt{kgo.SeedBrokers(seeds...)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
