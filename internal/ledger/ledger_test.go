@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -46,12 +46,8 @@ func cluster(t testing.TB) world {
 		realkafka.DeleteAtEnd(t, seeds, []string{w.topic})
 		return w
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "loyalty.purchase"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return world{brokers: c.ListenAddrs(), input: "loyalty.purchase", topic: "g.ledger"}
+	k := testkit.StartKafka(t, testkit.KafkaOptions{Topics: []testkit.TopicSet{{Partitions: 4, Names: []string{"loyalty.purchase"}}}})
+	return world{brokers: k.Brokers, input: "loyalty.purchase", topic: "g.ledger"}
 }
 
 func (w world) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {

@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -254,18 +254,8 @@ func waitCommitted(ctx context.Context, t *testing.T, adm *kadm.Client, group, t
 // The recorder decodes every request of the clients given its Opt, on kfake
 // and on a real cluster alike, and none of any other client's.
 func TestRequests(t *testing.T) {
-	seeds := realkafka.Seeds()
 	topic := realkafka.Name(t, "requests")
-	if len(seeds) > 0 {
-		realkafka.SeedTopics(t, seeds, 1, topic)
-	} else {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		seeds = c.ListenAddrs()
-	}
+	seeds := testkit.StartKafka(t, testkit.KafkaOptions{Real: true, Topics: []testkit.TopicSet{{Partitions: 1, Names: []string{topic}}}}).Brokers
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var rec realkafka.Requests
