@@ -7,10 +7,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/parking"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // The parked topic is created to fit the refund topic, and one that would
@@ -18,16 +17,7 @@ import (
 // what to change.
 func TestEnsure(t *testing.T) {
 	const refunds = "loyalty.refund-redemption"
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(6, refunds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := testkit.StartKafka(t, testkit.KafkaOptions{Topics: []testkit.TopicSet{{Partitions: 6, Names: []string{refunds}}}}).Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	wait := 15 * time.Minute
