@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // --api-max-response-bytes, from a flag, its variable or the YAML file,
@@ -20,19 +20,14 @@ import (
 // bytes is read under the default and malformed under a limit of 1,000.
 // Out of range, Validate names the flag.
 func TestAPIMaxResponseBytes(t *testing.T) {
-	s, err := sim.New(sim.Options{Members: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const answer = `{"statusCode":200,"message":"SUCCESS","data":{"loyaltyId":"LB1"}}`
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := testkit.StartSim(t, testkit.SimOptions{Options: sim.Options{Members: 1}, Front: func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 		if strings.Contains(r.URL.Path, "/user-profile/") {
 			_, _ = io.WriteString(w, answer+strings.Repeat(" ", 2000-len(answer)))
 			return
 		}
-		s.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
+		next.ServeHTTP(w, r)
+	}})
 	yml := filepath.Join(t.TempDir(), "c.yaml")
 	if err := os.WriteFile(yml, []byte("api-max-response-bytes: 1000\n"), 0o600); err != nil {
 		t.Fatal(err)

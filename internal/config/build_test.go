@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
@@ -41,11 +41,7 @@ func parseSections(t *testing.T, args ...string) *Config {
 // --compression reaches the batches on the wire: a consumer sees the codec
 // each record batch was written with.
 func TestCompressionReachesTheWire(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
+	cluster := testkit.StartKafka(t, testkit.KafkaOptions{Topics: []testkit.TopicSet{{Partitions: 1, Names: []string{"t"}}}}).Fake
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// kgo's CompressionType: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.

@@ -31,6 +31,7 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
@@ -100,12 +101,7 @@ func TestPartnerKeyFileIsReadAgain(t *testing.T) {
 // A refused password is not tried again for a while, but a password file
 // rewritten meanwhile is tried at the next call, whatever the back-off.
 func TestRewrittenPasswordFileEndsTheRefusedBackoff(t *testing.T) {
-	s, err := sim.New(sim.Options{Members: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
+	srv := testkit.StartSim(t, testkit.SimOptions{Options: sim.Options{Members: 1}})
 	pwFile := filepath.Join(t.TempDir(), "password")
 	writeSecret(t, pwFile, []byte("wrong-password\n"))
 	c, err := parse(t, nil, map[string]string{"LOYALTY_BRIDGE_API_BASE_URL": srv.URL,
@@ -128,7 +124,7 @@ func TestRewrittenPasswordFileEndsTheRefusedBackoff(t *testing.T) {
 	if _, err := api.Tokens.Token(ctx); !errors.As(err, &be) {
 		t.Fatalf("during the back-off: %v", err)
 	}
-	if n := s.TotalCalls(sim.EndpointToken); n != 1 {
+	if n := srv.TotalCalls(sim.EndpointToken); n != 1 {
 		t.Fatalf("%d logins, want 1", n)
 	}
 	// The operator fixes the file: the next call logs in with it.
@@ -186,12 +182,9 @@ func parseEnv(t *testing.T, args []string, env map[string]string) *Config {
 // broker and in the file, a connection the client opens again
 // authenticates with the new one, without a restart.
 func TestKafkaSASLPasswordFileIsReadAtReconnect(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"), kfake.EnableSASL(),
-		kfake.Superuser("SCRAM-SHA-256", "admin", "admin-pass"), kfake.Superuser("SCRAM-SHA-256", "bridge", "pass-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
+	k := testkit.StartKafka(t, testkit.KafkaOptions{Topics: []testkit.TopicSet{{Partitions: 1, Names: []string{"t"}}}, Fake: []kfake.Opt{kfake.EnableSASL(),
+		kfake.Superuser("SCRAM-SHA-256", "admin", "admin-pass"), kfake.Superuser("SCRAM-SHA-256", "bridge", "pass-1")}})
+	cluster := k.Fake
 	var auths atomic.Int64
 	cluster.ControlKey(int16(kmsg.SASLAuthenticate), func(kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()

@@ -2,25 +2,20 @@ package config
 
 import (
 	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // A password read from LOYALTY_BRIDGE_API_PASSWORD_FILE is read again
 // before the next login: a rotated Kubernetes Secret heals the bridge
 // without a restart. A secret given as a value is kept as it is.
 func TestSecretFilesAreReadAgainAtLogin(t *testing.T) {
-	s, err := sim.New(sim.Options{Members: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
+	srv := testkit.StartSim(t, testkit.SimOptions{Options: sim.Options{Members: 1}})
 	dir := t.TempDir()
 	pwFile := filepath.Join(dir, "password")
 	if err := os.WriteFile(pwFile, []byte(sim.DefaultPassword+"\n"), 0o600); err != nil {
@@ -44,7 +39,7 @@ func TestSecretFilesAreReadAgainAtLogin(t *testing.T) {
 	}
 	// The partner rotates the password and revokes every token; the
 	// operator writes the new password into the Secret's file.
-	s.RotateCredentials(sim.CredentialRotation{Password: "rotated-password", RevokeTokens: true})
+	srv.RotateCredentials(sim.CredentialRotation{Password: "rotated-password", RevokeTokens: true})
 	if err := os.WriteFile(pwFile, []byte("rotated-password\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +55,7 @@ func TestSecretFilesAreReadAgainAtLogin(t *testing.T) {
 	if err := os.Remove(pwFile); err != nil {
 		t.Fatal(err)
 	}
-	s.RevokeTokens()
+	srv.RevokeTokens()
 	api.Tokens.Invalidate(next)
 	_, err = api.Tokens.Token(ctx)
 	if err == nil || !strings.Contains(err.Error(), "LOYALTY_BRIDGE_API_PASSWORD_FILE") ||
