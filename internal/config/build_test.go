@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // parseSections parses args into a full configuration without validating
