@@ -216,12 +216,9 @@ func TestEventually(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := 0
 			msg := runFake(t, func(tb testing.TB) {
-				Eventually(tb, tc.timeout, func() string {
+				Eventually(tb, tc.timeout, func() (bool, string) {
 					calls++
-					if tc.after >= 0 && calls > tc.after {
-						return ""
-					}
-					return "0 of 1 seen"
+					return tc.after >= 0 && calls > tc.after, "0 of 1 seen"
 				})
 			})
 			if msg != tc.wantFail {
@@ -312,4 +309,29 @@ func TestNetSwitch(t *testing.T) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// Every sets how often cond is asked: at 100 ms, 350 ms allow at most 5
+// asks (at 0, 100, 200, 300 ms and the one past the deadline); at the
+// default 5 ms, far more.
+func TestEventuallyEvery(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    []PollOpt
+		atMost  int
+		atLeast int
+	}{
+		{"every 100ms", []PollOpt{Every(100 * time.Millisecond)}, 5, 2},
+		{"default", nil, 1000, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asks := 0
+			runFake(t, func(tb testing.TB) {
+				Eventually(tb, 350*time.Millisecond, func() (bool, string) { asks++; return false, "never" }, tc.opts...)
+			})
+			if asks > tc.atMost || asks < tc.atLeast {
+				t.Fatalf("asked %d times, want %d to %d", asks, tc.atLeast, tc.atMost)
+			}
+		})
+	}
 }
