@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // BenchmarkPipeline measures the engine's own throughput over kfake (TCP,
@@ -34,16 +34,8 @@ func BenchmarkPipelineLatency(b *testing.B) {
 }
 
 func benchPipeline(b *testing.B, mode ordering.Mode, latency time.Duration) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(6, inTopic, outTopic))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(5*time.Millisecond))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer prod.Close()
+	c := testkit.StartKafka(b, testkit.KafkaOptions{Topics: []testkit.TopicSet{{Partitions: 6, Names: []string{inTopic, outTopic}}}})
+	prod := c.Client(b, kgo.ProducerLinger(5*time.Millisecond))
 	ctx := context.Background()
 	for i := 0; i < b.N; {
 		batch := make([]*kgo.Record, 0, 1000)
@@ -58,7 +50,7 @@ func benchPipeline(b *testing.B, mode ordering.Mode, latency time.Duration) {
 	all := make(chan struct{})
 	obs := &doneAt{recorder: rec, n: b.N, all: all}
 	p, err := New(Options{
-		Brokers: c.ListenAddrs(), Group: "bench", Topics: []string{inTopic}, Mode: mode,
+		Brokers: c.Brokers, Group: "bench", Topics: []string{inTopic}, Mode: mode,
 		Handler: func(_ context.Context, r *kgo.Record, _ Meta) ([]*kgo.Record, error) {
 			if latency > 0 {
 				time.Sleep(latency)

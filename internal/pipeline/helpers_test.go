@@ -17,6 +17,8 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -40,17 +42,9 @@ type env struct {
 
 func newEnv(t *testing.T, partitions int32, opts ...kfake.Opt) *env {
 	t.Helper()
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, inTopic, outTopic, errTopic)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	e := &env{t: t, c: c, addrs: c.ListenAddrs()}
-	e.cl, err = kgo.NewClient(kgo.SeedBrokers(e.addrs...), kgo.ProducerLinger(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.cl.Close)
+	k := testkit.StartKafka(t, testkit.KafkaOptions{Topics: []testkit.TopicSet{{Partitions: partitions, Names: []string{inTopic, outTopic, errTopic}}}, Fake: opts})
+	e := &env{t: t, c: k.Fake, addrs: k.Brokers}
+	e.cl = k.Client(t, kgo.ProducerLinger(0))
 	e.adm = kadm.NewClient(e.cl)
 	return e
 }
@@ -150,7 +144,7 @@ func (e *env) ends() map[int32]int64 {
 func (e *env) waitCommittedToEnd(group string) {
 	e.t.Helper()
 	ends := e.ends()
-	eventually(e.t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(e.t, 30*time.Second, func() (bool, string) {
 		got := e.committed(group)
 		for p, end := range ends {
 			if got[p] != end {
@@ -159,24 +153,6 @@ func (e *env) waitCommittedToEnd(group string) {
 		}
 		return true, ""
 	})
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %s", timeout, why)
-		}
-		<-tick.C
-	}
 }
 
 // testOpts are options for a fast test pipeline: quick heartbeats so

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // holdFirst is the handler of the drain tests: in each partition, record 0
@@ -50,7 +52,7 @@ func holeEnv(t *testing.T) *env {
 // are done.
 func laterDone(t *testing.T, later *atomic.Int32) {
 	t.Helper()
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		return later.Load() == holeParts*(holesPerPart-2), fmt.Sprintf("%d later records done", later.Load())
 	})
 }
@@ -122,7 +124,7 @@ func TestShutdownDrainRunsTheHoles(t *testing.T) {
 	go func() { done <- p.Run(ctx) }()
 	laterDone(t, &later)
 	cancel()
-	eventually(t, 30*time.Second, func() (bool, string) { return p.isClosing(), "not draining yet" })
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) { return p.isClosing(), "not draining yet" })
 	close(release)
 	select {
 	case err := <-done:

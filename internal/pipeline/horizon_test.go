@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func TestParseHorizon(t *testing.T) {
@@ -137,7 +139,7 @@ func TestHorizonAfterKill(t *testing.T) {
 	e.produce(n, strconv.Itoa, func(int) int32 { return 0 })
 
 	var handled atomic.Int32
-	sw := &netSwitch{}
+	sw := &testkit.NetSwitch{}
 	o := e.opts("g", echo(func(ctx context.Context, r *kgo.Record, _ Meta) error {
 		if r.Offset == 0 { // holds the commit point at 0 until the kill
 			<-ctx.Done()
@@ -150,9 +152,9 @@ func TestHorizonAfterKill(t *testing.T) {
 	o.DrainTimeout = time.Second
 	o.ClientOpts = append(o.ClientOpts, kgo.SessionTimeout(2*time.Second))
 	first := o
-	first.ClientOpts = append(append([]kgo.Opt(nil), o.ClientOpts...), kgo.Dialer(sw.dial))
+	first.ClientOpts = append(append([]kgo.Opt(nil), o.ClientOpts...), kgo.Dialer(sw.Dial))
 	r := start(t, first)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		return handled.Load() == n-1, fmt.Sprintf("handled %d of %d", handled.Load(), n-1)
 	})
 	at, meta := e.committedMeta("g")
@@ -160,7 +162,7 @@ func TestHorizonAfterKill(t *testing.T) {
 	if at != 0 || !ok || h < n || h > n+step {
 		t.Fatalf("before the kill: committed %d, metadata %q; want 0 and a horizon in [%d, %d]", at, meta, n, n+step)
 	}
-	sw.cut()
+	sw.Cut()
 	_ = r.stop(t) // fails to commit or leave: the connections are gone
 
 	e.produce(later, strconv.Itoa, func(int) int32 { return 0 })
@@ -242,7 +244,7 @@ func TestHorizonBeforeDispatch(t *testing.T) {
 	var handled atomic.Int32
 	o := e.opts("g", echo(func(context.Context, *kgo.Record, Meta) error { handled.Add(1); return nil }))
 	start(t, o)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		return refused.Load() >= 3, fmt.Sprintf("%d commits refused", refused.Load())
 	})
 	if h := handled.Load(); h != 0 {
@@ -284,7 +286,7 @@ func TestHorizonInherited(t *testing.T) {
 	}))
 	o.DrainTimeout, o.MaxInFlight = 200*time.Millisecond, 2 // dispatches 15 and 16, below the inherited horizon
 	r := start(t, o)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		return handled.Load() == stuck-from, fmt.Sprintf("handled %d of %d", handled.Load(), stuck-from)
 	})
 	if err := r.stop(t); err != nil {
@@ -335,7 +337,7 @@ func TestTakeoverWait(t *testing.T) {
 	}))
 	o.TakeoverWait = time.Hour // longer than the test
 	start(t, o)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		return handled[1].Load() == n/2-from, fmt.Sprintf("released partition: handled %d of %d", handled[1].Load(), n/2-from)
 	})
 	if h := handled[0].Load(); h != 0 {
@@ -362,7 +364,7 @@ func TestTakeoverWaitHandedOn(t *testing.T) {
 	o := e.opts("g", echo(func(context.Context, *kgo.Record, Meta) error { handled.Add(1); return nil }))
 	o.TakeoverWait = time.Hour
 	r := start(t, o)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		_, meta := e.committedMeta("g")
 		return meta != horizonMetadata(horizon), "the member has not committed its own horizon yet"
 	})

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // TestLeaseStopsAnExpelledMember: a member whose heartbeats go unanswered
@@ -143,7 +145,7 @@ func expelledWrites(t *testing.T, e *env, victim *atomic.Value, early int32, cli
 	o.CallTimeout, o.TakeoverWait, o.DrainTimeout = time.Second, time.Millisecond, time.Second
 	o.ClientOpts = append(o.ClientOpts, clientOpts...)
 	first := start(t, o)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		return allowed.Load() == early, fmt.Sprintf("first member: %d of %d records leased", allowed.Load(), early)
 	})
 	groups, err := e.adm.DescribeGroups(context.Background(), "g")
@@ -160,14 +162,14 @@ func expelledWrites(t *testing.T, e *env, victim *atomic.Value, early int32, cli
 	second := o
 	second.Handler = echo(func(context.Context, *kgo.Record, Meta) error { handled.Add(1); return nil })
 	start(t, second)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		return handled.Load() > 0, "the second member has not processed the partition yet"
 	})
 	if taken != nil {
 		taken()
 	}
 	close(release)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		return refused.Load()+zombie.Load() > 0, "no held record of the first member has asked for the lease"
 	})
 	_ = first.stop(t)
@@ -204,7 +206,7 @@ func TestLeaseFromTheSyncGroup(t *testing.T) {
 	o.CallTimeout = time.Second
 	o.ClientOpts = append(o.ClientOpts, kgo.HeartbeatInterval(100*time.Millisecond))
 	m := start(t, o)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		return leased.Load() == n, fmt.Sprintf("%d of %d records leased (%d heartbeats answered REBALANCE_IN_PROGRESS)", leased.Load(), n, rebalancing.Load())
 	})
 	if rebalancing.Load() == 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func TestNewValidatesEverything(t *testing.T) {
@@ -146,7 +147,7 @@ func TestBlockedRecordHoldsCommit(t *testing.T) {
 	o.MaxBufferedPerPartition = 32
 	start(t, o)
 
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		got := e.committed("g")
 		return got[0] == blocked && got[1] == n/2, fmt.Sprintf("committed %v", got)
 	})
@@ -250,7 +251,7 @@ func TestGateHoldsRecords(t *testing.T) {
 	o.MaxInFlight = 8
 	o.MaxBuffered = 40
 	start(t, o)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		return rec.buffered == 40 && g.waits.Load() > 0, fmt.Sprintf("buffered %d, gate waits %d", rec.buffered, g.waits.Load())

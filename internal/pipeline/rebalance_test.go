@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // TestRebalance: a second member joins mid-stream; revoked partitions are
@@ -48,12 +49,12 @@ func TestRebalance(t *testing.T) {
 	o2 := o1
 	o2.Observer = rec2
 	r1 := start(t, o1)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		d := rec1.doneCount(Processed)
 		return d >= before, fmt.Sprintf("member 1 processed %d", d)
 	})
 	r2 := start(t, o2)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		return rec2.owns() > 0, "member 2 was never assigned a partition"
 	})
 	got := e.outputs(outTopic, n)
@@ -133,7 +134,7 @@ func TestShutdownDrainTimeout(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	o.Logger = zap.New(core)
 	r := start(t, o)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		d := rec.doneCount(Processed)
 		return d == n-1, fmt.Sprintf("processed %d", d)
 	})
@@ -184,7 +185,7 @@ func TestRevokeDrains(t *testing.T) {
 	o1.MaxInFlightPerPartition = 8
 	o1.MaxBufferedPerPartition = 32 // member 1 stops near offset 40: member 2 has work
 	start(t, o1)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		got := e.committed("g")
 		return got[0] == blocked && got[1] == blocked, fmt.Sprintf("committed %v", got)
 	})
@@ -202,7 +203,7 @@ func TestRevokeDrains(t *testing.T) {
 	rec2 := newRecorder()
 	o2.Observer = rec2
 	start(t, o2)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		return rec2.owns() > 0, "member 2 was never assigned a partition"
 	})
 	free(0)
@@ -254,7 +255,7 @@ func TestGateShutdown(t *testing.T) {
 	o.Gate = g
 	o.Observer = rec
 	r := start(t, o)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		return rec.buffered == 10 && g.waits.Load() > 0, fmt.Sprintf("buffered %d", rec.buffered)
@@ -307,7 +308,7 @@ func TestLostPartition(t *testing.T) {
 	}))
 	o.Observer = &lostSignal{recorder: rec, lost: lost}
 	start(t, o)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		d := rec.doneCount(Processed)
 		return d == n-1 && e.committed("g")[0] == stuck, fmt.Sprintf("processed %d, committed %v", d, e.committed("g"))
 	})

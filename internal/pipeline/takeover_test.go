@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // assignClock is an Observer noting when the first partition was assigned.
@@ -46,7 +48,7 @@ func TestExactlyOnceTakeoverWait(t *testing.T) {
 	clock := &assignClock{}
 	o.Observer = clock
 	start(t, o)
-	eventually(t, 30*time.Second, func() (bool, string) { return first.Load() != 0, "no record handled" })
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) { return first.Load() != 0, "no record handled" })
 	// The observer hears of the assignment a few microseconds after the
 	// wait began (it failed by 0.3–7 µs 1 time in 6): allow clockSlack,
 	// far below the wait, so a pipeline that did not wait still fails.
@@ -81,14 +83,14 @@ func TestExactlyOnceCutRoundWaits(t *testing.T) {
 	}))
 	first.TakeoverWait = wait
 	start(t, first)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		return calls[0].Load() == 1 && calls[1].Load() == 1, "record 0 of each partition not in its call yet"
 	})
 	second := e.eosOpts("g", "member-1", echo(nil))
 	second.TakeoverWait = wait
 	start(t, second)
 	kept := -1
-	eventually(t, 60*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 60*time.Second, func() (bool, string) {
 		for p := range again {
 			if again[p].Load() != 0 {
 				kept = p

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func TestDeliveryNames(t *testing.T) {
@@ -180,37 +180,6 @@ func TestExactlyOnceEveryRecordOnce(t *testing.T) {
 	}
 }
 
-// netSwitch is a dialer whose connections can all be cut at once, and that
-// refuses new ones after: a member that is killed, as far as the broker can
-// tell.
-type netSwitch struct {
-	mu    sync.Mutex
-	dead  bool
-	conns []net.Conn
-}
-
-func (s *netSwitch) dial(ctx context.Context, network, host string) (net.Conn, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dead {
-		return nil, errors.New("test: network cut")
-	}
-	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
-	if err == nil {
-		s.conns = append(s.conns, c)
-	}
-	return c, err
-}
-
-func (s *netSwitch) cut() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.dead = true
-	for _, c := range s.conns {
-		c.Close()
-	}
-}
-
 // TestExactlyOnceCrashRestart: a member stopped mid-stream, and restarted
 // with its TransactionalID, leaves no duplicate for a read_committed reader,
 // and every record it may have processed without committing comes back
@@ -278,15 +247,15 @@ func eosCrashRestart(t *testing.T, killed bool) {
 		resp.ErrorCode = kerr.ConcurrentTransactions.Code // retriable: the member keeps trying
 		return resp, nil, true
 	})
-	sw := &netSwitch{}
+	sw := &testkit.NetSwitch{}
 	o1 := e.eosOpts("g", "member-a", h(1))
 	o1.DrainTimeout = time.Millisecond
 	if killed {
 		o1.DrainTimeout = time.Second
-		o1.ClientOpts = append(o1.ClientOpts, kgo.Dialer(sw.dial), kgo.SessionTimeout(time.Second))
+		o1.ClientOpts = append(o1.ClientOpts, kgo.Dialer(sw.Dial), kgo.SessionTimeout(time.Second))
 	}
 	r1 := start(t, o1)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		var sum int64
 		for _, o := range e.committed("g") {
 			sum += o
@@ -300,7 +269,7 @@ func eosCrashRestart(t *testing.T, killed bool) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("member 1 never tried to commit again")
 		}
-		sw.cut()
+		sw.Cut()
 		stall.Store(false)
 	} else {
 		hold.Store(true)
@@ -396,13 +365,13 @@ func exactlyOnceRebalance(t *testing.T) (aborted int) {
 		return start(t, o)
 	}
 	r0 := member(0)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		d := recs[0].doneCount(Processed)
 		return d >= 200, fmt.Sprintf("member 0 processed %d", d)
 	})
 	r1 := member(1)
 	r2 := member(2)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		return recs[1].owns() > 0 && recs[2].owns() > 0, "members 1 and 2 not both assigned"
 	})
 	if err := r0.stop(t); err != nil {
