@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // rawAccrual sends one accrual on a connection of its own (no keep-alive,
@@ -143,13 +144,7 @@ func TestFaultHang(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 5s")
-		}
-		time.Sleep(time.Millisecond) // polling, with a deadline
-	}
+	testkit.EventuallyTrue(t, 5*time.Second, "the simulator's state", cond, testkit.Every(time.Millisecond))
 }
 
 func TestFaultLatency(t *testing.T) {
