@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,18 +17,17 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/flagenv"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // conn builds the client stack the api command builds, against the
 // simulator over HTTP, with password as the user's password.
-func conn(t *testing.T, s *sim.Server, password string) Conn {
+func conn(t *testing.T, s *testkit.Sim, password string) Conn {
 	t.Helper()
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
 	envs := map[string]string{
-		"LOYALTY_BRIDGE_API_BASE_URL":      srv.URL,
+		"LOYALTY_BRIDGE_API_BASE_URL":      s.URL,
 		"LOYALTY_BRIDGE_API_CLIENT_ID":     sim.DefaultClientID,
 		"LOYALTY_BRIDGE_API_CLIENT_SECRET": sim.DefaultClientSecret,
 		"LOYALTY_BRIDGE_API_USERNAME":      sim.DefaultUsername,
@@ -74,11 +72,7 @@ func call(t *testing.T, c Conn, name, body string, args ...string) (any, error) 
 }
 
 func TestCallsAgainstSimulator(t *testing.T) {
-	s, err := sim.New(sim.Options{Members: 3, InitialBalance: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := testkit.StartSim(t, testkit.SimOptions{Options: sim.Options{Members: 3, InitialBalance: 1000}})
 	c := conn(t, s, sim.DefaultPassword)
 	member := sim.MemberID(1)
 
@@ -123,11 +117,7 @@ func TestCallsAgainstSimulator(t *testing.T) {
 }
 
 func TestRequestsThatCannotBeBuilt(t *testing.T) {
-	s, err := sim.New(sim.Options{Members: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := testkit.StartSim(t, testkit.SimOptions{Options: sim.Options{Members: 1}})
 	c := conn(t, s, sim.DefaultPassword)
 	for _, tc := range []struct {
 		name, body string
@@ -154,12 +144,8 @@ func TestRequestsThatCannotBeBuilt(t *testing.T) {
 
 // A refused grant is an AuthError, as a refused call would be.
 func TestTokenRefused(t *testing.T) {
-	s, err := sim.New(sim.Options{Members: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	_, err = call(t, conn(t, s, "wrong-password"), "token", "")
+	s := testkit.StartSim(t, testkit.SimOptions{Options: sim.Options{Members: 1}})
+	_, err := call(t, conn(t, s, "wrong-password"), "token", "")
 	var ae *loyalty.AuthError
 	if !errors.As(err, &ae) || strings.Contains(err.Error(), "wrong-password") {
 		t.Fatalf("token with a wrong password: %v", err)
