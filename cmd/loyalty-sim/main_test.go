@@ -23,31 +23,14 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// syncBuffer is written by run and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type started struct {
 	base           string
-	stdout, stderr *syncBuffer
+	stdout, stderr *testkit.SyncBuffer
 	stop           func() int
 }
 
@@ -56,7 +39,7 @@ type started struct {
 func start(t *testing.T, envs map[string]string, args ...string) *started {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &started{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	s := &started{stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}}
 	ready := make(chan string, 1)
 	done := make(chan int, 1)
 	go func() {
@@ -409,7 +392,7 @@ func TestUsageErrors(t *testing.T) {
 			// once (exit 0) instead of serving until the test times out.
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			var out, errb syncBuffer
+			var out, errb testkit.SyncBuffer
 			code := run(ctx, env{stdout: &out, stderr: &errb,
 				lookup: func(k string) (string, bool) { v, ok := tc.envs[k]; return v, ok }}, append([]string{"--addr", "127.0.0.1:0"}, tc.args...))
 			if code != exitUsage {
@@ -420,7 +403,7 @@ func TestUsageErrors(t *testing.T) {
 			}
 		})
 	}
-	var out, errb syncBuffer
+	var out, errb testkit.SyncBuffer
 	if code := run(context.Background(), env{stdout: &out, stderr: &errb, lookup: func(string) (string, bool) { return "", false }},
 		[]string{"-h"}); code != exitOK || !strings.Contains(errb.String(), "LOYALTY_SIM_CLIENT_SECRET_FILE") {
 		t.Fatalf("help: %d %s", code, errb.String())
