@@ -22,6 +22,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // Every event type, every outcome and every error category that input
@@ -64,11 +65,11 @@ func TestEveryOutcomeAndCategory(t *testing.T) {
 	p.raw(pt, "junk", []byte("random bytes"))
 	p.flush()
 	phase1 := []string{"p-1", "r-1", "r-2", "o-1", "o-2", "l-1", "l-2", "u-1", "u-2", "p-nobody", "p-bad"}
-	waitFor(t, 30*time.Second, func() string {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		if c := out.count(); c < len(phase1)+2 {
-			return fmt.Sprintf("%d of %d replies", c, len(phase1)+2)
+			return false, fmt.Sprintf("%d of %d replies", c, len(phase1)+2)
 		}
-		return ""
+		return true, ""
 	})
 	// Phase 2, refunds of p-1 (another topic, so only after its answer).
 	p.send(rt, sim.MemberID(1), &events.PurchaseRefunded{TransactionID: "f-1", OriginalTransactionID: "p-1", LoyaltyID: sim.MemberID(1), RefundAmount: 100_000, RefundDate: time.Now()})
@@ -495,11 +496,11 @@ func TestAbandonedOnCancel(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, 10*time.Second, func() string {
+	testkit.Eventually(t, 10*time.Second, func() (bool, string) {
 		if s.sim.TotalCalls(sim.EndpointAccrual) == 0 {
-			return "no accrual call"
+			return false, "no accrual call"
 		}
-		return ""
+		return true, ""
 	})
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -511,7 +512,7 @@ func TestAbandonedOnCancel(t *testing.T) {
 // change, not per record.
 func TestPerRecordLogsAreDebug(t *testing.T) {
 	s := newStack(t, stackOpts{})
-	buf := &syncBuffer{}
+	buf := &testkit.SyncBuffer{}
 	b := s.bridge(func(o *bridge.Options) {
 		o.Logger = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(buf), zap.InfoLevel))
 	})
@@ -564,7 +565,7 @@ func TestProbesDoNotSpendBudget(t *testing.T) {
 	s.sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{503: 1}, Endpoints: []string{sim.EndpointAccrual}})
 	done := make(chan reply, 1)
 	go func() { done <- s.handle(b, s.record(topics.Purchase, purchase("pr-1", 1, 10)), false) }()
-	waitFor(t, 30*time.Second, func() string {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		select {
 		case r := <-done:
 			t.Fatalf("finished during the outage: %s (%s)", r.outcome(), r.detail())
@@ -572,9 +573,9 @@ func TestProbesDoNotSpendBudget(t *testing.T) {
 		}
 		// Each attempt is up to two HTTP calls (the client's own retry).
 		if c := s.sim.TotalCalls(sim.EndpointAccrual); c < 12 {
-			return fmt.Sprintf("%d accrual calls", c)
+			return false, fmt.Sprintf("%d accrual calls", c)
 		}
-		return ""
+		return true, ""
 	})
 	s.sim.SetFaults(sim.Faults{})
 	select {

@@ -1,10 +1,10 @@
 package bridge_test
 
-// The test stack, assembled here from its parts so that every test runs the
-// real protocols: a kfake cluster over TCP, an srfake Schema Registry over
-// HTTP, the partner API simulator behind httptest, the loyalty client with a
-// password-grant token cache, and pipeline.New wired with Handle, Fallback
-// and the breaker as Gate — as `loyalty-bridge run` wires them.
+// The test stack, so that every test runs the real protocols: a kfake
+// cluster over TCP, an srfake Schema Registry over HTTP, the partner API
+// simulator behind httptest, the loyalty client with a password-grant token
+// cache (all started by testkit), and pipeline.New wired with Handle,
+// Fallback and the breaker as Gate — as `loyalty-bridge run` wires them.
 
 import (
 	"bytes"
@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -27,8 +26,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sr"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -44,6 +41,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
@@ -91,7 +89,7 @@ type stack struct {
 	signer  *signing.Signer
 	profile partnerprofile.Profile
 	metrics *telemetry.Metrics
-	logs    *syncBuffer
+	logs    *testkit.SyncBuffer
 	log     *zap.Logger
 	// failLookups answers lookup-transaction-id with 503 in front of the
 	// simulator (whose faults are one set for every listed endpoint).
@@ -127,28 +125,9 @@ func (a *canned) write(w http.ResponseWriter) {
 	_, _ = io.WriteString(w, a.body)
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func newStack(t testing.TB, o stackOpts) *stack {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s := &stack{t: t, logs: &syncBuffer{}, metrics: telemetry.NewMetrics(), profile: o.profile}
+	s := &stack{t: t, logs: &testkit.SyncBuffer{}, metrics: telemetry.NewMetrics(), profile: o.profile}
 	// Every line the bridge, client and token cache write, at debug, as
 	// JSON: what the PII canaries are checked against.
 	s.log = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(s.logs), zap.DebugLevel))
@@ -159,22 +138,8 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	if o.partitions == 0 {
 		o.partitions = 4
 	}
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(o.partitions, topics.All()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	s.cluster, s.brokers = cluster, cluster.ListenAddrs()
-
-	reg := srfake.New()
-	t.Cleanup(reg.Close)
-	rc, err := sr.NewClient(sr.URLs(reg.URL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.codec, err = codec.New(ctx, codec.Options{Registry: rc, Register: true}); err != nil {
-		t.Fatal(err)
-	}
+	e := testkit.StartEvents(t, testkit.EventsOptions{Topics: topics, Partitions: o.partitions})
+	s.cluster, s.brokers, s.codec = e.Fake, e.Brokers, e.Codec
 
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -188,67 +153,47 @@ func newStack(t testing.TB, o stackOpts) *stack {
 		so.Members = 50
 	}
 	so.PartnerKeys = append(so.PartnerKeys, sim.PartnerKey{KID: partnerKID, Key: s.signer.PublicKey()})
-	if s.sim, err = sim.New(so); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if f := s.intercept.Load(); f != nil {
-			(*f)(w, r, s.sim)
-			return
-		}
-		if s.failLookups.Load() && strings.HasSuffix(r.URL.Path, "/lookup-transaction-id") {
-			http.Error(w, "unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		if a := s.answer.Load(); a != nil && strings.HasSuffix(r.URL.Path, a.path) {
-			a.write(w)
-			return
-		}
-		if a := s.answerTx.Load(); a != nil && strings.HasSuffix(r.URL.Path, a.path) {
-			b, err := io.ReadAll(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			if bytes.Contains(b, []byte(`"`+a.tx+`"`)) {
-				a.write(w)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(b))
-		}
-		s.sim.ServeHTTP(w, r)
-	}))
-	s.simURL = srv.URL
-
-	hc, err := loyalty.NewHTTPClient(loyalty.TransportOptions{MaxConns: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Registered after the server, so it runs before: the simulator lets
-	// hung requests go, then the server closes, then idle connections.
-	t.Cleanup(func() { hc.CloseIdleConnections() })
-	t.Cleanup(srv.Close)
-	t.Cleanup(s.sim.Close)
-	password := sim.DefaultPassword
-	if o.password != "" {
-		password = o.password
-	}
-	grant, err := tokensource.NewPassword(tokensource.PasswordOptions{AuthURL: srv.URL, ClientID: sim.DefaultClientID,
-		ClientSecret: sim.DefaultClientSecret, Username: sim.DefaultUsername, Password: password, HTTPClient: hc, Logger: s.log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.tokens = tokensource.NewCache(grant, tokensource.CacheOptions{Logger: s.log})
-	lo := loyalty.Options{BaseURL: srv.URL, HTTPClient: hc, Timeout: 5 * time.Second, Logger: s.log, Tokens: s.tokens, Profile: o.profile,
+	partner := testkit.StartSim(t, testkit.SimOptions{Options: so, Front: s.front})
+	s.sim, s.simURL = partner.Server, partner.URL
+	lo := loyalty.Options{Timeout: 5 * time.Second, Profile: o.profile, WriteGate: o.writeGate,
 		Retry: loyalty.RetryPolicy{MaxAttempts: 2, Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond, MaxRetryAfter: 20 * time.Millisecond}}
 	if o.clientSigner {
 		lo.Signer = s.signer
 	}
-	lo.WriteGate = o.writeGate
-	if s.client, err = loyalty.New(lo); err != nil {
-		t.Fatal(err)
-	}
+	c := testkit.NewClient(t, partner, testkit.ClientOptions{Password: o.password, Transport: loyalty.TransportOptions{MaxConns: 64},
+		Client: lo, Logger: s.log})
+	s.client, s.tokens = c.Client, c.Tokens
 	return s
+}
+
+// front answers in front of the simulator as the test has set it up
+// (intercept, failLookups, answer, answerTx), or lets the simulator answer.
+func (s *stack) front(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if f := s.intercept.Load(); f != nil {
+		(*f)(w, r, next)
+		return
+	}
+	if s.failLookups.Load() && strings.HasSuffix(r.URL.Path, "/lookup-transaction-id") {
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if a := s.answer.Load(); a != nil && strings.HasSuffix(r.URL.Path, a.path) {
+		a.write(w)
+		return
+	}
+	if a := s.answerTx.Load(); a != nil && strings.HasSuffix(r.URL.Path, a.path) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if bytes.Contains(b, []byte(`"`+a.tx+`"`)) {
+			a.write(w)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	next.ServeHTTP(w, r)
 }
 
 // bridge builds a Bridge over the stack; mod adjusts the options.
@@ -533,7 +478,7 @@ func (o *outputs) all() []reply {
 // waitAll waits until every id has at least one output.
 func (o *outputs) waitAll(t *testing.T, ids []string, d time.Duration) {
 	t.Helper()
-	waitFor(t, d, func() string {
+	testkit.Eventually(t, d, func() (bool, string) {
 		missing := 0
 		o.mu.Lock()
 		for _, id := range ids {
@@ -543,27 +488,10 @@ func (o *outputs) waitAll(t *testing.T, ids []string, d time.Duration) {
 		}
 		o.mu.Unlock()
 		if missing > 0 {
-			return fmt.Sprintf("%d of %d transactions have no output", missing, len(ids))
+			return false, fmt.Sprintf("%d of %d transactions have no output", missing, len(ids))
 		}
-		return ""
+		return true, ""
 	})
-}
-
-// waitFor polls cond (which says what is still missing, or "") until it
-// is satisfied or d has passed.
-func waitFor(t *testing.T, d time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, msg)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
-	}
 }
 
 // producer writes input records, keyed as upstream is told to key them.

@@ -16,6 +16,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // withLedger gives the stack a transaction ledger on topic group.ledger:
@@ -172,13 +173,13 @@ func TestLedgerSurvivesLostOffsets(t *testing.T) {
 // waitReplies waits until each id has at least n replies.
 func waitReplies(t *testing.T, out *outputs, n int, ids []string) {
 	t.Helper()
-	waitFor(t, 60*time.Second, func() string {
+	testkit.Eventually(t, 60*time.Second, func() (bool, string) {
 		for _, id := range ids {
 			if got := len(out.get(id)); got < n {
-				return fmt.Sprintf("%s has %d replies, want %d", id, got, n)
+				return false, fmt.Sprintf("%s has %d replies, want %d", id, got, n)
 			}
 		}
-		return ""
+		return true, ""
 	})
 }
 
@@ -294,11 +295,11 @@ func TestLedgerDuplicatedInputAtVolume(t *testing.T) {
 	if err := cl.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Minute, func() string {
+	testkit.Eventually(t, 5*time.Minute, func() (bool, string) {
 		if got, want := out.count(), n+n/10; got < want {
-			return fmt.Sprintf("%d of %d replies", got, want)
+			return false, fmt.Sprintf("%d of %d replies", got, want)
 		}
-		return ""
+		return true, ""
 	})
 	if over := s.sim.EffectsOver(1); len(over) > 0 {
 		t.Errorf("%d transactions applied more than once", len(over))
@@ -333,11 +334,11 @@ func TestUnparkedRefundWaitsForItsPurchase(t *testing.T) {
 		RefundAmount: 30_000, RefundDate: time.Now()}
 	done := make(chan reply, 1)
 	go func() { done <- s.handle(b, s.record(topics.RefundRedemption, refund), false) }()
-	waitFor(t, 30*time.Second, func() string {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		if s.sim.TotalCalls(sim.EndpointLookup) == 0 {
-			return "the refund has not looked its purchase up yet"
+			return false, "the refund has not looked its purchase up yet"
 		}
-		return ""
+		return true, ""
 	})
 	if r := s.handle(b, s.record(topics.Purchase, purchase("p-1", 1, 100_000)), false); r.outcome() != string(events.OutcomeApplied) {
 		t.Fatalf("purchase: %s", r.outcome())

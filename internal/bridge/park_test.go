@@ -17,6 +17,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/parking"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // parkedStack is a stack whose bridge parks refunds on group.parked, with
@@ -153,17 +154,17 @@ func TestRefundParkedUntilItsPurchaseIsApplied(t *testing.T) {
 	// Another key, the same partition: answered while the refund waits.
 	ps.send(rt, 0, sim.MemberID(2), redemption("r-1", 2, 10))
 
-	waitFor(t, 30*time.Second, func() string {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		if n := len(ps.parked.all()); n == 0 {
-			return "refund f-1 not parked"
+			return false, "refund f-1 not parked"
 		}
 		if len(ps.out.get("r-1")) == 0 {
-			return "redemption r-1 behind the parked refund not answered"
+			return false, "redemption r-1 behind the parked refund not answered"
 		}
 		if c := ps.committed(rt, 0); c < at+2 {
-			return fmt.Sprintf("refund partition committed at %d, want past the refund and r-1 (%d)", c, at+2)
+			return false, fmt.Sprintf("refund partition committed at %d, want past the refund and r-1 (%d)", c, at+2)
 		}
-		return ""
+		return true, ""
 	})
 	if rs := ps.out.get("f-1"); len(rs) != 0 {
 		t.Fatalf("parked refund answered before its purchase: %s %s", rs[0].outcome(), rs[0].detail())
@@ -197,7 +198,7 @@ func TestRefundParkedUntilItsPurchaseIsApplied(t *testing.T) {
 	}
 	// The parked partition is committed past every parked record, once
 	// the last came back.
-	waitFor(t, 10*time.Second, func() string {
+	testkit.Eventually(t, 10*time.Second, func() (bool, string) {
 		var left []string
 		for _, rec := range ps.parked.all() {
 			if c := ps.committed(ps.topic, rec.Partition); c <= rec.Offset {
@@ -205,9 +206,9 @@ func TestRefundParkedUntilItsPurchaseIsApplied(t *testing.T) {
 			}
 		}
 		if len(left) > 0 {
-			return "parked records not committed: " + strings.Join(left, ", ")
+			return false, "parked records not committed: " + strings.Join(left, ", ")
 		}
-		return ""
+		return true, ""
 	})
 	if rs := ps.out.get("f-1"); len(rs) != 1 {
 		t.Errorf("refund f-1 answered %d times, want once", len(rs))
@@ -262,21 +263,21 @@ func TestMalformedParkedRecord(t *testing.T) {
 		bad = append(bad, ps.raw(r))
 	}
 	ps.send(topics.Purchase, 0, sim.MemberID(5), purchase("p-after", 5, 1_000))
-	waitFor(t, 30*time.Second, func() string {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		if len(ps.out.get("p-after")) == 0 {
-			return "purchase after the malformed parked records not answered"
+			return false, "purchase after the malformed parked records not answered"
 		}
 		for _, off := range bad {
 			rs := ps.out.get(events.SourceID(ps.topic, 0, off))
 			if len(rs) == 0 {
-				return fmt.Sprintf("malformed parked record at %d not answered", off)
+				return false, fmt.Sprintf("malformed parked record at %d not answered", off)
 			}
 			if rs[0].outcome() != "error INTERNAL "+bridge.ReasonParkedRecordInvalid || rs[0].rec.Topic != topics.ErrorTopic(topics.RefundRedemption) ||
 				rs[0].err.Source.Topic != ps.topic || rs[0].err.Source.Offset != off {
 				t.Fatalf("malformed parked record at %d: %s on %s from %+v", off, rs[0].outcome(), rs[0].rec.Topic, rs[0].err.Source)
 			}
 		}
-		return ""
+		return true, ""
 	})
 	if rs := ps.out.get("f-3"); len(rs) != 0 {
 		t.Errorf("a malformed parked record was handled as refund f-3: %s", rs[0].outcome())

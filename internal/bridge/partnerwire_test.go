@@ -16,6 +16,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // wirePartner is otherPartner that also differs from the default
@@ -137,11 +138,11 @@ func (s *stack) output(t *testing.T, h handled) reply {
 // waitHeld waits for the hold to hold, through a refused probe.
 func (s *stack) waitHeld(t *testing.T) {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() string {
+	testkit.Eventually(t, 10*time.Second, func() (bool, string) {
 		if gauge(t, s.metrics.AuthHeld) != 1 || value(t, s.metrics.AuthFailures) < 2 {
-			return "the record is not held"
+			return false, "the record is not held"
 		}
-		return ""
+		return true, ""
 	})
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 var refundBase = time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
@@ -439,11 +440,11 @@ func TestRefundsAfterACrash(t *testing.T) {
 				}
 			}
 			p.flush()
-			waitFor(t, time.Minute, func() string {
+			testkit.Eventually(t, time.Minute, func() (bool, string) {
 				if c := out.count(); c < len(buys)+len(refunds)/4 {
-					return fmt.Sprintf("%d outputs", c)
+					return false, fmt.Sprintf("%d outputs", c)
 				}
-				return ""
+				return true, ""
 			})
 			a.halt(t)
 			refuse.Store(false)

@@ -15,6 +15,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/circuit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // One member's link → unlink → link → … interleaved with a thousand other
@@ -129,11 +130,11 @@ func TestPoison(t *testing.T) {
 	p.flush()
 	s.start(memberOpts{bridge: s.bridge(nil)})
 	out.waitAll(t, ids, time.Minute)
-	waitFor(t, 30*time.Second, func() string {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		if c := out.count(); c < n+poisonCount {
-			return fmt.Sprintf("%d of %d replies", c, n+poisonCount)
+			return false, fmt.Sprintf("%d of %d replies", c, n+poisonCount)
 		}
-		return ""
+		return true, ""
 	})
 	for _, id := range ids {
 		if rs := out.get(id); len(rs) != 1 || rs[0].outcome() != "APPLIED" || s.sim.Effects(id) != 1 {
@@ -169,21 +170,21 @@ func TestOutageHoldsRecords(t *testing.T) {
 		ids = append(ids, ev.TransactionID)
 	}
 	p.flush()
-	waitFor(t, 30*time.Second, func() string {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		if br.State() != circuit.Open {
-			return "circuit not open"
+			return false, "circuit not open"
 		}
-		return ""
+		return true, ""
 	})
 	// Down for a couple of seconds: several open periods, each ended by a
 	// failed probe.
 	opened, calls := time.Now(), s.sim.TotalCalls(sim.EndpointAccrual)+s.sim.TotalCalls(sim.EndpointLookup)
-	waitFor(t, 30*time.Second, func() string {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		probes := s.sim.TotalCalls(sim.EndpointAccrual) + s.sim.TotalCalls(sim.EndpointLookup) - calls
 		if time.Since(opened) < 2*time.Second || probes < 3 {
-			return fmt.Sprintf("%d probes", probes)
+			return false, fmt.Sprintf("%d probes", probes)
 		}
-		return ""
+		return true, ""
 	})
 	if c := out.count(); c != 0 {
 		t.Errorf("%d outputs during the outage (an error storm)", c)
@@ -242,11 +243,11 @@ func crashRestart(t *testing.T, killed bool) {
 	refuse.Store(killed)
 	s.freezeCommits(&refuse)
 	a := s.start(memberOpts{bridge: s.bridge(nil), drain: time.Millisecond})
-	waitFor(t, time.Minute, func() string {
+	testkit.Eventually(t, time.Minute, func() (bool, string) {
 		if c := out.count(); c < n/4 {
-			return fmt.Sprintf("%d outputs", c)
+			return false, fmt.Sprintf("%d outputs", c)
 		}
-		return ""
+		return true, ""
 	})
 	a.halt(t)
 	refuse.Store(false)
@@ -296,11 +297,11 @@ func TestRebalance(t *testing.T) {
 	}
 	atLeast := func(k int) {
 		t.Helper()
-		waitFor(t, time.Minute, func() string {
+		testkit.Eventually(t, time.Minute, func() (bool, string) {
 			if c := out.count(); c < k {
-				return fmt.Sprintf("%d outputs, want %d", c, k)
+				return false, fmt.Sprintf("%d outputs, want %d", c, k)
 			}
-			return ""
+			return true, ""
 		})
 	}
 	newMember := func() *member { return s.start(memberOpts{bridge: s.bridge(nil)}) }

@@ -15,6 +15,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // Issue 29, finding 4: an order paid partly with points, its accrual and
@@ -130,11 +131,11 @@ func TestUnknownStatusHeld(t *testing.T) {
 		out, err := b.Handle(ctx, rec, pipeline.Meta{Fresh: true})
 		ch <- answer{out, err}
 	}()
-	waitFor(t, hold/2, func() string {
+	testkit.Eventually(t, hold/2, func() (bool, string) {
 		if b.HeldUnrecognised() != 1 || gaugeValue(t, s.metrics.HeldUnrecognised) != 1 || !errors.Is(b.Health(), bridge.ErrHeldUnrecognised) {
-			return "the record is not shown held"
+			return false, "the record is not shown held"
 		}
-		return ""
+		return true, ""
 	})
 	select {
 	case a := <-ch:
