@@ -61,6 +61,15 @@ func StartSim(tb testing.TB, o SimOptions) *Sim {
 	return s
 }
 
+// AfterClose runs f when tb ends, after the simulator's server has closed:
+// for a client of the test's own to close its idle connections, which the
+// server's closing has ended. Safe for concurrent use.
+func (s *Sim) AfterClose(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = append(s.closed, f)
+}
+
 // ClientOptions configures NewClient. The zero value is the simulator's
 // demo credentials, loyalty's default transport and loyalty.New's defaults.
 type ClientOptions struct {
@@ -100,9 +109,7 @@ func NewClient(tb testing.TB, s *Sim, o ClientOptions) *Client {
 	if err != nil {
 		tb.Fatalf("testkit: HTTP client for the simulator: %v", err)
 	}
-	s.mu.Lock()
-	s.closed = append(s.closed, hc.CloseIdleConnections)
-	s.mu.Unlock()
+	s.AfterClose(hc.CloseIdleConnections)
 	grant, err := tokensource.NewPassword(tokensource.PasswordOptions{AuthURL: s.URL, ClientID: sim.DefaultClientID,
 		ClientSecret: sim.DefaultClientSecret, Username: sim.DefaultUsername, Password: o.Password, HTTPClient: hc, Logger: o.Logger})
 	if err != nil {

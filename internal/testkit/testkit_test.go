@@ -335,3 +335,27 @@ func TestEventuallyEvery(t *testing.T) {
 		})
 	}
 }
+
+// A client's idle connections are closed after the simulator's server,
+// so that no connection outlives the test (goleak in TestMain checks).
+func TestSimAfterCloseRunsAfterTheServer(t *testing.T) {
+	var order []string
+	runFake(t, func(tb testing.TB) {
+		s := StartSim(tb, SimOptions{Front: func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+			order = append(order, "request")
+			next.ServeHTTP(w, r)
+		}})
+		s.AfterClose(func() {
+			// The server is closed: a request fails.
+			if resp, err := http.Get(s.URL + "/"); err == nil {
+				resp.Body.Close()
+				order = append(order, "served after close")
+				return
+			}
+			order = append(order, "after close")
+		})
+	})
+	if !slices.Equal(order, []string{"after close"}) {
+		t.Fatalf("order %v, want the hook to run once the server refuses requests", order)
+	}
+}
