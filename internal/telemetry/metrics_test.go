@@ -11,7 +11,6 @@ import (
 	"crypto/rand"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -24,6 +23,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
@@ -50,18 +50,14 @@ type simEnv struct {
 
 func newSimEnv(t *testing.T, opts sim.Options) *simEnv {
 	t.Helper()
-	s, err := sim.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
+	s := testkit.StartSim(t, testkit.SimOptions{Options: opts})
 	m := telemetry.NewMetrics()
 	hc, err := loyalty.NewHTTPClient(loyalty.TransportOptions{Wrap: m.InstrumentTransport})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close(); srv.Close(); hc.CloseIdleConnections() })
-	return &simEnv{sim: s, url: srv.URL, m: m, hc: hc}
+	s.AfterClose(hc.CloseIdleConnections)
+	return &simEnv{sim: s.Server, url: s.URL, m: m, hc: hc}
 }
 
 func (e *simEnv) passwordCache(t *testing.T, password string, clk *fakeClock) *tokensource.Cache {
