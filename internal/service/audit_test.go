@@ -23,25 +23,9 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tracing"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // tokenTap is a reverse proxy in front of the simulator that remembers every
 // credential crossing it: access and refresh tokens as issued, and the
@@ -162,7 +146,7 @@ func audit(t *testing.T, rcv *otlpReceiver) {
 			c.Tracing.Exporter, c.Tracing.SampleRatio = tracing.OTLP, 1
 		}
 	})
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	log, err := telemetry.NewLogger(telemetry.LogOptions{Format: "json", Level: "debug", Output: logs})
 	if err != nil {
 		t.Fatal(err)

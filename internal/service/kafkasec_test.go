@@ -25,12 +25,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.uber.org/zap"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // pki is a private CA with a server certificate and a client certificate,
@@ -133,9 +133,7 @@ func roundTrip(t *testing.T, cfg *config.Config) {
 		fs.EachRecord(func(r *kgo.Record) { got = got || string(r.Value) == value })
 	}
 
-	reg := srfake.New()
-	defer reg.Close()
-	cfg.Registry.URL, cfg.RegisterSchemas = reg.URL(), true
+	cfg.Registry.URL, cfg.RegisterSchemas = testkit.StartRegistry(t, testkit.RegistryOptions{}).URL, true
 	d, err := Connect(ctx, cfg, Options{Logger: zap.NewNop(), NoAPI: true})
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
@@ -199,12 +197,7 @@ func kfakeSecure(t *testing.T) *secureKafka {
 		"SCRAM-SHA-512": {User: "scram512-user", Password: "scram512-pass"},
 	}
 	cluster := func(opts ...kfake.Opt) *kfake.Cluster {
-		c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(1, codec.DefaultTopics().Inputs()...)}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
+		return testkit.StartKafka(t, testkit.KafkaOptions{Topics: []testkit.TopicSet{{Partitions: 1, Names: codec.DefaultTopics().Inputs()}}, Fake: opts}).Fake
 	}
 	clientCertTLS := kfake.TLS(&tls.Config{Certificates: []tls.Certificate{p.server}, ClientCAs: p.caPool,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})

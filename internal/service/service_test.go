@@ -24,6 +24,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 // testStack is the embedded stack of one test, and the names it gives the
@@ -117,15 +118,11 @@ func fastGroup() []kgo.Opt {
 	return []kgo.Opt{kgo.HeartbeatInterval(100 * time.Millisecond), kgo.SessionTimeout(6 * time.Second)}
 }
 
+// waitFor polls ok every 20 ms: its conditions ask brokers and HTTP
+// endpoints, which a tighter loop would load for nothing.
 func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling, not synchronising
-	}
+	testkit.EventuallyTrue(t, d, what, ok, testkit.Every(20*time.Millisecond))
 }
 
 func get(url string) (int, string) {
