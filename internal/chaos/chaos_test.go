@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"runtime/pprof"
 	"strconv"
@@ -28,6 +29,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/service"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func envInt(name string, def int) int {
@@ -50,7 +52,7 @@ type replica struct {
 	stop context.CancelFunc
 	done chan error
 	svc  *service.Service
-	sw   *netSwitch
+	sw   *testkit.NetSwitch
 }
 
 // TestChaos runs against a partner that rejects a repeated transactionId
@@ -185,14 +187,19 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy, ba
 	start := func(id string) *replica {
 		c := *cfg
 		c.Delivery.TransactionalID = txnPrefix + "-" + id // a restarted member keeps its id and fences its dead self
-		sw := &netSwitch{faults: kf.conns}
+		// On a real cluster, a share of the member's connections drop in
+		// the middle of a request (the real broker's Kafka faults).
+		sw := &testkit.NetSwitch{}
+		if kf.conns != nil {
+			sw.Wrap = func(c net.Conn) net.Conn { return &faultyConn{Conn: c, f: kf.conns} }
+		}
 		// A short session (chaosSession), so that a killed member leaves
 		// the group in seconds. kfake does not refresh the session of a member whose
 		// JoinGroup it parks while another member is slow to rejoin, and
 		// drops it unanswered when the session ends; leaving the group
 		// then waits for that JoinGroup, which --shutdown-timeout bounds.
 		svc, err := service.New(ctx, &c, service.Options{Logger: chaosLogger(t, fmt.Sprintf("%s.%d", id, incarnations.Add(1))),
-			ClientOpts: []kgo.Opt{kgo.HeartbeatInterval(200 * time.Millisecond), kgo.SessionTimeout(chaosSession), kgo.Dialer(sw.dial)}})
+			ClientOpts: []kgo.Opt{kgo.HeartbeatInterval(200 * time.Millisecond), kgo.SessionTimeout(chaosSession), kgo.Dialer(sw.Dial)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +241,7 @@ func runChaos(t *testing.T, exactlyOnce bool, duplicates sim.DuplicatePolicy, ba
 	// drain: nothing it did after its last commit is committed. Its Run
 	// ends with an error, reaped in the background.
 	kill := func(r *replica) {
-		r.sw.cut()
+		r.sw.Cut()
 		r.stop()
 		mu.Lock()
 		killed = append(killed, r)

@@ -25,43 +25,6 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 )
 
-// netSwitch is a dialer whose connections can all be cut at once, and that
-// refuses new ones after. With faults it also drops a share of them in the
-// middle of a request (the real broker's Kafka faults).
-type netSwitch struct {
-	faults *connFaults // nil: no drops
-
-	mu    sync.Mutex
-	dead  bool
-	conns []net.Conn
-}
-
-func (s *netSwitch) dial(ctx context.Context, network, host string) (net.Conn, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dead {
-		return nil, errors.New("chaos: member killed")
-	}
-	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
-	if err != nil {
-		return nil, err
-	}
-	s.conns = append(s.conns, c)
-	if s.faults != nil {
-		return &faultyConn{Conn: c, f: s.faults}, nil
-	}
-	return c, nil
-}
-
-func (s *netSwitch) cut() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.dead = true
-	for _, c := range s.conns {
-		c.Close()
-	}
-}
-
 // kafkaFaults are the Kafka-side faults of a run, until off. On kfake:
 // dropped connections, produce and fetch errors, leader and coordinator
 // moves, all kfake control functions. On a real cluster: connections the
