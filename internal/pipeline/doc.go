@@ -15,11 +15,15 @@
 //     at or past its partition's dispatch horizon waits for the horizon
 //     to move before it is scheduled;
 //   - the dispatcher waits on the Gate, then hands a runnable record (the
-//     lowest runnable offset of its partition) to a goroutine of its own
-//     while the global and per-partition in-flight limits allow;
-//   - that goroutine runs the Handler and calls Produce with a promise; it
-//     never wait for acknowledgements. The last promise of a record marks it
-//     done, which may advance the partition's commit point;
+//     lowest runnable offset of its partition) to a record worker while
+//     the global and per-partition in-flight limits allow: an idle one,
+//     or a new one when none is idle (work.go), so each record still has
+//     a goroutine of its own while it runs;
+//   - that worker runs the Handler and calls Produce with a promise; it
+//     never waits for acknowledgements, and then waits for its next
+//     record (idle workers are at most about MaxInFlight). The last
+//     promise of a record marks it done, which may advance the
+//     partition's commit point;
 //   - a committer commits the commit points every CommitInterval, and moves
 //     dispatch horizons when asked.
 //
@@ -49,7 +53,8 @@
 // PauseFetchPartitions (franz-go drops and later refetches what it had
 // buffered for it) while the other partitions go on. Memory is therefore
 // bounded by configuration: MaxBuffered records (MaxBufferedBytes) here,
-// a goroutine for each record waiting in Wait, plus franz-go's fetch
+// a goroutine for each record waiting in Wait and at most about
+// MaxInFlight idle workers, plus franz-go's fetch
 // buffers (about one fetch response per broker, FetchMaxBytes 1 MiB here)
 // and its produce buffer. FetchMaxWait is 250ms rather than franz-go's 5s:
 // a resumed partition waits for the fetch in flight for the others.

@@ -80,6 +80,25 @@ func (e *env) outputs(topic string, n int) map[string]int {
 	return e.readUntil(topic, func(_ map[string]int, total int) bool { return total >= n })
 }
 
+// outputsCovering reads topic until every input has an output. Where
+// records are processed again (a loss, a rebalance), counting outputs is
+// not enough: the second outputs of later records may come before the
+// first output of one that was cut off.
+func (e *env) outputsCovering(topic string) map[string]int {
+	e.t.Helper()
+	ends := e.ends()
+	return e.readUntil(topic, func(got map[string]int, _ int) bool {
+		for p, end := range ends {
+			for o := int64(0); o < end; o++ {
+				if got[fmt.Sprintf("%s/%d/%d", inTopic, p, o)] == 0 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
 // readUntil reads topic from the start until done holds.
 func (e *env) readUntil(topic string, done func(got map[string]int, total int) bool) map[string]int {
 	e.t.Helper()

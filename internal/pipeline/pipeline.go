@@ -27,7 +27,9 @@ type Pipeline struct {
 	ran atomic.Bool
 	cl  *kgo.Client
 
-	workers *errgroup.Group // a goroutine per dispatched record; only the dispatcher adds
+	workers *errgroup.Group // the record workers (work.go); only the dispatcher adds
+	jobs    chan *job       // dispatcher → an idle record worker; unbuffered: a job sent is a job taken
+	idle    atomic.Int32    // record workers waiting on jobs (at most about MaxInFlight)
 	redo    chan *job       // promise → fallback workers: records whose outputs failed
 
 	wakeDispatch chan struct{} // capacity 1: something may be dispatchable
@@ -118,6 +120,7 @@ func New(opts Options) (*Pipeline, error) {
 		obs: o.Observer,
 		// One entry per record whose outputs failed; those are live
 		// partitions' records, all within MaxBuffered.
+		jobs:         make(chan *job),
 		redo:         make(chan *job, o.MaxBuffered),
 		wakeDispatch: make(chan struct{}, 1),
 		wakePoll:     make(chan struct{}, 1),

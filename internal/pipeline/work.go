@@ -39,9 +39,44 @@ func (p *Pipeline) dispatch(ctx context.Context) {
 				zap.Int64("offset", j.rec.Offset), zap.Bool("fresh", j.fresh))
 		}
 		p.obs.RecordStarted(j.rec.Topic, j.rec.Partition, j.fresh)
-		// A goroutine per record rather than a pool: a handler waiting
-		// out a retry (Wait) gives its slot back but keeps its goroutine.
-		p.workers.Go(func() error { p.process(j); return nil })
+		select {
+		case p.jobs <- j: // an idle worker took it
+		default:
+			p.workers.Go(func() error { p.work(j); return nil })
+		}
+	}
+}
+
+// work runs j, then waits for the next record the dispatcher hands it,
+// until the pipeline's work ends or enough other workers are idle.
+//
+// Why workers are kept rather than a goroutine started per record: a new
+// goroutine starts with a small stack, and every record's handler grew it
+// at its deepest call (the partner call, the ledger's intent), copying it
+// each time: runtime.newstack and copystack took about 5% of the bridge's
+// CPU in a loyalty-bench profile at 256 in flight. A worker kept keeps its
+// grown stack (until the garbage collector shrinks an idle one).
+//
+// The pool is not a fixed size: a handler waiting out a retry (Wait)
+// gives its slot back but keeps its worker, so the dispatcher starts a
+// new worker whenever none is idle, as it started a goroutine per record
+// before; nothing else changes for a record. Idle workers are at most
+// about MaxInFlight (one that would exceed it returns), so memory stays
+// bounded as the package doc says.
+func (p *Pipeline) work(j *job) {
+	for {
+		p.process(j)
+		if p.idle.Add(1) > int32(p.o.MaxInFlight) {
+			p.idle.Add(-1)
+			return
+		}
+		select {
+		case j = <-p.jobs:
+			p.idle.Add(-1)
+		case <-p.workCtx.Done():
+			p.idle.Add(-1)
+			return
+		}
 	}
 }
 
