@@ -66,9 +66,7 @@ func (lg *ledgered) intend(ctx context.Context, log *zap.Logger, slot string) (l
 		if err != nil {
 			return ledger.Heed{}, err
 		}
-		wctx, cancel := context.WithTimeout(ctx, heedRetry)
-		h, err := lg.w.Heed(wctx, offset)
-		cancel()
+		h, err := lg.w.HeedWithin(ctx, offset, heedRetry)
 		switch {
 		case err == nil || ctx.Err() != nil:
 			return h, err

@@ -268,6 +268,11 @@ func (p *diskPartition) get(key string) (v string, found bool, err error) {
 	return v, found, err
 }
 
+func (p *diskPartition) holds(key, value []byte) (bool, error) {
+	v, found, err := p.get(string(key))
+	return found && v == string(value), err
+}
+
 func (p *diskPartition) wipe() error {
 	return p.d.use(func(db *pebble.DB) error {
 		p.mu.Lock()

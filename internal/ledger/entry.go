@@ -74,9 +74,13 @@ type Entry struct {
 // Key is the entry's record key: kind, a slash, transactionId.
 func Key(k Kind, transactionID string) string { return string(k) + "/" + transactionID }
 
+// validKey reports whether parseKey reads key, without copying its id
+// (the tail and a restore check every entry they read).
+func validKey(key []byte) bool { return len(key) >= 3 && key[1] == '/' && Kind(key[0]).valid() }
+
 // parseKey reverses Key.
 func parseKey(key []byte) (Kind, string, error) {
-	if len(key) < 3 || key[1] != '/' || !Kind(key[0]).valid() {
+	if !validKey(key) {
 		return 0, "", fmt.Errorf("ledger key %q: want <a|r|f>/<transactionId>", clipKey(key))
 	}
 	return Kind(key[0]), string(key[2:]), nil
@@ -136,7 +140,8 @@ func (e *Entry) encode() ([]byte, error) {
 	}
 	binary.BigEndian.PutUint64(b[3:], uint64(e.At.UnixMilli()))
 	var which uint64
-	nums := []*int64{e.Points, e.UsedPoint, e.RequestedPoints}
+	// Arrays, not slices: nothing escapes (an intent is encoded per record).
+	nums := [...]*int64{e.Points, e.UsedPoint, e.RequestedPoints}
 	for i, n := range nums {
 		if n != nil {
 			which |= 1 << i
@@ -150,11 +155,12 @@ func (e *Entry) encode() ([]byte, error) {
 	}
 	b = binary.AppendVarint(b, int64(e.Partition))
 	b = binary.AppendVarint(b, e.Offset)
-	strs := []string{e.Topic, e.ClawbackID, e.BitReference, e.RequestID, e.APITimestamp}
-	if b[2] == outcomeSpelled {
-		strs = append(strs, e.Outcome)
+	strs := [...]string{e.Topic, e.ClawbackID, e.BitReference, e.RequestID, e.APITimestamp, e.Outcome}
+	n := len(strs)
+	if b[2] != outcomeSpelled {
+		n-- // the outcome is b[2]
 	}
-	for _, str := range strs {
+	for _, str := range strs[:n] {
 		b = binary.AppendUvarint(b, uint64(len(str)))
 		b = append(b, str...)
 	}

@@ -79,7 +79,10 @@ type Ledger struct {
 	// header of every entry it makes; tail reads on after restores
 	// (tail.go, order.go).
 	writer []byte
-	tail   tail
+	// headers are every entry's headers (the writer's): shared by all of
+	// them, read-only (capacity 1, so an append copies).
+	headers []kgo.RecordHeader
+	tail    tail
 }
 
 type storeKey struct {
@@ -123,6 +126,7 @@ func New(o Options) (*Ledger, error) {
 	writer := make([]byte, WriterIDLen)
 	_, _ = rand.Read(writer) // never fails (crypto/rand)
 	l := &Ledger{o: o, log: o.Logger.Named("ledger"), w: newWriter(o.Client), stores: map[storeKey]*store{}, writer: writer}
+	l.headers = []kgo.RecordHeader{{Key: writerHeader, Value: writer}}
 	l.tail.l = l
 	if o.Dir != "" {
 		var err error
@@ -228,8 +232,9 @@ func (l *Ledger) record(rec *kgo.Record, e *Entry) (*kgo.Record, error) {
 	// The record's timestamp is the producer's clock, not Options.Now:
 	// Kafka refuses records stamped over an hour ahead
 	// (message.timestamp.after.max.ms), and retention counts from it.
-	return &kgo.Record{Topic: l.o.Topic, Partition: rec.Partition, Key: []byte(Key(e.Kind, e.TransactionID)), Value: v,
-		Headers: []kgo.RecordHeader{{Key: writerHeader, Value: l.writer}}}, nil
+	key := make([]byte, 0, 2+len(e.TransactionID)) // Key's bytes, built once
+	key = append(append(key, byte(e.Kind), '/'), e.TransactionID...)
+	return &kgo.Record{Topic: l.o.Topic, Partition: rec.Partition, Key: key, Value: v, Headers: l.headers[:1:1]}, nil
 }
 
 // RolloutMargin is how long after a partition's first entry its ledger is
@@ -472,7 +477,7 @@ func (l *Ledger) read(ctx context.Context, s *store) (from, next int64, records 
 				if r.Attrs.IsControl() {
 					continue
 				}
-				if _, _, err := parseKey(r.Key); err != nil || !valueOf(r.Value, topic, since) {
+				if !validKey(r.Key) || !valueOf(r.Value, topic, since) {
 					continue
 				}
 				batch = append(batch, kv{string(r.Key), string(r.Value)})

@@ -23,6 +23,9 @@ type backend interface {
 	add(entries []kv, cp *checkpoint) error
 	// get is key's value, found or not.
 	get(key string) (value string, found bool, err error)
+	// holds reports whether key's value is value (the tail's check of
+	// each entry it reads back: no copy of either in memory).
+	holds(key, value []byte) (bool, error)
 	// forget drops the entries made before since (Unix ms): a memory store
 	// at once, a disk store in the background.
 	forget(since int64)
@@ -114,6 +117,13 @@ func (m *memory) get(key string) (string, bool, error) {
 	defer m.mu.Unlock()
 	v, ok := m.entries[key]
 	return v, ok, nil
+}
+
+func (m *memory) holds(key, value []byte) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.entries[string(key)]
+	return ok && v == string(value), nil
 }
 
 // forget scans every entry; the caller calls it once per scanShare of the

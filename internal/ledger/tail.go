@@ -182,17 +182,19 @@ func (t *tail) deliver(partition int32, recs []*kgo.Record) {
 			continue
 		}
 		f.pos = r.Offset + 1
-		if _, _, err := parseKey(r.Key); err != nil {
+		if !validKey(r.Key) {
 			continue
 		}
 		// Entries past the window are left to the store, which forgets
-		// them when it is read (Options.Now is the reader's clock).
-		topic, ok := valueTopic(r.Value)
+		// them when it is read (Options.Now is the reader's clock). The
+		// topic is looked at in place, not copied: the tail reads every
+		// entry, the process's own included.
+		topic, ok := valueTopicBytes(r.Value)
 		if !ok {
 			continue
 		}
 		own := bytes.Equal(writerOf(r), t.l.writer)
-		if s := f.stores[topic]; s != nil {
+		if s := f.stores[string(topic)]; s != nil {
 			// Every entry in log order, the process's own intents
 			// included (Watch.Intend leaves them to this); its settled
 			// entries were put when made, and are not copied again.
@@ -202,7 +204,7 @@ func (t *tail) deliver(partition int32, recs []*kgo.Record) {
 			continue
 		}
 		for _, w := range f.watches[string(r.Key)] {
-			if w.topic == topic {
+			if w.topic == string(topic) {
 				w.foreign = append(w.foreign, foreignEntry{offset: r.Offset, value: string(r.Value)})
 			}
 		}
@@ -298,7 +300,7 @@ func (l *Ledger) follow(ctx context.Context, s *store, next int64) (int64, error
 // value it fails to keep is read again from the topic by the next
 // restore, so the failure is only logged.
 func (s *store) putNew(l *Ledger, key, value []byte) {
-	if old, ok, err := s.b.get(string(key)); err == nil && ok && old == string(value) {
+	if same, err := s.b.holds(key, value); err == nil && same {
 		return
 	}
 	if err := s.add([]kv{{string(key), string(value)}}, 0, false); err != nil {
