@@ -7,31 +7,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// writer gives intents to the client from one long-lived goroutine and
-// hands each acknowledgement back to the record that waits for it.
+// writer gives intents to the client on the caller's goroutine and waits
+// for each acknowledgement.
 //
-// Why not ProduceSync on the record's own goroutine: the bridge runs a
-// goroutine per record, started with a small stack, and the client's
-// produce path (partitioning, buffering, starting the linger timer) is
-// the deepest the record reaches. A CPU profile of loyalty-bench at 256 in
-// flight had the record's stack grown there, for 4.6% of the bridge's CPU
-// (runtime.newstack under kgo's produce path, where without the ledger
-// the stack grew once, in the partner call, for 3.3%); the writer's stack
-// grows once, and the record only waits on a channel.
+// An earlier writer handed every intent to one long-lived goroutine, so
+// that the client's produce path (the deepest a record reached) did not
+// grow the stack of a goroutine started per record. The pipeline now runs
+// records on workers it keeps (their stacks stay grown), and the hand-off
+// cost a channel exchange and a goroutine wake-up per intent.
 type writer struct {
-	cl    *kgo.Client
-	queue chan *pending // unbuffered: a pending taken is a pending produced
-	quit  chan struct{} // closed by close
-	start sync.Once
-	stop  sync.Once
-	wg    sync.WaitGroup
-}
+	cl *kgo.Client
 
-// pending is one intent on its way: done receives its produce result.
-type pending struct {
-	ctx  context.Context
-	rec  *kgo.Record
-	done chan produced // capacity 1: the promise never blocks
+	mu     sync.RWMutex // held for reading while an intent is given to the client
+	closed bool
 }
 
 // produced is an intent's produce result: its offset, once acknowledged.
@@ -40,48 +28,34 @@ type produced struct {
 	err    error
 }
 
-func newWriter(cl *kgo.Client) *writer {
-	return &writer{cl: cl, queue: make(chan *pending), quit: make(chan struct{})}
-}
+func newWriter(cl *kgo.Client) *writer { return &writer{cl: cl} }
 
 // write produces r and returns its offset once Kafka has acknowledged
 // it, or ctx ended (the intent may still land: an intent without its
 // write only makes a later copy look before writing).
 func (w *writer) write(ctx context.Context, r *kgo.Record) (int64, error) {
-	w.start.Do(func() { w.wg.Go(w.run) })
-	p := &pending{ctx: ctx, rec: r, done: make(chan produced, 1)}
-	select {
-	case w.queue <- p:
-	case <-w.quit:
+	done := make(chan produced, 1) // the promise never blocks
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
 		return 0, errClosed
-	case <-ctx.Done():
-		return 0, ctx.Err()
 	}
-	// Taken, so given to the client, whose promise always runs (with
+	// Given to the client, whose promise always runs (with
 	// kgo.ErrClientClosed at the latest).
+	w.cl.Produce(ctx, r, func(r *kgo.Record, err error) { done <- produced{r.Offset, err} })
+	w.mu.RUnlock()
 	select {
-	case res := <-p.done:
+	case res := <-done:
 		return res.offset, res.err
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
 }
 
-func (w *writer) run() {
-	for {
-		select {
-		case p := <-w.queue:
-			w.cl.Produce(p.ctx, p.rec, func(r *kgo.Record, err error) { p.done <- produced{r.Offset, err} })
-		case <-w.quit:
-			return
-		}
-	}
-}
-
-// close stops the goroutine and waits for it; intents not yet taken fail
-// with errClosed.
+// close makes every later write fail with errClosed, once the writes
+// giving their intents to the client now have done so.
 func (w *writer) close() {
-	w.start.Do(func() {}) // none starts after this
-	w.stop.Do(func() { close(w.quit) })
-	w.wg.Wait()
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
 }
