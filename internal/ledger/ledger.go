@@ -137,9 +137,9 @@ func New(o Options) (*Ledger, error) {
 	return l, nil
 }
 
-// Close stops intents from being produced and the tail that follows the
-// partitions read, and waits for the tail, so that an Intend or a Watch
-// after Close fails, and closes the
+// Close stops the goroutine that produces intents (started by the first
+// Intend) and the tail that follows the partitions read, and waits for
+// them, so that an Intend or a Watch after Close fails, and closes the
 // disk store (Options.Dir), keeping what it holds for the next process.
 // Call it once every Lookup, Intend and Settle has returned (the pipeline
 // has stopped). It does not close Options.Client, the caller's.
