@@ -208,7 +208,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					pt.Results = append(pt.Results, measure(ctx, cfg, sc, k, m, bridgeErr, pi))
 				}
 			case sc.bridgeOnly():
-				fmt.Fprintf(cfg.Log, "%s: skipped (replicas and a credentials outage are the bridge's)\n", k)
+				fmt.Fprintf(cfg.Log, "%s: skipped (replicas, a credentials outage and a delivery are the bridge's)\n", k)
 			default:
 				pt.Results = append(pt.Results, measure(ctx, cfg, sc, k, "", nil, pi))
 			}
@@ -506,6 +506,14 @@ func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath, metricsAdd
 		if sc.MaxInFlightPerPartition > 0 {
 			args = append(args, "--max-in-flight-per-partition", strconv.Itoa(sc.MaxInFlightPerPartition))
 		}
+		if sc.Delivery != "" {
+			args = append(args, "--delivery", sc.Delivery)
+		}
+		if sc.Delivery == DeliveryExactlyOnce {
+			// Replicas on one host would all take the hostname as their
+			// TransactionalID and fence one another.
+			args = append(args, "--transactional-id", fmt.Sprintf("bench-%s-%d", res.Mode, replica))
+		}
 		args = append(args, cfg.BridgeArgs...)
 		name := res.Contestant
 		if replicas > 1 {
@@ -548,6 +556,7 @@ func (res *Result) fill(t Timing, u usage, harness time.Duration, c sim.Counters
 	res.SecondHalfPerSec = t.SecondHalfRate()
 	res.SteadyPerSec = t.SteadyRate()
 	res.StartupSec = t.Startup().Seconds()
+	res.FirstTenthSec = t.FirstTenth().Seconds()
 	res.WallSec = t.Wall().Seconds()
 	res.LatencyP50Ms = ms(t.P50)
 	res.LatencyP99Ms = ms(t.P99)

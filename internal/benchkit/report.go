@@ -98,6 +98,8 @@ type ScenarioReport struct {
 	Seed int64 `json:"seed"`
 	// Replicas is how many bridge processes shared the group (0: one).
 	Replicas int `json:"replicas,omitempty"`
+	// Delivery is the bridge's --delivery when the scenario set it.
+	Delivery string `json:"delivery,omitempty"`
 	// CapacityPerSec is the most calls a second the simulator can handle
 	// with its capacity and fixed latency (capacity ÷ latency); 0: no
 	// such limit.
@@ -111,6 +113,7 @@ func scenarioReport(sc Scenario) ScenarioReport {
 	if sc.replicas() > 1 {
 		r.Replicas = sc.replicas()
 	}
+	r.Delivery = sc.Delivery
 	if sc.Capacity > 0 && sc.Latency > 0 {
 		r.CapacityPerSec = float64(sc.Capacity) / sc.Latency.Seconds()
 	}
@@ -149,10 +152,13 @@ type Result struct {
 	// tail of the last slow records. RecordsPerSec is the whole run's.
 	SteadyPerSec float64 `json:"steadyRecordsPerSec"`
 	StartupSec   float64 `json:"startupSec"`
-	WallSec      float64 `json:"wallSec"`
-	LatencyP50Ms float64 `json:"latencyP50Ms"`
-	LatencyP99Ms float64 `json:"latencyP99Ms"`
-	LatencyMaxMs float64 `json:"latencyMaxMs"`
+	// FirstTenthSec is the time from launch to the 10th percentile
+	// completion (Timing.FirstTenth).
+	FirstTenthSec float64 `json:"firstTenthSec,omitempty"`
+	WallSec       float64 `json:"wallSec"`
+	LatencyP50Ms  float64 `json:"latencyP50Ms"`
+	LatencyP99Ms  float64 `json:"latencyP99Ms"`
+	LatencyMaxMs  float64 `json:"latencyMaxMs"`
 	// HandlerP50Ms is the median time of one record's handling as the
 	// contestant reports it (the result's latencyMs, sampled; the ceiling:
 	// one call), and SlotMs the time a record holds one of the
@@ -365,6 +371,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		if sc.Replicas > 1 {
 			fmt.Fprintf(&b, ", %d bridge replicas in one group", sc.Replicas)
+		}
+		if sc.Delivery != "" {
+			fmt.Fprintf(&b, ", %s delivery", sc.Delivery)
 		}
 		b.WriteString("\n\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)

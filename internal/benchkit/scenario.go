@@ -68,14 +68,26 @@ type Scenario struct {
 	// records are answered it rotates the client secret and password and
 	// revokes every token, then restores them. Bridge only.
 	CredentialsOutage time.Duration `json:"credentialsOutage,omitempty"`
+	// Delivery, when set, is the bridge's --delivery (DeliveryAtLeastOnce
+	// or DeliveryExactlyOnce), so that both modes are measured in one
+	// invocation. Bridge only.
+	Delivery string `json:"delivery,omitempty"`
 }
+
+// The bridge's --delivery values a scenario can set.
+const (
+	DeliveryAtLeastOnce = "at-least-once"
+	DeliveryExactlyOnce = "exactly-once"
+)
 
 // replicas is how many bridge processes the scenario runs.
 func (s Scenario) replicas() int { return max(1, s.Replicas) }
 
 // bridgeOnly reports whether only the bridge is measured: replicas and a
 // credentials outage mean nothing to the ceiling and the baseline.
-func (s Scenario) bridgeOnly() bool { return s.replicas() > 1 || s.CredentialsOutage > 0 }
+func (s Scenario) bridgeOnly() bool {
+	return s.replicas() > 1 || s.CredentialsOutage > 0 || s.Delivery != ""
+}
 
 // DefaultScenario is a latency-bound drain of 10,000 events: 20 ms per
 // call, 8 partitions, 10,000 keys, 256 in flight.

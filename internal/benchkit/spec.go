@@ -25,6 +25,7 @@ const (
 	KnobMaxInFlight        = "max-in-flight"        // Scenario.MaxInFlight
 	KnobReplicas           = "replicas"             // Scenario.Replicas
 	KnobCredentialsOutage  = "credentials-outage"   // Scenario.CredentialsOutage; bare: DefaultCredentialsOutage
+	KnobDelivery           = "delivery"             // Scenario.Delivery: at-least-once or exactly-once
 )
 
 // DefaultCredentialsOutage is how long a bare credentials-outage knob
@@ -48,7 +49,7 @@ func (n NamedScenario) Clean() bool { return n.Name == ScenarioClean }
 // knobList names the knobs for error messages.
 var knobList = "STATUS=RATE (e.g. 503=0.1), " + strings.Join([]string{KnobRetryAfter + "=1s|none", KnobCapacity + "=N",
 	KnobOverCapacityStatus + "=429|503", KnobLatency + "=10ms", KnobMaxInFlight + "=N", KnobReplicas + "=N",
-	KnobCredentialsOutage + "[=30s]"}, ", ")
+	KnobCredentialsOutage + "[=30s]", KnobDelivery + "=at-least-once|exactly-once"}, ", ")
 
 // ParseScenario reads a scenario spec and applies it to base with base's
 // faults cleared (error rates, Retry-After, capacity, replicas, outage):
@@ -61,13 +62,14 @@ var knobList = "STATUS=RATE (e.g. 503=0.1), " + strings.Join([]string{KnobRetryA
 //	capacity=32,over-capacity-status=429,latency=10ms,max-in-flight=256
 //	capacity=32,replicas=3      three bridge processes in one group
 //	credentials-outage=30s      the bridge's credentials refused for 30 s mid-run
+//	delivery=exactly-once       the bridge's --delivery (the others have none)
 //
 // The error names the spec and the part that is wrong.
 func ParseScenario(spec string, base Scenario) (NamedScenario, error) {
 	name := strings.Join(strings.Fields(spec), "")
 	sc := base
 	sc.ErrorRates, sc.RetryAfter, sc.Capacity, sc.OverCapacityStatus = nil, 0, 0, 0
-	sc.Replicas, sc.CredentialsOutage = 0, 0
+	sc.Replicas, sc.CredentialsOutage, sc.Delivery = 0, 0, ""
 	if name == ScenarioClean {
 		return NamedScenario{Name: name, Scenario: sc}, nil
 	}
@@ -161,6 +163,12 @@ func ParseScenario(spec string, base Scenario) (NamedScenario, error) {
 				break
 			}
 			sc.Latency = d
+		case KnobDelivery:
+			if val != DeliveryAtLeastOnce && val != DeliveryExactlyOnce {
+				bad(part, "want %s or %s", DeliveryAtLeastOnce, DeliveryExactlyOnce)
+				break
+			}
+			sc.Delivery = val
 		case KnobCredentialsOutage:
 			if !hasVal {
 				sc.CredentialsOutage = DefaultCredentialsOutage
@@ -194,7 +202,7 @@ func ParseScenario(spec string, base Scenario) (NamedScenario, error) {
 
 func isKnob(k string) bool {
 	switch k {
-	case KnobRetryAfter, KnobCapacity, KnobOverCapacityStatus, KnobLatency, KnobMaxInFlight, KnobReplicas, KnobCredentialsOutage:
+	case KnobRetryAfter, KnobCapacity, KnobOverCapacityStatus, KnobLatency, KnobMaxInFlight, KnobReplicas, KnobCredentialsOutage, KnobDelivery:
 		return true
 	}
 	return false

@@ -42,6 +42,7 @@ func TestParseScenario(t *testing.T) {
 				s.Capacity, s.OverCapacityStatus, s.Latency, s.MaxInFlight = 32, 429, 10*time.Millisecond, 256
 			})},
 		{"capacity=32,replicas=3", "capacity=32,replicas=3", with(func(s *Scenario) { s.Capacity, s.Replicas = 32, 3 })},
+		{"delivery=exactly-once,replicas=3", "delivery=exactly-once,replicas=3", with(func(s *Scenario) { s.Delivery, s.Replicas = DeliveryExactlyOnce, 3 })},
 		{"credentials-outage", "credentials-outage", with(func(s *Scenario) { s.CredentialsOutage = DefaultCredentialsOutage })},
 		{"credentials-outage=5s,latency=0s", "credentials-outage=5s,latency=0s", with(func(s *Scenario) {
 			s.CredentialsOutage, s.Latency = 5*time.Second, 0
@@ -89,6 +90,7 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"replicas=17", `"replicas=17": at most 16 replicas`},
 		{"credentials-outage=0s", `"credentials-outage=0s": want a positive duration`},
 		{"credentials-outage=forever", `"credentials-outage=forever": want a positive duration`},
+		{"delivery=twice", `"delivery=twice": want at-least-once or exactly-once`},
 	} {
 		_, err := ParseScenario(tc.spec, DefaultScenario())
 		if err == nil {

@@ -86,6 +86,16 @@ func (t Timing) Startup() time.Duration {
 	return time.Duration(t.First - t.Launch)
 }
 
+// FirstTenth is the time from launch to the 10th percentile completion:
+// when a tenth of the records were answered (a start-up stall shows
+// here, a slow first record alone does not).
+func (t Timing) FirstTenth() time.Duration {
+	if t.Done == 0 || t.Done10 == 0 {
+		return 0
+	}
+	return time.Duration(t.Done10 - t.Launch)
+}
+
 // Wall is the time from launch to the last completion.
 func (t Timing) Wall() time.Duration {
 	if t.Done == 0 {

@@ -198,11 +198,58 @@
 // cannot retry (a fenced or failed producer, an unreachable cluster).
 //
 // Its records wait, as at-least-once mode's guarded records after an
-// unclean takeover, TakeoverWait before they run: after every assignment
-// (no commit of this mode can say that the previous owner released the
-// partition: a member commits only after its round's calls) and after
-// every round aborted while handlers ran, so that the calls cut off have
-// landed before a guard looks them up.
+// unclean takeover, TakeoverWait before they run: after every round
+// aborted while handlers ran, so that the calls cut off have landed before
+// a guard looks them up; and after an assignment, unless the partition's
+// committed offset says that no previous owner's call can still land
+// (release.go). Two commits make it say so:
+//
+//   - the claim: before its first dispatch of a partition assigned to it,
+//     a member commits, in a transaction, the partition's committed offset
+//     again (the log's start if there was none) with a claim as its
+//     metadata; the partition stays paused until that commits. So whoever
+//     dispatched a record of a partition left a commit, and a member that
+//     dies with calls on the wire leaves its claim or a round's commit as
+//     the latest;
+//   - the release: the committed offset again with a release marker, for
+//     each partition none of whose handlers runs or was cut off within
+//     TakeoverWait and whose own wait is over. A member that stops commits
+//     it in one more transaction after its last round, before it leaves
+//     the group. A revocation (not a loss) lets the doomed round's
+//     handlers finish their calls, nothing new starting, for half of
+//     DrainTimeout before it cuts what still runs, and commits it for the
+//     revoked partitions as a plain offset commit inside the callback:
+//     franz-go's GroupTransactSession cannot end a transaction there (its
+//     End takes the lock the callback holds), and after the callback the
+//     partition is gone. Either commit is taken by the coordinator only
+//     from a member of the current generation, so an expelled member
+//     cannot write it; the transaction also needs the current producer
+//     epoch. The plain one re-commits what the member's last transaction
+//     committed: the session changes what it believes committed only as a
+//     transaction ends, under the lock the callback holds, so either that
+//     transaction ended before the callback or it aborts after it (the
+//     session saw the revocation), its pending offsets with it.
+//
+// A new owner reads the committed offset before it fetches: with a
+// release marker as its latest commit (nobody claimed since, so nobody
+// dispatched), or with no commit at all (nobody ever claimed, and then no
+// record is Fresh either), its records run at once; with anything else (a
+// claim, a round's commit, another version's) they wait. So a fresh
+// deployment, a clean stop's partitions and a partition moved between
+// running members start at once, and a revocation leaves no wait on the
+// partitions the member keeps (nothing was cut); a crash, an expulsion, a
+// loss, a drain timeout and a handler that outlives half of DrainTimeout
+// still wait. The transaction ledger plays no part: the marker is about
+// calls on the wire, which --ledger=false does not change, and a ledger
+// entry is not fenced by the group's generation. The cost is one claim
+// transaction per assignment, one release commit per revocation or clean
+// stop, and a revocation that waits for the round's running calls.
+//
+// During a rolling upgrade from a build without claims, a member of the
+// old build that dies in its first round of a partition never committed,
+// or of one a new member released, leaves nothing that says so; its
+// partition's next owner does not wait. A clean rolling restart is the
+// upgrade: no partition is taken over uncleanly while both builds run.
 //
 // The price: a round waits for its slowest record, so a key with several
 // records in a round takes that many handler calls in a row; outputs appear
@@ -224,8 +271,10 @@
 // horizon are read. When Run's context is canceled: stop polling and
 // dispatching new records, drain (at most DrainTimeout, the same way),
 // commit, flush, leave the group, close. In ExactlyOnce mode
-// a revocation aborts the round instead of draining it, and shutdown gives
-// the current round DrainTimeout to finish and commit, or aborts it.
+// a revocation aborts the round once its running handlers returned (its
+// outputs are not committed, its records are taken again), and shutdown
+// gives the current round DrainTimeout to finish and commit, or aborts
+// it, then commits the release of the partitions left clean.
 //
 // The package never decodes values, calls the partner API, or logs record
 // keys or values (they may carry personal data): handlers own all of that.

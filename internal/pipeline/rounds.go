@@ -20,8 +20,8 @@ func (e *exactlyOnce) endRound(ctx context.Context) {
 }
 
 // The takeover wait in exactly-once mode. A round aborted while its
-// handlers ran (a rebalance, an abandoned record, a drain timeout, a
-// crash) cut calls off that may still be on their way to the partner, and
+// handlers ran (a loss, a revocation whose handlers outlived half of
+// DrainTimeout, an abandoned record, a drain timeout, a crash) cut calls off that may still be on their way to the partner, and
 // its records are taken again, Fresh: by this member, or by the
 // partition's next owner. A guard lookup made before such a call lands
 // finds nothing, and a partner without duplicate detection applies the
@@ -31,18 +31,18 @@ func (e *exactlyOnce) endRound(ctx context.Context) {
 //   - those this member takes again after cutting its handlers off, from
 //     the cut (cutLocked, resetRound);
 //   - those of a partition newly assigned to it, from the assignment
-//     (assignedLocked), always: at-least-once mode knows from the
-//     dispatch horizon's metadata when a previous owner released a
-//     partition cleanly, but no commit of this mode can say it, since a
-//     member commits only after its round's calls, and a member killed in
-//     its first round of a partition leaves the previous owner's commit,
-//     clean or not.
+//     (assignedLocked), unless its committed offset carries a previous
+//     owner's release marker or there is none (release.go: the claim
+//     before a member's first dispatch and the release at a revocation or
+//     a clean stop make either mean that no previous owner's call can
+//     still land).
 //
-// The cost: after every rebalance that moves a partition, and every round
-// aborted mid-call, its records wait TakeoverWait, and since a round is
-// one poll across the member's partitions, so does the member's round. Against a partner that
-// rejects a repeated transactionId the wait protects nothing; against one
-// that applies it, it is the difference between one effect and two.
+// The cost: after every unclean takeover, and every round aborted
+// mid-call, its records wait TakeoverWait, and since a round is one poll
+// across the member's partitions, so does the member's round. Against a
+// partner that rejects a repeated transactionId the wait protects
+// nothing; against one that applies it, it is the difference between one
+// effect and two.
 
 // cutLocked cancels part's handlers, noting when if any was running.
 func (e *exactlyOnce) cutLocked(part *partition) {
@@ -196,11 +196,21 @@ func (e *exactlyOnce) commitRound() {
 
 // abortRound stops the round's handlers, waits for them (at most
 // DrainTimeout), aborts the transaction, which rewinds the consumer to the
-// committed offsets, and resets the partitions.
+// committed offsets, and resets the partitions. After a revocation the
+// handlers first get half of DrainTimeout to finish their calls uncut.
 func (e *exactlyOnce) abortRound() {
 	p := e.p
 	p.mu.Lock()
 	e.doomed = true
+	drain := e.drainFirst
+	p.mu.Unlock()
+	if drain {
+		// A revocation (not a loss) doomed the round: its handlers may
+		// finish their calls (nothing new starts), so that none is cut
+		// off and no takeover wait follows (revoke).
+		e.waitHandlers(p.o.DrainTimeout / 2)
+	}
+	p.mu.Lock()
 	for _, part := range p.parts {
 		e.cutLocked(part)
 	}
@@ -226,6 +236,27 @@ wait:
 		p.stopWith(fmt.Errorf("pipeline: abort transaction (transactional id %q): %w", p.o.TransactionalID, err))
 	}
 	e.resetRound()
+}
+
+// waitHandlers waits until no handler runs, at most d; false when d ran
+// out first.
+func (e *exactlyOnce) waitHandlers(d time.Duration) bool {
+	p := e.p
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		handling := p.count.handling
+		p.mu.Unlock()
+		if handling == 0 {
+			return true
+		}
+		select {
+		case <-e.roundWake:
+		case <-timer.C:
+			return false
+		}
+	}
 }
 
 // resetRound forgets an aborted round: every partition starts again from its
@@ -279,6 +310,7 @@ func (e *exactlyOnce) closeRoundLocked() {
 	e.round = nil
 	e.roundLeft = 0
 	e.doomed = false
+	e.drainFirst = false
 	for _, part := range p.parts {
 		eosState(part).taken = 0
 	}

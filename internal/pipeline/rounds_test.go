@@ -189,8 +189,8 @@ func TestExactlyOncePriorFailure(t *testing.T) {
 func TestExactlyOnceAssignmentWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const wait = 5 * time.Second
-		p, _ := eosPipeline(t, Options{TakeoverWait: wait})
-		assign(p, 0)
+		p, e := eosPipeline(t, Options{TakeoverWait: wait})
+		claimed(p, e, assign(p, 0))
 		p.enqueue(polled(0, 0, 2, distinctKeys), false)
 		if got := startAll(t, p); len(got) != 0 {
 			t.Fatalf("started %v before the takeover wait", offsets(got))
@@ -200,4 +200,32 @@ func TestExactlyOnceAssignmentWaits(t *testing.T) {
 			t.Fatalf("started %v after the takeover wait, want both", offsets(got))
 		}
 	})
+}
+
+// claimed makes part's offset read and this member's claim on it
+// committed, as onFetched and claim do, with a commit that lifts no wait.
+func claimed(p *Pipeline, e *exactlyOnce, part *partition) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(e.inheriting, part.tp)
+	delete(e.claimAt, part.tp)
+}
+
+// TestExactlyOnceUnclaimedDooms: records of a partition this member has
+// not claimed yet (onFetched pauses it, so they are not expected) never
+// start, and their round aborts instead of committing their offsets.
+func TestExactlyOnceUnclaimedDooms(t *testing.T) {
+	p, e := eosPipeline(t, Options{TakeoverWait: time.Second})
+	part := assign(p, 0)
+	part.guardAfter = time.Time{} // as if its commit were a release
+	p.enqueue(polled(0, 0, 2, distinctKeys), false)
+	if got := startAll(t, p); len(got) != 0 {
+		t.Fatalf("started %v of a partition not claimed", offsets(got))
+	}
+	p.mu.Lock()
+	doomed := e.doomed
+	p.mu.Unlock()
+	if !doomed {
+		t.Fatal("the round with records of a partition not claimed is not doomed")
+	}
 }

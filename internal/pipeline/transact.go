@@ -21,11 +21,23 @@ type exactlyOnce struct {
 	roundID   uint64 // bumped whenever a round ends
 	roundLeft int    // jobs of the round not yet settled
 	doomed    bool   // the round must abort: a rebalance, an abandoned record
-	roundWake chan struct{}
-	outFailed map[tp]map[int64]outFailure // outputs that failed in an aborted round (priorFailure)
+	// drainFirst: the round was doomed by a revocation, and its handlers
+	// finish their calls before any is cut (abortRound, revoke).
+	drainFirst bool
+	roundWake  chan struct{}
+	outFailed  map[tp]map[int64]outFailure // outputs that failed in an aborted round (priorFailure)
 	// txnDone is, per partition owned since, the offset below which this
 	// member's own committed transactions cover every record.
 	txnDone map[tp]int64
+	// The claim and the release (release.go). inheriting: partitions
+	// assigned whose committed offset is not read yet; claimAt: those
+	// read, paused until this member's claim commits, with their committed
+	// offset (-1: none); pollCancel ends the round loop's poll, so that
+	// a claim that became possible is not held behind it.
+	inheriting map[tp]bool
+	claimAt    map[tp]int64
+	claimedAt  map[tp]int64 // the offset each claim committed
+	pollCancel context.CancelFunc
 }
 
 // roundState is a partition's part in the current round.
@@ -50,6 +62,10 @@ func newExactlyOnce(p *Pipeline) *exactlyOnce {
 		roundWake: make(chan struct{}, 1),
 		outFailed: make(map[tp]map[int64]outFailure),
 		txnDone:   make(map[tp]int64),
+
+		inheriting: make(map[tp]bool),
+		claimAt:    make(map[tp]int64),
+		claimedAt:  make(map[tp]int64),
 	}
 }
 
@@ -68,6 +84,8 @@ func (e *exactlyOnce) clientOpts() []kgo.Opt {
 		kgo.RecordDeliveryTimeout(p.o.TransactionTimeout),
 		// Upstream transactions that aborted are not inputs.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A previous owner's release marker lifts the takeover wait.
+		kgo.OnOffsetsFetched(e.onFetched),
 	}
 }
 
@@ -125,6 +143,7 @@ func (e *exactlyOnce) run(ctx context.Context) error {
 		stopping <- stopAt{time.Now(), time.AfterFunc(p.o.ShutdownTimeout, stopWork)}
 	})
 	e.rounds(runCtx) // returns once runCtx is done and the last round ended
+	e.release()      // before leaving the group: the next owners need not wait
 	st := <-stopping
 	st.cutoff.Stop()
 	deadline := st.at.Add(p.o.ShutdownTimeout)
@@ -152,7 +171,9 @@ func (e *exactlyOnce) rounds(ctx context.Context) {
 			}
 			t.Stop()
 		}
-		fs := e.sess.PollRecords(ctx, p.o.MaxBuffered)
+		pollCtx, cancel := e.claim(ctx)
+		fs := e.sess.PollRecords(pollCtx, p.o.MaxBuffered)
+		cancel()
 		backoff = p.pollBackoff(fs, backoff)
 		p.enqueue(fs, false)
 		e.sess.AllowRebalance()
@@ -173,13 +194,15 @@ func (e *exactlyOnce) openLocked(part *partition) {
 }
 
 // assignedLocked holds a newly assigned partition's records TakeoverWait
-// (rounds.go says why).
+// (rounds.go says why), unless its committed offset, read next, carries
+// the previous owner's release marker (release.go, onFetched).
 func (e *exactlyOnce) assignedLocked(part *partition) {
 	p := e.p
 	if p.o.TakeoverWait <= 0 {
 		return
 	}
 	p.guardUntilLocked(part, time.Now().Add(p.o.TakeoverWait))
+	e.inheriting[part.tp] = true
 }
 
 // admitLocked puts a record in the current round, unless this member's
@@ -197,6 +220,17 @@ func (e *exactlyOnce) admitLocked(part *partition, j *job) bool {
 				zap.Int64("committed", done))
 		}
 		return false
+	}
+	if _, unclaimed := e.claimAt[part.tp]; unclaimed || e.inheriting[part.tp] {
+		// Never expected (onFetched pauses the partition before it is
+		// fetched), and never run: the session would commit the
+		// record's offset with the round, and this member's claim is
+		// not durable yet. The round aborts before anything starts.
+		if !e.doomed {
+			e.p.log.Warn("record of a partition not claimed yet; the round is aborted before it starts",
+				zap.String("topic", r.Topic), zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset))
+		}
+		e.doomed = true
 	}
 	st := eosState(part)
 	if st.fresh > 0 {
@@ -276,11 +310,15 @@ func (e *exactlyOnce) lost(ctx context.Context, cl *kgo.Client, lost map[string]
 	e.revoke(ctx, cl, lost, true)
 }
 
-// revoke dooms the round (the session aborts its transaction anyway),
-// cancels every handler, waits for the revoked partitions' handlers (at most
-// DrainTimeout) so that their next owner does not run a record this member
-// is still running, and drops them. It never commits: only End does.
-func (e *exactlyOnce) revoke(_ context.Context, cl *kgo.Client, revoked map[string][]int32, lost bool) {
+// revoke dooms the round (the session aborts its transaction anyway) and
+// waits for the revoked partitions' handlers, so that their next owner
+// does not run a record this member is still running, then drops them.
+// On a revocation the handlers finish their calls (nothing new starts)
+// for half of DrainTimeout before they are cut, and the partitions none of
+// whose calls was cut off are released (releaseRevoked): their next owner
+// need not wait. On a loss another member may own them already: every
+// handler is cut at once, and nothing is committed.
+func (e *exactlyOnce) revoke(ctx context.Context, cl *kgo.Client, revoked map[string][]int32, lost bool) {
 	p := e.p
 	if len(revoked) == 0 {
 		return
@@ -288,6 +326,7 @@ func (e *exactlyOnce) revoke(_ context.Context, cl *kgo.Client, revoked map[stri
 	start := time.Now()
 	p.mu.Lock()
 	e.doomed = true
+	e.drainFirst = e.drainFirst || !lost
 	parts := p.partitionsLocked(revoked)
 	var stopped []chan struct{}
 	for _, part := range parts {
@@ -298,8 +337,10 @@ func (e *exactlyOnce) revoke(_ context.Context, cl *kgo.Client, revoked map[stri
 			stopped = append(stopped, st.stopped)
 		}
 	}
-	for _, part := range p.parts {
-		e.cutLocked(part)
+	if lost {
+		for _, part := range p.parts {
+			e.cutLocked(part)
+		}
 	}
 	p.mu.Unlock()
 	wake(e.roundWake)
@@ -307,7 +348,21 @@ func (e *exactlyOnce) revoke(_ context.Context, cl *kgo.Client, revoked map[stri
 		p.obs.Assigned(topic, ns, false, lost)
 	}
 
-	timedOut := waitClosed(stopped, p.o.DrainTimeout)
+	wait := p.o.DrainTimeout
+	if !lost {
+		wait /= 2
+		if waitClosed(stopped, wait) {
+			p.mu.Lock()
+			for _, part := range parts {
+				e.cutLocked(part)
+			}
+			p.mu.Unlock()
+		}
+	}
+	timedOut := waitClosed(stopped, wait)
+	if !lost && !timedOut {
+		e.releaseRevoked(ctx, cl, parts)
+	}
 
 	p.mu.Lock()
 	resume := e.dropLocked(parts)
@@ -331,6 +386,13 @@ func (e *exactlyOnce) dropLocked(parts []*partition) map[string][]int32 {
 		if e.p.parts[part.tp] == part {
 			delete(e.outFailed, part.tp)
 			delete(e.txnDone, part.tp)
+			delete(e.inheriting, part.tp)
+			delete(e.claimedAt, part.tp)
+			if _, ok := e.claimAt[part.tp]; ok {
+				// Paused until claimed: a pause outlives the assignment.
+				delete(e.claimAt, part.tp)
+				part.paused = true
+			}
 		}
 	}
 	return e.p.dropLocked(parts)
