@@ -106,39 +106,31 @@ func (r *Replayer) FromErrors(ctx context.Context, errorTopic string, f ErrorFil
 	claims := map[events.Position]*claim{}
 	err = r.stream(ctx, ranges, func(rec *kgo.Record) error {
 		at := events.Position{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
-		v, err := r.o.Codec.Decode(ctx, errorTopic, rec.Value)
-		if err != nil {
-			var de *codec.DecodeError
-			if !errors.As(err, &de) { // the registry, not the record: try again later
-				return fmt.Errorf("error event %s: %w", at, err)
-			}
-			sum.NotReplayable = append(sum.NotReplayable, fmt.Sprintf("error event %s (undecodable: %v)", at, err))
+		ev, chosen, err := readErrorEvent(ctx, r.o.Codec, errorTopic, input, rec, f)
+		var refused *refusedErrorEvent
+		switch {
+		case errors.As(err, &refused) && refused.names != nil:
+			r.refuse(sum, at, 1, *refused.names, input, refused.why)
+			return nil
+		case errors.As(err, &refused):
+			sum.NotReplayable = append(sum.NotReplayable, refused.Error())
+			return nil
+		case err != nil: // the registry, not the record: try again later
+			return err
+		case !chosen:
 			return nil
 		}
-		e, ok := v.(*events.LoyaltyError)
-		if !ok {
-			sum.NotReplayable = append(sum.NotReplayable, fmt.Sprintf("%s (not an error event)", at))
-			return nil
-		}
-		if !f.match(e) {
-			return nil
-		}
-		c := events.Position{Topic: e.Source.Topic, Partition: e.Source.Partition, Offset: e.Source.Offset}
-		if c.Topic != input || c.Partition < 0 || c.Offset < 0 {
-			r.refuse(sum, at, 1, c, input, "not a position of "+input)
-			return nil
-		}
+		c := ev.source
 		cl := claims[c]
 		if cl == nil {
 			cl = &claim{first: at}
 			claims[c] = cl
 		}
 		cl.events++
-		if e.OriginalValue != nil {
-			cl.carried = append(cl.carried, carried{at: at, digest: digestOf(e.OriginalKey, e.OriginalValue)})
+		if ev.original != nil {
+			cl.carried = append(cl.carried, carried{at: at, digest: digestOf(ev.original.Key, ev.original.Value)})
 			if cl.fallback == nil && r.o.TrustErrorOriginals {
-				cl.fallback = &kgo.Record{Topic: c.Topic, Partition: c.Partition, Offset: c.Offset,
-					Key: e.OriginalKey, Value: e.OriginalValue, Timestamp: e.Source.Timestamp, Headers: traceHeaders(rec.Headers)}
+				cl.fallback = ev.original
 			}
 		}
 		return nil
@@ -165,6 +157,73 @@ func (r *Replayer) FromErrors(ctx context.Context, errorTopic string, f ErrorFil
 		return nil
 	}, sum)
 	return sum, err
+}
+
+// errorEvent is what a chosen error event claims: the input record it
+// names, and the original it carries.
+type errorEvent struct {
+	// source is a position of the input topic, never of another topic: the
+	// record a replay reads and replays for this error event.
+	source events.Position
+	// original is the record the error event carries (at source, with the
+	// stated timestamp and the error event's trace headers), nil when it
+	// carries none. It is a claim: only compared with the source record,
+	// or replayed when that is gone and originals are trusted.
+	original *kgo.Record
+}
+
+// refusedErrorEvent is a record of an error topic that names nothing to
+// replay, for a reason of its own (not the registry's): what is wrong
+// with it.
+type refusedErrorEvent struct {
+	at  events.Position // the error topic's record
+	why string          // what is wrong with it
+	// names is the position it names when that is outside the input topic
+	// (nil when it could not be read as an error event at all).
+	names *events.Position
+}
+
+func (e *refusedErrorEvent) Error() string {
+	if e.names == nil {
+		return fmt.Sprintf("error event %s (%s)", e.at, e.why)
+	}
+	return fmt.Sprintf("error event %s names %.*q/%d/%d: %s", e.at, maxNamedTopic, e.names.Topic, e.names.Partition, e.names.Offset, e.why)
+}
+
+// readErrorEvent reads rec, a record of errorTopic, the error topic of
+// input: the error event it holds and whether f chooses it. A record that
+// is not an error event of errorTopic's contract, or one whose source is
+// not a position of input (another topic, a negative partition or offset),
+// is a *refusedErrorEvent saying why; any other error is the registry's,
+// for a later try. Whether input has the position named is for the caller
+// to check against the topic itself.
+func readErrorEvent(ctx context.Context, cd *codec.Codec, errorTopic, input string, rec *kgo.Record, f ErrorFilter) (errorEvent, bool, error) {
+	at := events.Position{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
+	v, err := cd.Decode(ctx, errorTopic, rec.Value)
+	if err != nil {
+		var de *codec.DecodeError
+		if !errors.As(err, &de) {
+			return errorEvent{}, false, fmt.Errorf("error event %s: %w", at, err)
+		}
+		return errorEvent{}, false, &refusedErrorEvent{at: at, why: "undecodable: " + err.Error()}
+	}
+	e, ok := v.(*events.LoyaltyError)
+	if !ok {
+		return errorEvent{}, false, &refusedErrorEvent{at: at, why: fmt.Sprintf("not an error event but a %T", v)}
+	}
+	if !f.match(e) {
+		return errorEvent{}, false, nil
+	}
+	c := events.Position{Topic: e.Source.Topic, Partition: e.Source.Partition, Offset: e.Source.Offset}
+	if c.Topic != input || c.Partition < 0 || c.Offset < 0 {
+		return errorEvent{}, false, &refusedErrorEvent{at: at, why: "not a position of " + input, names: &c}
+	}
+	ev := errorEvent{source: c}
+	if e.OriginalValue != nil {
+		ev.original = &kgo.Record{Topic: c.Topic, Partition: c.Partition, Offset: c.Offset,
+			Key: e.OriginalKey, Value: e.OriginalValue, Timestamp: e.Source.Timestamp, Headers: traceHeaders(rec.Headers)}
+	}
+	return ev, true, nil
 }
 
 // inputOf is the input topic (of Options.Inputs) whose error topic is
