@@ -91,3 +91,51 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// Each code list accepts its own codes, the defaults when the profile names
+// none, and never the empty code (an answer with no code is none of them).
+func TestCodeLists(t *testing.T) {
+	other := partnerprofile.Profile{SignRefusedCodes: []string{"S1"}, WireRefusedCodes: []string{"W1", "W2"}}
+	for _, tc := range []struct {
+		name string
+		is   func(partnerprofile.Profile, string) bool
+		def  string // a default code
+		own  string // a code of other's list
+	}{
+		{"sign-refused", partnerprofile.Profile.IsSignRefused, partnerprofile.DefaultSignRefusedCode, "S1"},
+		{"wire-refused", partnerprofile.Profile.IsWireRefused, partnerprofile.DefaultMissingFieldCode, "W2"},
+	} {
+		for _, c := range []struct {
+			p    partnerprofile.Profile
+			code string
+			want bool
+		}{
+			{partnerprofile.Profile{}, tc.def, true},
+			{partnerprofile.Profile{}, "", false},
+			{partnerprofile.Profile{}, tc.own, false},
+			{other, tc.own, true},
+			{other, tc.def, false},
+			{other, "", false},
+		} {
+			if got := tc.is(c.p, c.code); got != c.want {
+				t.Errorf("%s: %q with the profile's list %v: %v, want %v", tc.name, c.code, c.p.SignRefusedCodes, got, c.want)
+			}
+		}
+	}
+}
+
+// A setting Validate leaves to its own parser is refused all the same.
+func TestValidateReportsItsParsers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    partnerprofile.Profile
+		want string
+	}{
+		{"unset keyed", partnerprofile.Profile{UnsetKeyed: "omit"}, `unset keyed fields "omit"`},
+		{"JWT", partnerprofile.Profile{JWT: partnerprofile.JWT{Algorithm: "HS256"}}, `JWT algorithm "HS256"`},
+	} {
+		if err := tc.p.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: want %q, got %v", tc.name, tc.want, err)
+		}
+	}
+}

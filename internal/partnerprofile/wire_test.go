@@ -107,4 +107,29 @@ func TestJWTProfile(t *testing.T) {
 	if _, err := partnerprofile.ParseSignClaim("usedPoint:hex"); err == nil {
 		t.Error("an unknown encoding is accepted")
 	}
+	// The encoding is read wherever the last colon is, even first: what
+	// is left is the field (here none, which Validate refuses).
+	if c, err := partnerprofile.ParseSignClaim(":string"); err != nil || c.Field != "" || c.Encoding != partnerprofile.ClaimAsString {
+		t.Errorf(":string: %+v %v, want no field, encoded as a string", c, err)
+	}
+	// A lifetime of MaxJWTLifetime is the longest allowed, not too long.
+	longest := partnerprofile.Claims{Lifetime: partnerprofile.MaxJWTLifetime}
+	if err := (partnerprofile.JWT{Sign: longest, PartnerToken: longest}).Validate(); err != nil {
+		t.Errorf("lifetimes of %s: %v", partnerprofile.MaxJWTLifetime, err)
+	}
+}
+
+// An empty or blank transactionDate is refused as the wrong JSON type or
+// as no date, never read past its end.
+func TestDateReadEmpty(t *testing.T) {
+	for _, d := range []partnerprofile.DateEncoding{
+		{Format: partnerprofile.DateEpochMillis, Type: partnerprofile.DateNumber},
+		{Format: partnerprofile.DateISO8601, Type: partnerprofile.DateString},
+	} {
+		for _, raw := range []string{"", "  "} {
+			if _, err := d.Read([]byte(raw)); err == nil {
+				t.Errorf("%s: %q read as a date", d, raw)
+			}
+		}
+	}
 }
