@@ -631,3 +631,148 @@ func TestReconcileClawbacksClean(t *testing.T) {
 		t.Fatalf("%v: OK %v, agreed %d, originals %d\n%s", err, rep.OK(), rep.Agreed, rep.Originals, rep.Table())
 	}
 }
+
+// A clawback finding points at the first result that shows it: an
+// original over-earned at the earliest result naming one of its slots, a
+// slot shared by exactly two refunds at the second refund's first result
+// naming it (not at its replay's).
+func TestReconcileClawbackFindingsNameTheFirstResult(t *testing.T) {
+	h := newHarness(t)
+	h.accrue("P-over", 100_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-over", 1), 60, 60_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-over", 2), 60, 60_000)
+	h.refund("F-o1", "P-over", 60_000, events.OutcomeApplied, "P-over~cb1", 60) // result 0
+	h.refund("F-o2", "P-over", 60_000, events.OutcomeApplied, "P-over~cb2", 60) // result 1
+
+	h.accrue("P-two", 100_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-two", 1), 30, 30_000)
+	h.refund("F-a", "P-two", 30_000, events.OutcomeApplied, "P-two~cb1", 30)        // result 2
+	h.refund("F-b", "P-two", 30_000, events.OutcomeAlreadyApplied, "P-two~cb1", 30) // result 3
+	h.refund("F-b", "P-two", 30_000, events.OutcomeAlreadyApplied, "P-two~cb1", 30) // result 4: a replay's
+
+	rep, err := h.reconciler(nil).Run(context.Background(), reconcile.Request{Inputs: []string{h.topics.RefundRedemption}, Since: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := h.topics.ResultTopic(h.topics.RefundRedemption)
+	want := map[string]string{
+		"CLAWBACK_OVER_EARNED P-over": results + "/0/0",
+		"SHARED_CLAWBACK P-two~cb1":   results + "/0/3",
+	}
+	if got := findings(rep); len(got) != len(want) {
+		t.Fatalf("findings %q, want those of %v\n%s", got, want, rep.Table())
+	}
+	for _, f := range rep.Findings {
+		if at, ok := want[string(f.Kind)+" "+f.TransactionID]; !ok || f.Reply != at {
+			t.Errorf("%s %s at %s, want at %s", f.Kind, f.TransactionID, f.Reply, at)
+		}
+		if f.Kind == reconcile.SharedClawback && !strings.Contains(f.Detail, "named by the results of 2 refunds (F-a, F-b)") {
+			t.Errorf("shared slot: %q", f.Detail)
+		}
+	}
+}
+
+// What the accrual's own result already reported for an original (its
+// answer not recognised, its lookup failed) the sum of its clawbacks does
+// not report again; an original with no loyaltyId anywhere is unchecked,
+// and not counted as interrupted.
+func TestReconcileClawbacksSayOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		profile partnerprofile.Profile // the reconciler's; the simulator keeps its own
+		plant   func(h *harness)
+		want    []string
+	}{
+		{"unrecognised", partnerprofile.Profile{AccrualType: "EARN"}, func(h *harness) {
+			src, _ := h.accrue("P-1", 100_000)
+			h.result(src, events.TypePurchaseCompleted, "P-1", events.OutcomeApplied, time.Time{}, nil)
+			h.plant(sim.TypeRedemption, bridge.ClawbackID("P-1", 1), 10, 10_000)
+			h.refund("F-1", "P-1", 10_000, events.OutcomeApplied, "P-1~cb1", 10)
+		}, []string{"UNRECOGNISED P-1"}},
+		{"lookups failing", partnerprofile.Profile{}, func(h *harness) {
+			src, _ := h.accrue("P-1", 100_000)
+			h.result(src, events.TypePurchaseCompleted, "P-1", events.OutcomeApplied, time.Time{}, nil)
+			h.refund("F-1", "P-1", 10_000, events.OutcomeApplied, "P-1~cb1", 10)
+			h.sim.SetFaults(sim.Faults{ErrorRates: map[int]float64{503: 1}, RetryAfter: -1, Endpoints: []string{sim.EndpointLookup}})
+		}, []string{"UNCHECKED F-1", "UNCHECKED P-1"}},
+		{"no loyaltyId", partnerprofile.Profile{}, func(h *harness) {
+			// The refund's input record is not there, and its result names
+			// no member.
+			h.result(events.Source{Topic: h.topics.RefundRedemption, Partition: 1, Offset: 900}, events.TypePurchaseRefunded, "F-9",
+				events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) {
+					r.LoyaltyID, r.UsedPoint, r.ClawbackTransactionID = nil, ptr(int64(10)), ptr("P-9~cb1")
+				})
+		}, []string{"UNCHECKED F-9", "UNCHECKED P-9"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			tc.plant(h)
+			rep, err := h.reconciler(func(o *reconcile.Options) { o.Profile = tc.profile }).Run(context.Background(),
+				reconcile.Request{Inputs: []string{h.topics.Purchase, h.topics.RefundRedemption}, Since: time.Now().Add(-time.Hour)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := findings(rep); !slices.Equal(got, tc.want) || rep.Interrupted != 0 {
+				t.Fatalf("findings %q, want %q; interrupted %d\n%s", got, tc.want, rep.Interrupted, rep.Table())
+			}
+		})
+	}
+}
+
+// The sum of an original's clawbacks takes every slot the bridge can
+// write, up to the last (bridge.MaxClawbacks), an applied slot of 0 points
+// as 0 points, and stops at the first slot not found at or past the last
+// slot a result names: the bridge fills slots in order, so a slot past a
+// missing one is no clawback of the bridge's.
+func TestReconcileSumsTheSlotsTheBridgeCanWrite(t *testing.T) {
+	h := newHarness(t)
+	// P-last: slots 1..63 take a point each and the last one 40: 103 of
+	// the 100 earned.
+	h.accrue("P-last", 100_000)
+	for k := 1; k <= bridge.MaxClawbacks; k++ {
+		p := int64(1)
+		if k == bridge.MaxClawbacks {
+			p = 40
+		}
+		h.plant(sim.TypeRedemption, bridge.ClawbackID("P-last", k), p, float64(p)*1000)
+	}
+	h.refund("F-last", "P-last", 40_000, events.OutcomeApplied, bridge.ClawbackID("P-last", bridge.MaxClawbacks), 40)
+
+	// P-zero: an applied slot of 0 points is a count of points.
+	h.accrue("P-zero", 100_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-zero", 1), 0, 100)
+	h.refund("F-zero", "P-zero", 100, events.OutcomeApplied, "P-zero~cb1", 0)
+
+	// P-gap: the result names ~cb2, which the partner lacks; ~cb3 (80
+	// points) is past it and not summed: 30 of the 100 earned.
+	h.accrue("P-gap", 100_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-gap", 1), 30, 30_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-gap", 3), 80, 80_000)
+	h.refund("F-gap", "P-gap", 30_000, events.OutcomeApplied, "P-gap~cb2", 30)
+
+	// P-eight: eight slots, each named in the detail.
+	h.accrue("P-eight", 100_000)
+	for k := 1; k <= 8; k++ {
+		h.plant(sim.TypeRedemption, bridge.ClawbackID("P-eight", k), 15, 15_000)
+	}
+	h.refund("F-eight", "P-eight", 15_000, events.OutcomeApplied, "P-eight~cb8", 15)
+
+	rep, err := h.reconciler(nil).Run(context.Background(), reconcile.Request{Inputs: []string{h.topics.RefundRedemption}, Since: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"CLAWBACK_OVER_EARNED P-eight", "CLAWBACK_OVER_EARNED P-last", "MISSING F-gap"}
+	if got := findings(rep); !slices.Equal(got, want) || rep.Originals != 4 {
+		t.Fatalf("findings %q, want %q; originals %d\n%s", got, want, rep.Originals, rep.Table())
+	}
+	// A detail names the first eight slots and counts the rest.
+	details := map[string]string{
+		"P-last":  "original earned 100 points; its clawbacks took 103 (P-last~cb1 1, P-last~cb2 1, P-last~cb3 1, P-last~cb4 1, P-last~cb5 1, P-last~cb6 1, P-last~cb7 1, P-last~cb8 1 and 56 more): 3 more",
+		"P-eight": "original earned 100 points; its clawbacks took 120 (P-eight~cb1 15, P-eight~cb2 15, P-eight~cb3 15, P-eight~cb4 15, P-eight~cb5 15, P-eight~cb6 15, P-eight~cb7 15, P-eight~cb8 15): 20 more",
+	}
+	for _, f := range rep.Findings {
+		if want, ok := details[f.TransactionID]; ok && !strings.Contains(f.Detail, want) {
+			t.Errorf("%s: %q, want %q", f.TransactionID, f.Detail, want)
+		}
+	}
+}
