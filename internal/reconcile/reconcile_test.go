@@ -776,3 +776,36 @@ func TestReconcileSumsTheSlotsTheBridgeCanWrite(t *testing.T) {
 		}
 	}
 }
+
+// Slots are looked up only as far as the bridge can have written them: for
+// a member the partner does not know, the original and the one slot a
+// result names, not every slot up to bridge.MaxClawbacks.
+func TestReconcileClawbackLookupsStopAtAnUnknownMember(t *testing.T) {
+	h := newHarness(t)
+	nobody := "LB99999999"
+	src := h.input(h.topics.RefundRedemption, &events.PurchaseRefunded{TransactionID: "F-1", OriginalTransactionID: "P-1", LoyaltyID: nobody,
+		RefundAmount: 1000, RefundDate: time.Now()})
+	h.result(src, events.TypePurchaseRefunded, "F-1", events.OutcomeApplied, time.Time{}, func(r *events.LoyaltyResult) {
+		r.LoyaltyID, r.UsedPoint, r.ClawbackTransactionID = &nobody, ptr(int64(1)), ptr("P-1~cb1")
+	})
+	rep, err := h.reconciler(nil).Run(context.Background(), reconcile.Request{Inputs: []string{h.topics.RefundRedemption}, Since: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The refund's own lookups (its slot, then its bitReference or id),
+	// and the sum's: the original and ~cb1.
+	if n := h.sim.TotalCalls(sim.EndpointLookup); n > 6 || rep.Originals != 1 {
+		t.Fatalf("%d lookups, originals %d\n%s", n, rep.Originals, rep.Table())
+	}
+}
+
+// A window over a topic the cluster does not have fails, naming it,
+// rather than reporting an empty window clean.
+func TestReconcileMissingTopic(t *testing.T) {
+	h := newHarness(t)
+	missing := h.topics.Purchase + "-missing"
+	_, err := h.reconciler(nil).Run(context.Background(), reconcile.Request{Inputs: []string{missing}, Since: time.Now().Add(-time.Hour)})
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("err %v", err)
+	}
+}
