@@ -1,7 +1,9 @@
 package ledger
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -67,4 +69,61 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("%+v encodes to something that reads as %+v, %v", e, e2, err)
 		}
 	})
+}
+
+// A record of the ledger topic that is not an entry of this version is
+// foreign, refused without reading past its end: a key that is not
+// <a|r|f>/<transactionId>, an outcome byte past the table's.
+func TestDecodeRefusesForeignRecords(t *testing.T) {
+	p := int64(5)
+	good, err := (&Entry{Kind: Accrual, TransactionID: "p", State: Settled, Topic: "t", At: time.UnixMilli(1), Outcome: "APPLIED", Points: &p}).encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := decode([]byte("a/p"), good); err != nil || e.TransactionID != "p" || e.Kind != Accrual {
+		t.Fatalf("the shortest key: %+v %v", e, err)
+	}
+	outcome := append([]byte(nil), good...)
+	outcome[2] = byte(len(outcomes)) // the first byte past the table
+	for _, tc := range []struct {
+		name       string
+		key, value []byte
+	}{
+		{"no transactionId", []byte("a/"), good},
+		{"no slash", []byte("ap-1"), good},
+		{"another kind", []byte("x/p-1"), good},
+		{"an outcome past the table", []byte("a/p"), outcome},
+	} {
+		if e, err := decode(tc.key, tc.value); !errors.Is(err, errForeign) {
+			t.Errorf("%s: %+v %v", tc.name, e, err)
+		}
+	}
+}
+
+// Any one of an entry's texts may be long (a partner's bitReference, an
+// operator's topic name): the entry encodes and reads back whole.
+func TestValueRoundTripLongTexts(t *testing.T) {
+	long := strings.Repeat("x", 200)
+	for i, set := range []func(*Entry){
+		func(e *Entry) { e.Topic = long },
+		func(e *Entry) { e.ClawbackID = long },
+		func(e *Entry) { e.BitReference = long },
+		func(e *Entry) { e.RequestID = long },
+		func(e *Entry) { e.APITimestamp = long },
+	} {
+		e := Entry{Kind: Refund, TransactionID: "f-1", State: Settled, Topic: "t", At: time.UnixMilli(1).UTC(), Outcome: "APPLIED"}
+		set(&e)
+		v, err := e.encode()
+		if err != nil {
+			t.Fatalf("text %d: %v", i, err)
+		}
+		got, err := decode([]byte(Key(e.Kind, e.TransactionID)), v)
+		if err != nil {
+			t.Fatalf("text %d: %v", i, err)
+		}
+		got.At = got.At.UTC()
+		if !reflect.DeepEqual(*got, e) {
+			t.Errorf("text %d: read back %+v", i, *got)
+		}
+	}
 }
