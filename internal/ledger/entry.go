@@ -267,7 +267,24 @@ func valueTopicBytes(v []byte) ([]byte, bool) {
 	if r.err != nil || n > uint64(len(r.b)) {
 		return nil, false
 	}
-	return r.b[:n], true
+	topic := r.b[:n]
+	// The rest as decodeValue reads it, without copying: a value cut
+	// short after its topic is not one decodeValue reads, and the store
+	// would keep it where a readable value was (get then finds nothing).
+	r.b = r.b[n:]
+	for range 4 { // ClawbackID, BitReference, RequestID, APITimestamp
+		r.skip()
+	}
+	switch o := v[2]; {
+	case o == outcomeSpelled:
+		r.skip()
+	case int(o) >= len(outcomes):
+		return nil, false
+	}
+	if r.err != nil {
+		return nil, false
+	}
+	return topic, true
 }
 
 // valueState is the state byte of such a value.
@@ -310,6 +327,16 @@ func (r *reader) str() string {
 	s := string(r.b[:n])
 	r.b = r.b[n:]
 	return s
+}
+
+// skip takes a string off b without copying it.
+func (r *reader) skip() {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.fail()
+		return
+	}
+	r.b = r.b[n:]
 }
 
 func (r *reader) fail() {

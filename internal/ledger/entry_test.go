@@ -57,6 +57,11 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("f/x"), []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		e, err := decode(key, value)
+		// The restore and the tail check values with valueTopic alone:
+		// it must take exactly the values decode reads.
+		if _, ok := valueTopic(value); validKey(key) && ok != (err == nil) {
+			t.Fatalf("valueTopic ok %v, decode error %v, for %x", ok, err, value)
+		}
 		if err != nil {
 			return
 		}
@@ -124,6 +129,36 @@ func TestValueRoundTripLongTexts(t *testing.T) {
 		got.At = got.At.UTC()
 		if !reflect.DeepEqual(*got, e) {
 			t.Errorf("text %d: read back %+v", i, *got)
+		}
+	}
+}
+
+// valueTopic, the restore's and the tail's check, takes a value exactly
+// when decodeValue reads it: a value cut short anywhere, after its topic
+// too, is refused by both, so the store never keeps a value that its
+// lookups cannot read (a lookup takes such a value for no entry).
+func TestValueTopicAgreesWithDecode(t *testing.T) {
+	p := int64(70)
+	at := time.UnixMilli(1_795_000_000_123)
+	for _, e := range []Entry{
+		{Kind: Accrual, TransactionID: "p-1", State: Intent, Topic: "loyalty.purchase", Partition: 3, Offset: 42, At: at},
+		{Kind: Refund, TransactionID: "f-1", State: Settled, Topic: "t", At: at, ClawbackID: "p-1~cb2", Outcome: "APPLIED",
+			Points: &p, BitReference: "BIT1", RequestID: "rq", APITimestamp: "2026-11-27T10:00:00Z"},
+		{Kind: Redemption, TransactionID: "r-1", State: Settled, Topic: "t", At: at, Outcome: "SOMETHING_NEW", UsedPoint: &p},
+	} {
+		v, err := e.encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for cut := 0; cut <= len(v); cut++ {
+			_, derr := decodeValue(e.Kind, e.TransactionID, v[:cut])
+			topic, ok := valueTopic(v[:cut])
+			if ok != (derr == nil) {
+				t.Errorf("%s cut at %d of %d: valueTopic ok %v, decodeValue error %v", Key(e.Kind, e.TransactionID), cut, len(v), ok, derr)
+			}
+			if ok && topic != e.Topic {
+				t.Errorf("%s cut at %d: topic %q, want %q", Key(e.Kind, e.TransactionID), cut, topic, e.Topic)
+			}
 		}
 	}
 }
