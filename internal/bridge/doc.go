@@ -271,6 +271,12 @@
 // A half-open probe that fails does not count against its record: it
 // measured the API, not the record, and the probing record would otherwise
 // be exhausted after a few open periods while every other record waits.
+// An attempt that made no call (answered from the ledger, another
+// process's intent heeded, a send-by passed) counts neither way
+// (circuit.ErrNotAttempted): as the probe it frees the slot and leaves the
+// circuit half-open, since closing it on no evidence would let every held
+// record at a partner still down; closed, it does not break a run of
+// failures.
 //
 // # Outputs
 //

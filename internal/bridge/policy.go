@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -235,11 +236,67 @@ func (b *Bridge) circuit(st *recordState) middleware {
 				return nil, err
 			}
 			st.probe = b.o.Breaker.State() == circuit.HalfOpen
-			r, err := next(ctx, p)
+			cp := &countedPartner{partner: p}
+			r, err := next(ctx, cp)
+			if cp.calls.Load() == 0 {
+				// The attempt ended before any call (answered from the
+				// ledger, another process's intent heeded, a send-by
+				// passed): it says nothing of the API's health, and a
+				// probe that made no call must not close the circuit.
+				st.probe = false
+				done(circuit.ErrNotAttempted)
+				return r, err
+			}
 			done(healthOf(err))
 			return r, err
 		}
 	}
+}
+
+// countedPartner counts the calls an attempt makes, for the circuit.
+type countedPartner struct {
+	partner
+	calls atomic.Int32
+}
+
+func (c *countedPartner) Accrue(ctx context.Context, r loyalty.AccrualRequest) (*loyalty.AccrualResult, error) {
+	c.calls.Add(1)
+	return c.partner.Accrue(ctx, r)
+}
+
+func (c *countedPartner) Redeem(ctx context.Context, r loyalty.RedemptionRequest) (*loyalty.RedemptionResult, error) {
+	c.calls.Add(1)
+	return c.partner.Redeem(ctx, r)
+}
+
+func (c *countedPartner) LookupTransaction(ctx context.Context, r loyalty.LookupRequest) (*loyalty.Transaction, error) {
+	c.calls.Add(1)
+	return c.partner.LookupTransaction(ctx, r)
+}
+
+func (c *countedPartner) Onboard(ctx context.Context, r loyalty.OnboardRequest) (*loyalty.OnboardedMember, error) {
+	c.calls.Add(1)
+	return c.partner.Onboard(ctx, r)
+}
+
+func (c *countedPartner) Link(ctx context.Context, r loyalty.LinkRequest) error {
+	c.calls.Add(1)
+	return c.partner.Link(ctx, r)
+}
+
+func (c *countedPartner) Unlink(ctx context.Context, r loyalty.LinkRequest) error {
+	c.calls.Add(1)
+	return c.partner.Unlink(ctx, r)
+}
+
+func (c *countedPartner) CustomerInfo(ctx context.Context, loyaltyID string) (*loyalty.MemberProfile, error) {
+	c.calls.Add(1)
+	return c.partner.CustomerInfo(ctx, loyaltyID)
+}
+
+func (c *countedPartner) CustomerProfile(ctx context.Context, loyaltyID string) (*loyalty.ExtendedProfile, error) {
+	c.calls.Add(1)
+	return c.partner.CustomerProfile(ctx, loyaltyID)
 }
 
 // guard gives next a partner whose writes are guarded.

@@ -171,6 +171,7 @@ func New(opts Options) (*Breaker, error) {
 		},
 		// Failures are classified by the caller through Done's argument.
 		IsSuccessful: func(err error) bool { return err == nil },
+		IsExcluded:   func(err error) bool { return errors.Is(err, ErrNotAttempted) },
 	})
 	return b, nil
 }
@@ -193,6 +194,12 @@ func (b *Breaker) Ready(ctx context.Context) error {
 	}
 }
 
+// ErrNotAttempted, given to done, says the attempt did not reach the API
+// (it ended before any call): it counts neither way, and a half-open
+// probe given it frees its slot for the next attempt without closing or
+// opening the circuit.
+var ErrNotAttempted = errors.New("circuit: the attempt did not reach the API")
+
 // Acquire blocks until one attempt may proceed and returns done, which the
 // caller must call exactly once with the attempt's error (nil for success).
 // Errors that Options.IsFailure rejects count as successes: the API answered.
@@ -204,6 +211,11 @@ func (b *Breaker) Acquire(ctx context.Context) (done func(error), err error) {
 		if err == nil {
 			probe := b.State() == HalfOpen
 			return func(attemptErr error) {
+				if errors.Is(attemptErr, ErrNotAttempted) {
+					report(ErrNotAttempted)
+					b.signal() // a half-open slot is free again
+					return
+				}
 				abandoned := errors.Is(attemptErr, context.Canceled)
 				switch {
 				case probe && errors.Is(attemptErr, context.Canceled):

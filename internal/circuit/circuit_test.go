@@ -226,3 +226,43 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("after two failures: %+v", st)
 	}
 }
+
+// An attempt that made no call (answered from the ledger, another
+// process's write heeded) says nothing of the API: it does not break a run
+// of failures in the closed state, and as the half-open probe it neither
+// closes nor reopens the circuit, but frees the slot for the next attempt,
+// whose call decides.
+func TestAttemptWithoutCallCountsNeitherWay(t *testing.T) {
+	b, err := New(Options{ConsecutiveFailures: 3, OpenTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, e := range []error{errTransient, errTransient, ErrNotAttempted, errTransient} {
+		attempt(t, b, e)
+	}
+	if b.State() != Open {
+		t.Fatalf("state %v after three failures with a call-less attempt between them, want open", b.State())
+	}
+	probe, err := b.Acquire(ctx) // waits for half-open
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe(ErrNotAttempted)
+	if b.State() != HalfOpen {
+		t.Fatalf("state %v after a probe without a call, want half-open", b.State())
+	}
+	if st := b.Status(); !st.LastSuccessAt.IsZero() {
+		t.Fatalf("a call-less attempt noted as a success: %+v", st)
+	}
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	next, err := b.Acquire(actx) // the slot is free again
+	if err != nil {
+		t.Fatalf("the probe slot was not freed: %v", err)
+	}
+	next(nil)
+	if b.State() != Closed {
+		t.Fatalf("state %v after a probe whose call succeeded, want closed", b.State())
+	}
+}
