@@ -284,16 +284,45 @@ func (a *atLeastOnce) commit(ctx context.Context, cl *kgo.Client, only []*partit
 		return nil
 	}
 
+	ok, failed := commitWithMetadata(ctx, cl, offsets, func(_ int32, key tp) *string {
+		s, ok := sending[key]
+		if !ok {
+			return nil
+		}
+		meta := horizonMetadata(s.horizon)
+		if s.released {
+			meta = releasedMetadata(s.horizon)
+		}
+		return &meta
+	})
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, s := range sending {
+		if !ok[key] || p.parts[key] != s.part && only == nil {
+			continue
+		}
+		st := hz(s.part)
+		st.sentAt, st.sentHorizon, st.sentReleased = s.at, s.horizon, s.released
+		if only == nil {
+			a.advancedLocked(s.part, s.horizon)
+		}
+	}
+	return failed
+}
+
+// commitWithMetadata commits offsets with the metadata meta gives each
+// partition of the request (nil: left as franz-go sets it), and reports
+// the partitions the coordinator took and the last error, of the request
+// or of a partition.
+func commitWithMetadata(ctx context.Context, cl *kgo.Client, offsets map[string]map[int32]kgo.EpochOffset,
+	meta func(generation int32, key tp) *string) (map[tp]bool, error) {
 	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
 		for i := range req.Topics {
 			t := &req.Topics[i]
 			for k := range t.Partitions {
-				if s, ok := sending[tp{t.Topic, t.Partitions[k].Partition}]; ok {
-					meta := horizonMetadata(s.horizon)
-					if s.released {
-						meta = releasedMetadata(s.horizon)
-					}
-					t.Partitions[k].Metadata = &meta
+				if m := meta(req.Generation, tp{t.Topic, t.Partitions[k].Partition}); m != nil {
+					t.Partitions[k].Metadata = m
 				}
 			}
 		}
@@ -316,18 +345,5 @@ func (a *atLeastOnce) commit(ctx context.Context, cl *kgo.Client, only []*partit
 			}
 		}
 	})
-
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for key, s := range sending {
-		if !ok[key] || p.parts[key] != s.part && only == nil {
-			continue
-		}
-		st := hz(s.part)
-		st.sentAt, st.sentHorizon, st.sentReleased = s.at, s.horizon, s.released
-		if only == nil {
-			a.advancedLocked(s.part, s.horizon)
-		}
-	}
-	return failed
+	return ok, failed
 }

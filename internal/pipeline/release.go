@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -403,32 +402,15 @@ func (e *exactlyOnce) releaseRevoked(ctx context.Context, cl *kgo.Client, parts 
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.DrainTimeout/2)
 	defer cancel()
-	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
-		meta := releasedGenMetadata(req.Generation)
-		for i := range req.Topics {
-			for k := range req.Topics[i].Partitions {
-				req.Topics[i].Partitions[k].Metadata = &meta
-			}
-		}
-		return nil
+	ok, failed := commitWithMetadata(ctx, cl, offsets, func(gen int32, _ tp) *string {
+		meta := releasedGenMetadata(gen)
+		return &meta
 	})
-	var released []string
-	var failed error
-	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err != nil {
-			failed = err
-			return
-		}
-		for _, t := range resp.Topics {
-			for _, rp := range t.Partitions {
-				if perr := kerr.ErrorForCode(rp.ErrorCode); perr != nil {
-					failed = perr
-					continue
-				}
-				released = append(released, tp{t.Topic, rp.Partition}.String())
-			}
-		}
-	})
+	released := make([]string, 0, len(ok))
+	for key := range ok {
+		released = append(released, key.String())
+	}
+	slices.Sort(released)
 	if failed != nil {
 		p.log.Info("release of revoked partitions not committed; their next owners wait out the takeover wait", zap.Error(failed))
 	}
