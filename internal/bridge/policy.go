@@ -28,6 +28,9 @@ type recordState struct {
 	guard    bool   // look the transaction up before the next write
 	guarded  bool   // a guard lookup was made
 	probe    bool   // the current attempt is the circuit's half-open probe
+	// counted is the partner the current attempt calls through, counting
+	// its calls for the circuit (kept here: no allocation per attempt).
+	counted countedPartner
 	// The unrecognised hold (unrecognised.go): held, the record is in it
 	// now; heldSince, when its first unrecognised answer came (the hold's
 	// bound runs from there); heldTries, its back-off step; free, the
@@ -236,7 +239,9 @@ func (b *Bridge) circuit(st *recordState) middleware {
 				return nil, err
 			}
 			st.probe = b.o.Breaker.State() == circuit.HalfOpen
-			cp := &countedPartner{partner: p}
+			cp := &st.counted
+			cp.partner = p
+			cp.calls.Store(0)
 			r, err := next(ctx, cp)
 			if cp.calls.Load() == 0 {
 				// The attempt ended before any call (answered from the
