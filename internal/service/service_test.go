@@ -141,6 +141,9 @@ type running struct {
 	base string // http:// and the metrics address
 	stop context.CancelFunc
 	done chan error
+	// exited is closed when Run has returned: Close may not run beside
+	// Run (Run takes the metrics listener over when it starts).
+	exited chan struct{}
 }
 
 // runService builds the service on cfg, with a metrics listener and quick
@@ -177,9 +180,20 @@ func runService(ctx context.Context, t *testing.T, cfg *config.Config) *running 
 		t.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
-	r := &running{Service: svc, base: "http://" + svc.MetricsAddr(), stop: stop, done: make(chan error, 1)}
-	go func() { r.done <- svc.Run(runCtx) }()
-	t.Cleanup(func() { stop(); svc.Close() })
+	r := &running{Service: svc, base: "http://" + svc.MetricsAddr(), stop: stop, done: make(chan error, 1), exited: make(chan struct{})}
+	go func() {
+		defer close(r.exited)
+		r.done <- svc.Run(runCtx)
+	}()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case <-r.exited:
+		case <-time.After(30 * time.Second):
+			t.Error("Run did not return within 30 s of its cancel")
+		}
+		svc.Close()
+	})
 	return r
 }
 
