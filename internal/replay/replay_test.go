@@ -419,6 +419,7 @@ func TestReplayEndsOnTransactionMarkers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	h.waitStable(t, topics.Purchase, 0, 6)
 	r := h.replayer(nil)
 	ranges, err := r.OffsetRanges(c, topics.Purchase, 0, 0, -1)
 	if err != nil {
@@ -615,6 +616,7 @@ func TestReplayFromErrorsSourceGone(t *testing.T) {
 	if err := txn.EndTransaction(c, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
+	h.waitStable(t, topics.Purchase, 1, 2)
 	marker := events.ErrorSource{Topic: topics.Purchase, Partition: 1, Offset: 1}
 
 	et, cat := topics.ErrorTopic(topics.Purchase), events.CategoryTransientExhausted
@@ -1077,4 +1079,20 @@ func TestPacedReplayTicks(t *testing.T) {
 	if err != nil || sum.Records != 1 || sum.GaveUp == "" || ticks < 2 || len(h.positions()) != 1 {
 		t.Fatalf("%v: %d ticks, %d handled\n%s", err, ticks, len(h.positions()), sum.Table())
 	}
+}
+
+// waitStable waits until topic/partition's last stable offset reaches end:
+// a real broker writes a transaction's markers after EndTransaction has
+// returned, and until then a read_committed reader (the replay's bounds)
+// sees the partition end before the transaction.
+func (h *harness) waitStable(t *testing.T, topic string, partition int32, end int64) {
+	t.Helper()
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
+		ends, err := h.adm.ListCommittedOffsets(context.Background(), topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		o, ok := ends.Lookup(topic, partition)
+		return ok && o.Err == nil && o.Offset >= end, fmt.Sprintf("last stable offset of %s/%d: %+v, want %d", topic, partition, o, end)
+	})
 }
