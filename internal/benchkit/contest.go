@@ -527,6 +527,11 @@ func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath, metricsAdd
 			}
 			return startProc(name, cfg.WorkerCommand, cfg.BridgeEnv, in, logPath)
 		}
+		if replica == 0 {
+			if err := registerSchemas(cfg, st); err != nil {
+				return nil, err
+			}
+		}
 		return startProc(name, append([]string{cfg.BridgeBin}, args...), cfg.BridgeEnv, nil, logPath)
 	}
 	// The worker learns its launch time from the spec, so it is taken
@@ -545,6 +550,26 @@ func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath, metricsAdd
 		p.launch = now
 	}
 	return p, err
+}
+
+// registerSchemas has the contestant's binary register its own schemas
+// (`schemas register`), as an operator deploying it would. The stack holds
+// this tree's already; a bridge built from another commit (--bridge-bin,
+// to compare two versions on one harness) may need versions of its own,
+// and refuses to start without them.
+func registerSchemas(cfg Config, st *stack) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cfg.BridgeBin, "schemas", "register",
+		"--schema-registry-url", st.RegistryURL,
+		"--purchase-topic", st.topics.Purchase,
+		"--refund-redemption-topic", st.topics.RefundRedemption,
+		"--member-onboarding-topic", st.topics.MemberOnboarding)
+	cmd.Env = append(os.Environ(), cfg.BridgeEnv...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s schemas register: %w: %s", cfg.BridgeBin, err, bytes.TrimSpace(out))
+	}
+	return nil
 }
 
 // fill sets the figures from the contestant's timing, its process's
