@@ -58,8 +58,38 @@ func (c Scrubber) Code(s string) string { return c.scrub(s, MaxCode) }
 // without the personal-data pass (a member code may well be the member's
 // phone number, and it is what downstream looks the member up by).
 func (c Scrubber) ID(s string) string {
+	if plainID(s) {
+		return s
+	}
 	c.Personal = nil
 	return c.scrub(s, MaxID)
+}
+
+// plainID reports whether s is an ID that scrub leaves as it is, which is
+// what nearly every answer's ids and timestamps are: a profile of the
+// bridge at 256 records in flight spent 1.6% of its CPU scrubbing them (a
+// lower-case copy and a search per secret key, six fields a record). A
+// word of letters, digits, '_' and '-' has no separator for a key=value
+// secret, no space for a bearer or basic credential, no "://" for
+// userinfo, and is a JWT only from "eyJ" on; a clock reading (digits,
+// ':', '.', '+', '-', 'T', 'Z') spells none of the keywords. Within MaxID
+// it is not cut. TestPlainIDOnlyWhereScrubKeeps and FuzzPlainID hold it to
+// scrub's own answer.
+func plainID(s string) bool {
+	if len(s) > MaxID {
+		return false
+	}
+	word, clock := true, true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		digit := '0' <= c && c <= '9'
+		word = word && (digit || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || c == '-')
+		clock = clock && (digit || c == ':' || c == '.' || c == '+' || c == '-' || c == 'T' || c == 'Z')
+		if !word && !clock {
+			return false
+		}
+	}
+	return clock || !strings.Contains(s, "eyJ")
 }
 
 // Detail is s, a text the bridge wrote about a failure (which may quote the
