@@ -152,6 +152,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Ledger.validate(c.Group.Name))
 	errs = append(errs, c.Parking.validate(c.Group.Name, c.Topics.Build().Inputs()))
 	errs = append(errs, checkTakeoverWait(c.Processing.TakeoverWait, c.API.Timeout, c.Partner.Profile.ApplyWindow))
+	if n, most := c.Delivery.TransactionRecords, c.Processing.Buffered(); n > most {
+		errs = append(errs, fmt.Errorf("--transaction-records %d: above --max-buffered (%d), which bounds every record taken and not yet committed", n, most))
+	}
 	return errors.Join(errs...)
 }
 

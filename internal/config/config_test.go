@@ -177,6 +177,34 @@ func TestApplyWindowAndTakeoverWait(t *testing.T) {
 	}
 }
 
+// --transaction-records reaches the pipeline in exactly-once mode, and is
+// refused above what the pipeline buffers or below zero.
+func TestTransactionRecords(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		err   string // "" for valid
+		round int    // the pipeline's RoundRecords when valid
+	}{
+		{[]string{"--delivery", "exactly-once", "--transaction-records", "500"}, "", 500},
+		{[]string{"--delivery", "exactly-once"}, "", 0},   // the pipeline's default
+		{[]string{"--transaction-records", "500"}, "", 0}, // at-least-once has no rounds
+		{[]string{"--delivery", "exactly-once", "--transaction-records", "-1"}, "--transaction-records -1: must not be negative", 0},
+		{[]string{"--delivery", "exactly-once", "--max-buffered", "1000", "--transaction-records", "1001"}, "--transaction-records 1001: above --max-buffered (1000)", 0},
+	} {
+		c, err := parse(t, append([]string{"--transactional-id", "m-1"}, tc.args...), creds)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%v: got %v, want %q", tc.args, err, tc.err)
+		case tc.err == "":
+			if got := c.Pipeline().RoundRecords; got != tc.round {
+				t.Errorf("%v: RoundRecords %d, want %d", tc.args, got, tc.round)
+			}
+		}
+	}
+}
+
 // The pipeline handles as many records as it buffers (the partner calls
 // among them are bounded by --max-in-flight), and one partition takes at
 // most half the buffer unless --max-in-flight-per-partition asks more.

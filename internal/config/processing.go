@@ -233,6 +233,9 @@ type Delivery struct {
 	Mode               pipeline.Delivery
 	TransactionalID    string // "" until Validate with exactly-once: then loyalty-bridge-<hostname>
 	TransactionTimeout time.Duration
+	// TransactionRecords bounds a round (pipeline.Options.RoundRecords);
+	// 0 is the pipeline's default.
+	TransactionRecords int
 
 	mode *choice[pipeline.Delivery]
 }
@@ -244,6 +247,7 @@ func (d *Delivery) Define(b *flagenv.Binder) {
 		"at-least-once, or exactly-once: outputs and input offsets commit in one Kafka transaction (readers of the reply topics then use isolation.level=read_committed)")
 	fs.StringVar(&d.TransactionalID, "transactional-id", "", "exactly-once: this member's transactional id, unique per live member and kept across its restarts (default loyalty-bridge-<hostname>, the pod name in Kubernetes)")
 	fs.DurationVar(&d.TransactionTimeout, "transaction-timeout", pipeline.DefaultTransactionTimeout, "exactly-once: bound on one transaction")
+	fs.IntVar(&d.TransactionRecords, "transaction-records", 0, fmt.Sprintf("exactly-once: records one transaction answers at most; their results are published when the last of them is done (0: %d × --max-in-flight, at most --max-buffered)", pipeline.DefaultRoundsPerInFlight))
 }
 
 // Validate reports every problem of the section and fills the default
@@ -263,12 +267,18 @@ func (d *Delivery) Validate() error {
 	if d.TransactionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("--transaction-timeout %s: must be at least 1s", d.TransactionTimeout))
 	}
+	if d.TransactionRecords < 0 {
+		errs = append(errs, fmt.Errorf("--transaction-records %d: must not be negative", d.TransactionRecords))
+	}
 	return errors.Join(errs...)
 }
 
 // Apply sets the section's pipeline options on o.
 func (d *Delivery) Apply(o *pipeline.Options) {
 	o.Delivery, o.TransactionalID, o.TransactionTimeout = d.Mode, d.TransactionalID, d.TransactionTimeout
+	if d.Mode == pipeline.ExactlyOnce {
+		o.RoundRecords = d.TransactionRecords
+	}
 }
 
 // Ops is how the process is observed: metrics address, logs, and the

@@ -175,7 +175,7 @@
 //
 // With Delivery ExactlyOnce the client is a franz-go GroupTransactSession
 // (transactional producer, read_committed consumer) and work goes in rounds:
-// one poll of at most MaxBuffered records; every record handled as above
+// one poll of at most RoundRecords records; every record handled as above
 // (same lanes, limits, Gate and Fallback), its outputs held in memory; then
 // one transaction produces all of the round's outputs, in poll order, and
 // commits its offsets. A reader with isolation level read_committed sees

@@ -35,7 +35,8 @@ type Meta struct {
 	// already have happened: in AtLeastOnce mode the records between the
 	// committed offset and the dispatch horizon the previous owner left
 	// (see the package doc); in ExactlyOnce mode the first MaxBuffered
-	// records after an assignment (one round) and every record taken
+	// records after an assignment (a previous owner's uncommitted round
+	// is at most that) and every record taken
 	// again after its round was aborted.
 	Fresh bool
 	// Assignment numbers the assignment of the record's partition that
@@ -131,6 +132,16 @@ type Options struct {
 	// partition's commit point, across all partitions; it is what the poll
 	// loop asks for at most. Default 4 × MaxInFlight; at least MaxInFlight.
 	MaxBuffered int
+	// RoundRecords bounds, in ExactlyOnce mode, the records one round
+	// takes: one poll, answered in one transaction once every record of
+	// it is done. Default min(MaxBuffered, DefaultRoundsPerInFlight ×
+	// MaxInFlight); at most MaxBuffered. A round of MaxBuffered (65,536
+	// records in the bridge's default) answered nothing until all of
+	// them were done: at 256 in flight and 20 ms a call, a fresh start's
+	// first results came after the first 24,000 records. A smaller round
+	// answers sooner, and ends more often with its slots emptying behind
+	// its slowest record and a transaction to commit.
+	RoundRecords int
 	// MaxBufferedBytes bounds the same records by size (their keys,
 	// values and headers, plus a fixed allowance per record for the
 	// structures around them); default 64 MiB. A partition is paused at
@@ -232,6 +243,9 @@ const (
 	DefaultTransactionTimeout = 10 * time.Second
 	DefaultLinger             = 2 * time.Millisecond
 	DefaultMaxBufferedBytes   = 64 << 20
+	// DefaultRoundsPerInFlight × MaxInFlight is RoundRecords' default
+	// (docs/performance.md, "Exactly-once rounds", has the sweep).
+	DefaultRoundsPerInFlight = 8
 	// DefaultMaxHorizonStep caps the default HorizonStep: a deep buffer
 	// must not make a crash's successor guard that many records more.
 	DefaultMaxHorizonStep = 1024
@@ -318,6 +332,13 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxBuffered < o.MaxInFlight {
 		bad("MaxBuffered %d is below MaxInFlight %d", o.MaxBuffered, o.MaxInFlight)
+	}
+	neg("RoundRecords", o.RoundRecords)
+	if o.RoundRecords == 0 {
+		o.RoundRecords = min(o.MaxBuffered, DefaultRoundsPerInFlight*o.MaxInFlight)
+	}
+	if o.RoundRecords > o.MaxBuffered {
+		bad("RoundRecords %d exceeds MaxBuffered %d", o.RoundRecords, o.MaxBuffered)
 	}
 	if o.MaxBufferedBytes == 0 {
 		o.MaxBufferedBytes = DefaultMaxBufferedBytes

@@ -121,7 +121,8 @@ func (e *exactlyOnce) run(ctx context.Context) error {
 	p.log.Info("pipeline starting", zap.String("group", p.o.Group), zap.Strings("topics", p.o.Topics),
 		zap.Stringer("delivery", p.o.Delivery), zap.String("transactional_id", p.o.TransactionalID),
 		zap.Stringer("mode", p.o.Mode), zap.Int("max_in_flight", p.o.MaxInFlight),
-		zap.Int("max_in_flight_per_partition", p.o.MaxInFlightPerPartition), zap.Int("max_buffered", p.o.MaxBuffered))
+		zap.Int("max_in_flight_per_partition", p.o.MaxInFlightPerPartition), zap.Int("max_buffered", p.o.MaxBuffered),
+		zap.Int("round_records", p.o.RoundRecords))
 
 	// Dispatch outlives runCtx: on shutdown the current round may still
 	// finish and commit within DrainTimeout.
@@ -157,7 +158,7 @@ func (e *exactlyOnce) run(ctx context.Context) error {
 }
 
 // rounds polls and ends rounds until ctx ends. A round is one poll's
-// records; the next poll waits for the round's transaction, because the
+// records, at most RoundRecords; the next poll waits for the round's transaction, because the
 // session commits every offset polled.
 func (e *exactlyOnce) rounds(ctx context.Context) {
 	p := e.p
@@ -172,7 +173,7 @@ func (e *exactlyOnce) rounds(ctx context.Context) {
 			t.Stop()
 		}
 		pollCtx, cancel := e.claim(ctx)
-		fs := e.sess.PollRecords(pollCtx, p.o.MaxBuffered)
+		fs := e.sess.PollRecords(pollCtx, p.o.RoundRecords)
 		cancel()
 		backoff = p.pollBackoff(fs, backoff)
 		p.enqueue(fs, false)
@@ -189,7 +190,10 @@ func (e *exactlyOnce) rounds(ctx context.Context) {
 }
 
 func (e *exactlyOnce) openLocked(part *partition) {
-	// A previous owner can have done at most one uncommitted round.
+	// A previous owner can have done at most one uncommitted round: of
+	// its RoundRecords, which this member cannot know, and which its
+	// MaxBuffered bounds if it ran with this member's settings (a version
+	// before RoundRecords took whole polls of MaxBuffered).
 	part.state = &roundState{fresh: e.p.o.MaxBuffered}
 }
 

@@ -61,6 +61,23 @@ func TestExactlyOnceOptions(t *testing.T) {
 	if p.o.TransactionTimeout != 10*time.Second {
 		t.Errorf("exactly-once defaults: TransactionTimeout %v", p.o.TransactionTimeout)
 	}
+	// MaxInFlight 256 by default: 8 × 256 is over MaxBuffered 300.
+	if p.o.RoundRecords != 300 {
+		t.Errorf("RoundRecords defaults to %d, want MaxBuffered 300", p.o.RoundRecords)
+	}
+	p, err = New(Options{Brokers: []string{"x"}, Group: "g", Topics: []string{"t"}, Handler: echo(nil),
+		Delivery: ExactlyOnce, TransactionalID: "m-1", MaxInFlight: 16, MaxBuffered: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.o.RoundRecords != DefaultRoundsPerInFlight*16 {
+		t.Errorf("RoundRecords defaults to %d, want %d × MaxInFlight 16", p.o.RoundRecords, DefaultRoundsPerInFlight)
+	}
+	_, err = New(Options{Brokers: []string{"x"}, Group: "g", Topics: []string{"t"}, Handler: echo(nil),
+		Delivery: ExactlyOnce, TransactionalID: "m-1", MaxInFlight: 4, MaxBuffered: 16, RoundRecords: 17})
+	if want := "RoundRecords 17 exceeds MaxBuffered 16"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v does not mention %q", err, want)
+	}
 }
 
 // eosOpts are e.opts in exactly-once mode with small rounds.
@@ -177,6 +194,33 @@ func TestExactlyOnceEveryRecordOnce(t *testing.T) {
 	}
 	if got := rec.doneCount(Processed); got != n {
 		t.Errorf("%d records processed, want %d", got, n)
+	}
+}
+
+// TestExactlyOnceRoundRecords: a round takes at most RoundRecords
+// records, however many one fetch brings, and every record is still
+// answered once.
+func TestExactlyOnceRoundRecords(t *testing.T) {
+	e := newEnv(t, 2)
+	const n, round = 400, 10
+	e.produce(n, func(i int) string { return fmt.Sprintf("k%d", i%13) }, func(i int) int32 { return int32(i % 2) })
+	rec := newRecorder()
+	o := e.eosOpts("g", "member-1", echo(nil))
+	o.RoundRecords = round
+	o.Observer = rec
+	r := start(t, o)
+	e.waitCommittedToEnd("g")
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	e.checkOutputs(e.readAll(outTopic, true), true)
+	if got := rec.doneCount(Processed); got != n {
+		t.Errorf("%d records processed, want %d", got, n)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.maxBuffered > round {
+		t.Errorf("%d records buffered at once, above RoundRecords %d", rec.maxBuffered, round)
 	}
 }
 
