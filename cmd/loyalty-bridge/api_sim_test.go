@@ -1,5 +1,4 @@
-// Built only with -tags sim until internal/sim lands (it is being written in
-// parallel against the API these tests use); then drop the constraint.
+// The api command against the simulator over HTTP.
 
 package main
 

@@ -152,9 +152,10 @@ func TestHeedDoesNotWaitForAnOpenTransaction(t *testing.T) {
 	}
 }
 
-// A revocation forgets its partitions before it drains their records: a
-// record in flight then still heeds the other writers' entries below its
-// intent (read alone, the tail no longer reading the partition).
+// A record whose partition was forgotten while it ran (a handler that
+// outlived its revocation's drain timeout, a lost partition's handler
+// being cut) still heeds the other writers' entries below its intent
+// (read alone, the tail no longer reading the partition).
 func TestHeedAfterForget(t *testing.T) {
 	w := cluster(t)
 	a, _ := w.open(t, nil)

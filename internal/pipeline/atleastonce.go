@@ -210,6 +210,9 @@ func (a *atLeastOnce) revoked(ctx context.Context, cl *kgo.Client, revoked map[s
 	if resume != nil {
 		cl.ResumeFetchPartitions(resume) // a pause must not outlive the assignment
 	}
+	for topic, ns := range revoked {
+		p.obs.Released(topic, ns)
+	}
 
 	commitCtx, cancel := context.WithTimeout(ctx, p.o.DrainTimeout)
 	err := a.commit(commitCtx, cl, parts)
@@ -244,6 +247,7 @@ func (a *atLeastOnce) lost(_ context.Context, cl *kgo.Client, lost map[string][]
 		p.log.Warn("partitions lost; uncommitted records will be processed again by their next owner",
 			zap.String("topic", topic), zap.Int32s("partitions", ns))
 		p.obs.Assigned(topic, ns, false, true)
+		p.obs.Released(topic, ns)
 	}
 	wake(p.wakePoll)
 }

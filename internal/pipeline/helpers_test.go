@@ -326,10 +326,37 @@ type recorder struct {
 	done        map[Outcome]int
 	assigned    map[int32]bool
 	paused      int
+	// running counts each partition's records started and not done;
+	// released, its Released calls; unreleased, the records still
+	// running when their partition was released.
+	running    map[int32]int
+	released   map[int32]int
+	unreleased int
 }
 
 func newRecorder() *recorder {
-	return &recorder{done: map[Outcome]int{}, assigned: map[int32]bool{}}
+	return &recorder{done: map[Outcome]int{}, assigned: map[int32]bool{}, running: map[int32]int{}, released: map[int32]int{}}
+}
+
+func (r *recorder) RecordStarted(_ string, p int32, _ bool) {
+	r.mu.Lock()
+	r.running[p]++
+	r.mu.Unlock()
+}
+
+func (r *recorder) Released(_ string, parts []int32) {
+	r.mu.Lock()
+	for _, p := range parts {
+		r.released[p]++
+		r.unreleased += r.running[p]
+	}
+	r.mu.Unlock()
+}
+
+func (r *recorder) releasedCount(p int32) (int, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.released[p], r.unreleased
 }
 
 func (r *recorder) InFlight(n, b int) {
@@ -340,9 +367,10 @@ func (r *recorder) InFlight(n, b int) {
 	r.mu.Unlock()
 }
 
-func (r *recorder) RecordDone(_ string, _ int32, o Outcome, _ time.Duration) {
+func (r *recorder) RecordDone(_ string, p int32, o Outcome, _ time.Duration) {
 	r.mu.Lock()
 	r.done[o]++
+	r.running[p]--
 	r.mu.Unlock()
 }
 

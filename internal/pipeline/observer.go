@@ -25,6 +25,14 @@ type Observer interface {
 	// when their revocation starts, before the drain (lost false), and when
 	// they are lost (lost true).
 	Assigned(topic string, partitions []int32, assigned bool, lost bool)
+	// Released is called when revoked or lost partitions are dropped:
+	// after a revocation's drain (or its DrainTimeout), at once after a
+	// loss. No record of them is dispatched again until they are assigned
+	// anew; only a handler that outlived a drain's timeout, or a lost
+	// partition's handler being cut, may still be returning. State kept
+	// per partition for the records (the transaction ledger's) can go
+	// here: the draining records needed it until now.
+	Released(topic string, partitions []int32)
 }
 
 // Outcome is how a record left flight.
@@ -65,3 +73,4 @@ func (NopObserver) InFlight(int, int)                                {}
 func (NopObserver) CommitPoint(string, int32, int64)                 {}
 func (NopObserver) Paused(string, int32, bool)                       {}
 func (NopObserver) Assigned(string, []int32, bool, bool)             {}
+func (NopObserver) Released(string, []int32)                         {}

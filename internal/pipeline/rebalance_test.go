@@ -213,6 +213,19 @@ func TestRevokeDrains(t *testing.T) {
 	if a := rec1.doneCount(Abandoned); a != 0 {
 		t.Errorf("member 1 abandoned %d records; the revoke drain should have finished them", a)
 	}
+	// Released comes after the drain: the ledger forgets a partition
+	// there, which the draining records still read.
+	released := 0
+	for p := range int32(2) {
+		n, unreleased := rec1.releasedCount(p)
+		released += n
+		if unreleased != 0 {
+			t.Errorf("member 1 released a partition with %d records still running", unreleased)
+		}
+	}
+	if released == 0 {
+		t.Error("member 1 was revoked but never released a partition")
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for _, c := range fresh {

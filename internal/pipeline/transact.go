@@ -374,6 +374,9 @@ func (e *exactlyOnce) revoke(ctx context.Context, cl *kgo.Client, revoked map[st
 	if resume != nil {
 		cl.ResumeFetchPartitions(resume)
 	}
+	for topic, ns := range revoked {
+		p.obs.Released(topic, ns)
+	}
 	msg := "partitions revoked; the round's transaction aborts"
 	if lost {
 		msg = "partitions lost; the round's transaction aborts"

@@ -75,16 +75,16 @@ func (o *metricsObserver) Assigned(topic string, partitions []int32, assigned, _
 }
 
 // ledgerObserver lets the ledger forget the partitions the member no
-// longer owns (revoked or lost).
+// longer owns (revoked or lost), once they are released: after the drain,
+// whose records still read them. Forgotten at the revocation's start, as
+// it was, a draining record read its partition's ledger again from the
+// start, and the tail followed it until the next revocation.
 type ledgerObserver struct {
 	pipeline.NopObserver
 	l *ledger.Ledger
 }
 
-func (o ledgerObserver) Assigned(topic string, partitions []int32, assigned, _ bool) {
-	if assigned {
-		return
-	}
+func (o ledgerObserver) Released(topic string, partitions []int32) {
 	for _, p := range partitions {
 		o.l.Forget(topic, p)
 	}
@@ -126,6 +126,12 @@ func (os observers) Paused(t string, p int32, paused bool) {
 func (os observers) Assigned(t string, ps []int32, assigned, lost bool) {
 	for _, o := range os {
 		o.Assigned(t, ps, assigned, lost)
+	}
+}
+
+func (os observers) Released(t string, ps []int32) {
+	for _, o := range os {
+		o.Released(t, ps)
 	}
 }
 

@@ -96,6 +96,7 @@ type Service struct {
 	log    *zap.Logger
 	bridge *bridge.Bridge
 	pipe   *pipeline.Pipeline
+	lnMu   sync.Mutex // guards ln: Run takes it to serve, Close to close
 	ln     net.Listener
 	// metricsAddr is ln's address, kept after Run hands ln to the server
 	// (which it takes out of s.ln, so that a second Run cannot serve it).
@@ -456,9 +457,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		return nil
 	})
-	if s.ln != nil {
-		ln := s.ln
-		s.ln = nil
+	if ln := s.takeListener(); ln != nil {
 		g.Go(func() error {
 			if err := telemetry.ServeListener(pipeCtx, ln, telemetry.Handler(s.Metrics, s.Health)); err != nil {
 				return fmt.Errorf("metrics server: %w", err)
@@ -545,10 +544,23 @@ func (d *Deps) Close() {
 // tracingFlushTimeout bounds how long Close waits for the last spans.
 const tracingFlushTimeout = 5 * time.Second
 
-// Close releases what New opened. Run does not call it; the caller does.
+// Close releases what New opened. Run does not call it; the caller does,
+// after Run returns (the clients Run uses are closed here). A Close while
+// Run still starts is no data race on the metrics listener: one of them
+// takes it.
 func (s *Service) Close() {
-	if s.ln != nil {
-		_ = s.ln.Close()
+	if ln := s.takeListener(); ln != nil {
+		_ = ln.Close()
 	}
 	s.Deps.Close()
+}
+
+// takeListener returns the metrics listener not yet served or closed, and
+// leaves nil in its place.
+func (s *Service) takeListener() net.Listener {
+	s.lnMu.Lock()
+	defer s.lnMu.Unlock()
+	ln := s.ln
+	s.ln = nil
+	return ln
 }
