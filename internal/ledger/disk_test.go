@@ -111,7 +111,7 @@ func TestDiskStoreRestartsFromItsCheckpoint(t *testing.T) {
 // its start (whose first offsets lie below the old checkpoint).
 func TestDiskStoreWipedWhenTheTopicIsCreatedAgain(t *testing.T) {
 	w := cluster(t)
-	old, cl := w.open(t, nil)
+	old, _ := w.open(t, nil)
 	w.intend(t, old, 0, "old-0", "old-1")
 	dir := t.TempDir()
 	a, _ := w.process(t, dir)
@@ -122,7 +122,10 @@ func TestDiskStoreWipedWhenTheTopicIsCreatedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	adm := kadm.NewClient(cl)
+	// kadm's ListTopics answers from the client's metadata cache for
+	// MetadataMinAge (5 s by default): the deletion would be seen only
+	// that much later.
+	adm := kadm.NewClient(w.client(t, kgo.MetadataMinAge(10*time.Millisecond)))
 	ctx := ctxT(t)
 	if _, err := adm.DeleteTopic(ctx, w.topic); err != nil {
 		t.Fatal(err)
