@@ -1,9 +1,15 @@
 package reconcile_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -52,12 +58,19 @@ func newHarness(t testing.TB) *harness {
 // (its codes, transaction types and applied status).
 func newHarnessWith(t testing.TB, p partnerprofile.Profile) *harness {
 	t.Helper()
+	return newHarnessFront(t, p, nil)
+}
+
+// newHarnessFront is newHarnessWith with front before the simulator
+// (testkit.SimOptions.Front): answers the simulator cannot give.
+func newHarnessFront(t testing.TB, p partnerprofile.Profile, front func(http.ResponseWriter, *http.Request, http.Handler)) *harness {
+	t.Helper()
 	h := &harness{t: t, topics: codec.Topics{Purchase: realkafka.Name(t, "purchase"),
 		RefundRedemption: realkafka.Name(t, "refund"), MemberOnboarding: realkafka.Name(t, "onboard")}}
 	e := testkit.StartEvents(t, testkit.EventsOptions{Topics: h.topics, Partitions: 2, Kafka: testkit.KafkaOptions{Real: true}})
 	h.brokers, h.cd = e.Brokers, e.Codec
 	h.cl = e.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-	srv := testkit.StartSim(t, testkit.SimOptions{Options: sim.Options{Members: 5, InitialBalance: 100_000, Profile: p}})
+	srv := testkit.StartSim(t, testkit.SimOptions{Options: sim.Options{Members: 5, InitialBalance: 100_000, Profile: p}, Front: front})
 	h.sim = srv.Server
 	a := config.API{BaseURL: srv.URL, AuthURL: srv.URL, Realm: tokensource.DefaultRealm, ClientID: sim.DefaultClientID,
 		ClientSecret: sim.DefaultClientSecret, Username: sim.DefaultUsername, Password: sim.DefaultPassword, Grant: config.GrantPassword,
@@ -772,6 +785,86 @@ func TestReconcileSumsTheSlotsTheBridgeCanWrite(t *testing.T) {
 	}
 	for _, f := range rep.Findings {
 		if want, ok := details[f.TransactionID]; ok && !strings.Contains(f.Detail, want) {
+			t.Errorf("%s: %q, want %q", f.TransactionID, f.Detail, want)
+		}
+	}
+}
+
+// pointsAt answers the partner's lookups of the transactions it names with
+// their transactionPoint replaced: amounts the simulator refuses to plant
+// (it holds at most 1e15 points).
+func pointsAt(points map[string]int64) func(http.ResponseWriter, *http.Request, http.Handler) {
+	return func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		if !strings.HasSuffix(r.URL.Path, "/lookup-transaction-id") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var req struct{ TransactionID string }
+		p, ok := int64(0), false
+		if json.Unmarshal(body, &req) == nil {
+			p, ok = points[req.TransactionID]
+		}
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		var answer map[string]any
+		d := json.NewDecoder(rec.Body)
+		d.UseNumber()
+		if err := d.Decode(&answer); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		data, ok := answer["data"].(map[string]any)
+		if !ok {
+			http.Error(w, "the simulator's lookup answer has no data", http.StatusInternalServerError)
+			return
+		}
+		data["transactionPoint"] = json.Number(strconv.FormatInt(p, 10))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rec.Code)
+		_ = json.NewEncoder(w).Encode(answer)
+	}
+}
+
+// The sum of an original's clawbacks is exact up to math.MaxInt64: a slot
+// of MaxInt64 points alone is summed (and over what was earned); one more
+// point would overflow, and the sum is reported not made rather than
+// wrapped to a negative that looks clean.
+func TestReconcileSumsUpToMaxInt64(t *testing.T) {
+	h := newHarnessFront(t, partnerprofile.Profile{}, pointsAt(map[string]int64{
+		"P-max~cb1": math.MaxInt64, "P-over~cb1": math.MaxInt64, "P-over~cb2": 1,
+	}))
+	h.accrue("P-max", 100_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-max", 1), 1, 1000)
+	h.refund("F-max", "P-max", 1000, events.OutcomeApplied, "P-max~cb1", math.MaxInt64)
+	h.accrue("P-over", 100_000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-over", 1), 1, 1000)
+	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-over", 2), 1, 1000)
+	h.refund("F-over", "P-over", 1000, events.OutcomeApplied, "P-over~cb2", 1)
+
+	rep, err := h.reconciler(nil).Run(context.Background(), reconcile.Request{Inputs: []string{h.topics.RefundRedemption}, Since: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"CLAWBACK_OVER_EARNED P-max", "UNRECOGNISED P-over"}
+	if got := findings(rep); !slices.Equal(got, want) || rep.Originals != 2 {
+		t.Fatalf("findings %q, want %q; originals %d\n%s", got, want, rep.Originals, rep.Table())
+	}
+	details := map[string]string{
+		"P-max":  "its clawbacks took 9223372036854775807 (P-max~cb1 9223372036854775807): 9223372036854775707 more than it earned",
+		"P-over": "clawbacks not summed: P-over~cb2 has transactionPoint 1, not a count of points",
+	}
+	for _, f := range rep.Findings {
+		if want := details[f.TransactionID]; !strings.Contains(f.Detail, want) {
 			t.Errorf("%s: %q, want %q", f.TransactionID, f.Detail, want)
 		}
 	}
