@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
@@ -45,6 +50,7 @@ type harness struct {
 	brokers []string
 	cd      *codec.Codec
 	cl      *kgo.Client
+	fake    *kfake.Cluster // nil on a real cluster
 	sim     *sim.Server
 	api     *config.APIClient
 }
@@ -58,19 +64,30 @@ func newHarness(t testing.TB) *harness {
 // (its codes, transaction types and applied status).
 func newHarnessWith(t testing.TB, p partnerprofile.Profile) *harness {
 	t.Helper()
-	return newHarnessFront(t, p, nil)
+	return newHarnessOpts(t, harnessOptions{profile: p})
 }
 
-// newHarnessFront is newHarnessWith with front before the simulator
-// (testkit.SimOptions.Front): answers the simulator cannot give.
-func newHarnessFront(t testing.TB, p partnerprofile.Profile, front func(http.ResponseWriter, *http.Request, http.Handler)) *harness {
+// harnessOptions are what a test changes in the harness.
+type harnessOptions struct {
+	// profile is the simulator's partner profile.
+	profile partnerprofile.Profile
+	// front sees every partner request before the simulator
+	// (testkit.SimOptions.Front): answers the simulator cannot give.
+	front func(http.ResponseWriter, *http.Request, http.Handler)
+	// fake keeps the harness on kfake even when a real cluster is named:
+	// a test that makes the broker fail (kfake's ControlKey).
+	fake bool
+}
+
+func newHarnessOpts(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
+	p := o.profile
 	h := &harness{t: t, topics: codec.Topics{Purchase: realkafka.Name(t, "purchase"),
 		RefundRedemption: realkafka.Name(t, "refund"), MemberOnboarding: realkafka.Name(t, "onboard")}}
-	e := testkit.StartEvents(t, testkit.EventsOptions{Topics: h.topics, Partitions: 2, Kafka: testkit.KafkaOptions{Real: true}})
-	h.brokers, h.cd = e.Brokers, e.Codec
+	e := testkit.StartEvents(t, testkit.EventsOptions{Topics: h.topics, Partitions: 2, Kafka: testkit.KafkaOptions{Real: !o.fake}})
+	h.brokers, h.cd, h.fake = e.Brokers, e.Codec, e.Fake
 	h.cl = e.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-	srv := testkit.StartSim(t, testkit.SimOptions{Options: sim.Options{Members: 5, InitialBalance: 100_000, Profile: p}, Front: front})
+	srv := testkit.StartSim(t, testkit.SimOptions{Options: sim.Options{Members: 5, InitialBalance: 100_000, Profile: p}, Front: o.front})
 	h.sim = srv.Server
 	a := config.API{BaseURL: srv.URL, AuthURL: srv.URL, Realm: tokensource.DefaultRealm, ClientID: sim.DefaultClientID,
 		ClientSecret: sim.DefaultClientSecret, Username: sim.DefaultUsername, Password: sim.DefaultPassword, Grant: config.GrantPassword,
@@ -840,9 +857,9 @@ func pointsAt(points map[string]int64) func(http.ResponseWriter, *http.Request, 
 // point would overflow, and the sum is reported not made rather than
 // wrapped to a negative that looks clean.
 func TestReconcileSumsUpToMaxInt64(t *testing.T) {
-	h := newHarnessFront(t, partnerprofile.Profile{}, pointsAt(map[string]int64{
+	h := newHarnessOpts(t, harnessOptions{front: pointsAt(map[string]int64{
 		"P-max~cb1": math.MaxInt64, "P-over~cb1": math.MaxInt64, "P-over~cb2": 1,
-	}))
+	})})
 	h.accrue("P-max", 100_000)
 	h.plant(sim.TypeRedemption, bridge.ClawbackID("P-max", 1), 1, 1000)
 	h.refund("F-max", "P-max", 1000, events.OutcomeApplied, "P-max~cb1", math.MaxInt64)
@@ -901,5 +918,64 @@ func TestReconcileMissingTopic(t *testing.T) {
 	_, err := h.reconciler(nil).Run(context.Background(), reconcile.Request{Inputs: []string{missing}, Since: time.Now().Add(-time.Hour)})
 	if err == nil || !strings.Contains(err.Error(), "start offsets of "+missing) {
 		t.Fatalf("err %v, want the start offsets of %s refused", err, missing)
+	}
+}
+
+// A window whose offsets the broker does not give fails, naming the query
+// and the topic, rather than reading a partition it could not bound (or
+// none, and reporting the window clean): the start offsets, the end
+// offsets (last stable), and the offsets at since and at until, each
+// refused for one partition of every topic.
+func TestReconcileWindowOffsetsRefused(t *testing.T) {
+	since, until := time.Now().Add(-time.Hour).Truncate(time.Millisecond), time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	for _, tc := range []struct {
+		name      string
+		timestamp int64 // of the ListOffsets queries refused
+		want      string
+	}{
+		{"start", -2, "start offsets of %s"},
+		{"end", -1, "end offsets of %s"},
+		{"since", since.UnixMilli(), "offsets of %s at " + since.Format(time.RFC3339)},
+		{"until", until.UnixMilli(), "offsets of %s at " + until.Format(time.RFC3339)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarnessOpts(t, harnessOptions{fake: true})
+			purchase := h.topics.Purchase
+			src, _ := h.accrue("A-1", 5000)
+			h.result(src, events.TypePurchaseCompleted, "A-1", events.OutcomeApplied, time.Time{}, nil)
+			h.fake.ControlKey(int16(kmsg.ListOffsets), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+				h.fake.KeepControl()
+				req := kreq.(*kmsg.ListOffsetsRequest)
+				refused := false
+				for _, rt := range req.Topics {
+					for _, rp := range rt.Partitions {
+						refused = refused || rp.Partition == 1 && rp.Timestamp == tc.timestamp
+					}
+				}
+				if !refused {
+					return nil, nil, false
+				}
+				resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+				for _, rt := range req.Topics {
+					st := kmsg.NewListOffsetsResponseTopic()
+					st.Topic = rt.Topic
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewListOffsetsResponseTopicPartition()
+						sp.Partition, sp.Offset = rp.Partition, -1
+						if rp.Partition == 1 {
+							sp.ErrorCode = kerr.UnknownServerError.Code
+						}
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp, nil, true
+			})
+			_, err := h.reconciler(nil).Run(context.Background(), reconcile.Request{Inputs: []string{purchase}, Since: since, Until: until})
+			want := regexp.MustCompile(fmt.Sprintf(regexp.QuoteMeta(tc.want), regexp.QuoteMeta(purchase)+`\S*`) + ": " + regexp.QuoteMeta(kerr.UnknownServerError.Message))
+			if err == nil || !want.MatchString(err.Error()) {
+				t.Fatalf("err %v, want it to match %s", err, want)
+			}
+		})
 	}
 }
