@@ -581,6 +581,41 @@ func TestReconcileBoundsTheWindow(t *testing.T) {
 	}
 }
 
+// The window ends at each partition's first offset at or after Until, as
+// replay and Kafka's tools end it: a result stamped before Until but
+// written after one stamped later is outside, even when the later one is
+// the partition's first record; with Until past both, both are read.
+func TestReconcileWindowEndsAtTheFirstOffsetAfterUntil(t *testing.T) {
+	until := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	for _, tc := range []struct {
+		name    string
+		until   time.Time
+		replies int
+	}{
+		{"the first record is past until", until, 0},
+		{"both records are before until", until.Add(3 * time.Minute), 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			purchase := h.topics.Purchase
+			late, _ := h.accrue("A-late", 5000)
+			early, _ := h.accrue("A-early", 5000)
+			// Partition 0 of the result topic: offset 0 stamped after
+			// until, offset 1 before it.
+			h.result(late, events.TypePurchaseCompleted, "A-late", events.OutcomeApplied, until.Add(time.Minute), nil)
+			h.result(early, events.TypePurchaseCompleted, "A-early", events.OutcomeApplied, until.Add(-time.Minute), nil)
+			rep, err := h.reconciler(nil).Run(context.Background(), reconcile.Request{Inputs: []string{purchase},
+				Since: until.Add(-time.Hour), Until: tc.until})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Replies != tc.replies || rep.Agreed != tc.replies || len(rep.Findings) != 0 {
+				t.Fatalf("%d replies read, %d agreed, findings %q; want %d read and agreed\n%s", rep.Replies, rep.Agreed, findings(rep), tc.replies, rep.Table())
+			}
+		})
+	}
+}
+
 // refund writes a refund's input record and a result naming its clawback
 // slot, with the points the result says it clawed back.
 func (h *harness) refund(id, original string, amount float64, o events.Outcome, slot string, points int64) {
