@@ -616,6 +616,49 @@ func TestReconcileWindowEndsAtTheFirstOffsetAfterUntil(t *testing.T) {
 	}
 }
 
+// A transaction's input record is the one its first reply names, at any
+// offset, the first of a partition included: its amount is compared with
+// the partner's. A second input record with the same transactionId (a
+// producer's duplicate with another amount, answered ALREADY_APPLIED) is
+// not the one the partner applied.
+func TestReconcileComparesTheInputTheFirstReplyNames(t *testing.T) {
+	acc := events.TypePurchaseCompleted
+	for _, tc := range []struct {
+		name      string
+		duplicate bool // a second input record of A-1, for 9,000 VND, answered ALREADY_APPLIED
+		partner   float64
+		want      []string
+	}{
+		{"the partition's first record, amount differs", false, 4100, []string{"DIFFERS A-1"}},
+		{"the partition's first record, amount agrees", false, 4000, nil},
+		{"a later duplicate with another amount", true, 4000, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			first, _ := h.accrue("A-1", 4000)
+			if first.Offset != 0 || first.Partition != 0 {
+				t.Fatalf("the first input record is at %+v, want partition 0 offset 0", first)
+			}
+			h.plant(sim.TypeAccrual, "A-1", 4, tc.partner)
+			h.result(first, acc, "A-1", events.OutcomeApplied, time.Time{}, nil)
+			if tc.duplicate {
+				dup := h.input(h.topics.Purchase, &events.PurchaseCompleted{TransactionID: "A-1", LoyaltyID: member, TransactionDate: time.Now(), Amount: 9000, Currency: "VND"})
+				h.result(dup, acc, "A-1", events.OutcomeAlreadyApplied, time.Time{}, nil)
+			}
+			rep, err := h.reconciler(nil).Run(context.Background(), reconcile.Request{Inputs: []string{h.topics.Purchase}, Since: time.Now().Add(-time.Hour)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := findings(rep); !slices.Equal(got, tc.want) || rep.Checked != 1 {
+				t.Fatalf("findings %q, want %q; checked %d\n%s", got, tc.want, rep.Checked, rep.Table())
+			}
+			if len(tc.want) > 0 && !strings.Contains(rep.Findings[0].Detail, "amount: event 4000, partner 4100") {
+				t.Errorf("detail %q", rep.Findings[0].Detail)
+			}
+		})
+	}
+}
+
 // refund writes a refund's input record and a result naming its clawback
 // slot, with the points the result says it clawed back.
 func (h *harness) refund(id, original string, amount float64, o events.Outcome, slot string, points int64) {
