@@ -659,6 +659,28 @@ func TestReconcileComparesTheInputTheFirstReplyNames(t *testing.T) {
 	}
 }
 
+// A reply naming an input position the topic does not hold yet (at or
+// past its end: another cluster's topic, a topic created again) is judged
+// without its input record, as one whose record is gone, rather than
+// waiting for a record that may never come.
+func TestReconcileReplyNamingAPositionPastTheEnd(t *testing.T) {
+	h := newHarness(t)
+	src, _ := h.accrue("A-1", 4000)
+	past := src
+	past.Offset++ // the partition's end: A-1 is its only record
+	h.result(past, events.TypePurchaseCompleted, "A-1", events.OutcomeApplied, time.Time{}, nil)
+	// Bounded: the wait for a record that never comes fails the test.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rep, err := h.reconciler(nil).Run(ctx, reconcile.Request{Inputs: []string{h.topics.Purchase}, Since: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 0 || rep.Agreed != 1 {
+		t.Fatalf("findings %q, agreed %d\n%s", findings(rep), rep.Agreed, rep.Table())
+	}
+}
+
 // refund writes a refund's input record and a result naming its clawback
 // slot, with the points the result says it clawed back.
 func (h *harness) refund(id, original string, amount float64, o events.Outcome, slot string, points int64) {
@@ -1003,18 +1025,22 @@ func TestReconcileMissingTopic(t *testing.T) {
 // and the topic, rather than reading a partition it could not bound (or
 // none, and reporting the window clean): the start offsets, the end
 // offsets (last stable), and the offsets at since and at until, each
-// refused for one partition of every topic.
+// refused for one partition of every topic; and so do the input records'
+// start and end offsets, refused for the input topic alone.
 func TestReconcileWindowOffsetsRefused(t *testing.T) {
 	since, until := time.Now().Add(-time.Hour).Truncate(time.Millisecond), time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	for _, tc := range []struct {
 		name      string
 		timestamp int64 // of the ListOffsets queries refused
+		inputOnly bool  // refused for the input topic only (not its replies')
 		want      string
 	}{
-		{"start", -2, "start offsets of %s"},
-		{"end", -1, "end offsets of %s"},
-		{"since", since.UnixMilli(), "offsets of %s at " + since.Format(time.RFC3339)},
-		{"until", until.UnixMilli(), "offsets of %s at " + until.Format(time.RFC3339)},
+		{"start", -2, false, "start offsets of %s"},
+		{"end", -1, false, "end offsets of %s"},
+		{"since", since.UnixMilli(), false, "offsets of %s at " + since.Format(time.RFC3339)},
+		{"until", until.UnixMilli(), false, "offsets of %s at " + until.Format(time.RFC3339)},
+		{"input start", -2, true, "start offsets of %s"},
+		{"input end", -1, true, "end offsets of %s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarnessOpts(t, harnessOptions{fake: true})
@@ -1027,7 +1053,7 @@ func TestReconcileWindowOffsetsRefused(t *testing.T) {
 				refused := false
 				for _, rt := range req.Topics {
 					for _, rp := range rt.Partitions {
-						refused = refused || rp.Partition == 1 && rp.Timestamp == tc.timestamp
+						refused = refused || rp.Partition == 1 && rp.Timestamp == tc.timestamp && (!tc.inputOnly || rt.Topic == purchase)
 					}
 				}
 				if !refused {
