@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -678,6 +679,33 @@ func TestReconcileReplyNamingAPositionPastTheEnd(t *testing.T) {
 	}
 	if len(rep.Findings) != 0 || rep.Agreed != 1 {
 		t.Fatalf("findings %q, agreed %d\n%s", findings(rep), rep.Agreed, rep.Table())
+	}
+}
+
+// A run stopped during its lookups returns ctx's error with the report
+// so far, which counts the lookups not made and is not OK.
+func TestReconcileStoppedDuringLookups(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"A-1", "A-2", "A-3"} {
+		src, _ := h.accrue(id, 5000)
+		h.result(src, events.TypePurchaseCompleted, id, events.OutcomeApplied, time.Time{}, nil)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := h.reconciler(func(o *reconcile.Options) {
+		o.Concurrency = 1
+		o.Progress = func(done, _ int) {
+			if done == 1 {
+				cancel() // before the next lookup starts: one at a time
+			}
+		}
+	})
+	rep, err := r.Run(ctx, reconcile.Request{Inputs: []string{h.topics.Purchase}, Since: time.Now().Add(-time.Hour)})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	if rep == nil || rep.Interrupted != 2 || rep.OK() || !strings.Contains(rep.Table(), "not looked up (interrupted)") {
+		t.Fatalf("report %+v, want 2 lookups interrupted and not OK", rep)
 	}
 }
 
