@@ -395,6 +395,9 @@ func TestReconcileCleanWindow(t *testing.T) {
 	if !rep.OK() || rep.Checked != 1 || rep.Agreed != 1 || rep.Replies != 1 {
 		t.Fatalf("OK %v, checked %d, agreed %d, replies %d\n%s", rep.OK(), rep.Checked, rep.Agreed, rep.Replies, rep.Table())
 	}
+	if strings.Contains(rep.Table(), "interrupted") {
+		t.Errorf("a run that was not stopped reports lookups interrupted:\n%s", rep.Table())
+	}
 }
 
 // What an answer means is the partner profile's alone: a profile that
