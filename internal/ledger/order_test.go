@@ -167,21 +167,70 @@ func TestHeedAfterForget(t *testing.T) {
 	if h := intendHeed(t, wa, "p-1"); h.Intent == nil {
 		t.Fatalf("after Forget, the other writer's intent below is not heeded: %+v", h)
 	}
+	// Read alone again, from past the intent just heeded: what was heeded
+	// is not heeded twice.
+	if h := intendHeed(t, wa, "p-1"); h.Intent != nil || h.Settled != nil {
+		t.Fatalf("after Forget, an entry heeded already is heeded again: %+v", h)
+	}
 }
 
 // An intent read back later than SendWithin after it was made sends
 // nothing: another process that finds it waits for a write sent by then.
+// Read back exactly SendWithin after, it is still in time.
 func TestHeedOfALateIntent(t *testing.T) {
-	w := cluster(t)
-	var shift atomic.Int64
-	a, _ := w.open(t, func() time.Time { return time.Now().Add(time.Duration(shift.Load())) })
-	_, wa := w.watch(t, a, "p-1")
-	o, err := wa.Intend(ctxT(t), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1"})
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // from the intent's At to its Heed
+		late  bool
+	}{
+		{"exactly SendWithin", ledger.SendWithin, false},
+		{"past SendWithin", ledger.SendWithin + time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := cluster(t)
+			base := time.Now()
+			var shift atomic.Int64
+			a, _ := w.open(t, func() time.Time { return base.Add(time.Duration(shift.Load())) })
+			_, wa := w.watch(t, a, "p-1")
+			o, err := wa.Intend(ctxT(t), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			shift.Store(int64(tc.after))
+			if _, err := wa.Heed(ctxT(t), o); errors.Is(err, ledger.ErrLate) != tc.late {
+				t.Fatalf("Heed %s after the intent: %v, want late %v", tc.after, err, tc.late)
+			}
+		})
 	}
-	shift.Store(int64(ledger.SendWithin + time.Millisecond))
-	if _, err := wa.Heed(ctxT(t), o); !errors.Is(err, ledger.ErrLate) {
-		t.Fatalf("Heed of an intent older than SendWithin: %v, want ErrLate", err)
+}
+
+// HeedWithin waits for the tail to pass an offset not written yet until
+// its bound passes (an error matching context.DeadlineExceeded, its
+// context still alive); with no bound of its own (0), until its context
+// ends, with the context's error.
+func TestHeedWithinWaitsForItsBound(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		within, ctx time.Duration
+		ctxEnded    bool // when HeedWithin returns
+	}{
+		{"no bound: the context's", 0, 300 * time.Millisecond, true},
+		{"a bound shorter than the context", 50 * time.Millisecond, 3 * time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := cluster(t)
+			a, _ := w.open(t, nil)
+			_, wa := w.watch(t, a, "p-1")
+			o, err := wa.Intend(ctxT(t), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(ctxT(t), tc.ctx)
+			defer cancel()
+			_, err = wa.HeedWithin(ctx, o+1, tc.within)
+			if (ctx.Err() != nil) != tc.ctxEnded || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("HeedWithin of an offset not written: %v, returned with its context ended %v; want %v", err, ctx.Err() != nil, tc.ctxEnded)
+			}
+		})
 	}
 }
