@@ -176,7 +176,7 @@ func TestLedgerCatchesUpOnAssignment(t *testing.T) { eachStore(t, testLedgerCatc
 
 func testLedgerCatchesUpOnAssignment(t *testing.T, disk bool) {
 	w := cluster(t).on(disk)
-	a, _ := w.open(t, nil)
+	a, acl := w.open(t, nil)
 	b, _ := w.open(t, nil)
 	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "p-1"); e != nil {
 		t.Fatalf("found %+v before anything was written", e)
@@ -198,11 +198,26 @@ func testLedgerCatchesUpOnAssignment(t *testing.T, disk bool) {
 	}
 	// The writer's own settled outcome, still on its way to Kafka, is not
 	// hidden by its intent read back.
-	if _, err := a.Settle(w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1", Outcome: "APPLIED"}); err != nil {
+	settled, err := a.Settle(w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1", Outcome: "APPLIED"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if e := w.lookup(t, a, 0, 3, ledger.Accrual, "p-1"); e == nil || e.State != ledger.Settled {
 		t.Fatalf("the writer's settled entry after reading its intent back: %+v", e)
+	}
+	// Written to Kafka, the settled outcome replaces the intent the other
+	// process holds, under the same assignment (the tail).
+	if err := acl.ProduceSync(ctxT(t), settled).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if e := w.lookup(t, b, 0, 2, ledger.Accrual, "p-1"); e != nil && e.State == ledger.Settled {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("another writer's settled outcome never replaced its intent under the same assignment")
+		}
+		time.Sleep(5 * time.Millisecond) // polling, with a deadline
 	}
 	// Revoked: forgotten, memory freed (on disk, the entries stay);
 	// asked again, read again.
