@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -272,6 +273,47 @@ func testLedgerForgetsPastTheWindow(t *testing.T, disk bool) {
 	}
 	if n != 2 {
 		t.Errorf("the writer keeps %d entries, want 2", n)
+	}
+}
+
+// A memory store scans its entries for old ones each time the window has
+// moved by a 24th of itself (an hour of a day): an entry outlives the
+// window by that much at most, and not a moment more.
+func TestLedgerScansEachTwentyFourthOfTheWindow(t *testing.T) {
+	w := cluster(t)
+	start := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	var shift atomic.Int64
+	clock := func() time.Time { return start.Add(time.Duration(shift.Load())) }
+	a, _ := w.open(t, clock)
+	if err := a.Intend(ctxT(t), w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1"}); err != nil {
+		t.Fatal(err)
+	}
+	// A lookup a window and a minute later scans (the first): p-1 is past
+	// the window, and forgotten.
+	shift.Store(int64(ledger.DefaultWindow + time.Minute))
+	if e := w.lookup(t, a, 0, 1, ledger.Accrual, "p-2"); e != nil || a.Size(w.input, 0) != 0 {
+		t.Fatalf("found %+v, %d entries kept; want p-1 forgotten", e, a.Size(w.input, 0))
+	}
+	// p-2, made then, is past the window from 2W + 1 min on. A lookup at
+	// 2W + 1 min - 30 min scans (the last scan was a day ago) and keeps
+	// it; the next scan comes exactly an hour later, not before.
+	if err := a.Intend(ctxT(t), w.rec(0, 2), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-2"}); err != nil {
+		t.Fatal(err)
+	}
+	scan := 2*ledger.DefaultWindow + time.Minute - 30*time.Minute
+	for _, step := range []struct {
+		at   time.Duration // since start
+		kept int
+	}{
+		{scan, 1},
+		{scan + ledger.DefaultWindow/24 - time.Millisecond, 1}, // p-2 past the window, no scan yet
+		{scan + ledger.DefaultWindow/24, 0},
+	} {
+		shift.Store(int64(step.at))
+		_ = w.lookup(t, a, 0, 1, ledger.Accrual, "p-3")
+		if n := a.Size(w.input, 0); n != step.kept {
+			t.Fatalf("at start + %s: %d entries kept, want %d", step.at, n, step.kept)
+		}
 	}
 }
 
