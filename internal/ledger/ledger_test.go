@@ -425,6 +425,14 @@ func testLedgerCovers(t *testing.T, disk bool) {
 	if err := a.Intend(ctxT(t), w.rec(0, 1), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1"}); err != nil {
 		t.Fatal(err)
 	}
+	// A later entry leaves the first one first.
+	now = start.Add(2 * time.Hour)
+	if err := a.Intend(ctxT(t), w.rec(0, 2), ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if e := w.lookup(t, a, 0, 1, ledger.Accrual, "p-2"); e == nil {
+		t.Fatal("p-2 not read back")
+	}
 	now = start.Add(3 * time.Hour)
 	cases := []struct {
 		name string
