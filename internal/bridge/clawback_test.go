@@ -275,39 +275,44 @@ func TestClawbackHalfOpenProbeWithTwoRefundsOfAnOriginal(t *testing.T) {
 // moves on, and the record's next attempt, guarded, finds the slot its
 // write went to as its own.
 func TestClawbackAfterAnAmbiguousWrite(t *testing.T) {
-	when := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250, RefundDate: when}
-	p := &fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000},
-		slots: map[string]*loyalty.Transaction{}, redeem: &loyalty.TransientError{Status: 504, Ambiguous: true}}
-	p.onRedeem = func(r loyalty.RedemptionRequest) {
-		p.slots[r.TransactionID] = &loyalty.Transaction{TransactionType: redemptionType, Status: appliedStatus,
-			TransactionPoint: r.UsedPoint, TransactionAmount: r.TransactionAmount}
-	}
-	b := &Bridge{o: Options{Profile: prof}, log: zap.NewNop()}
-	st := &recordState{}
-	g := &guardedPartner{partner: p, b: b, st: st}
-	if _, err := refund(context.Background(), ev, prof, g); !loyalty.IsAmbiguous(err) {
-		t.Fatalf("first attempt: %v", err)
-	}
-	if len(b.lanes.m) != 0 || st.clawSlot != "T-1~cb1" || !st.guard {
-		t.Fatalf("after an ambiguous write: %d lanes held, slot %q, guard %v", len(b.lanes.m), st.clawSlot, st.guard)
-	}
-	// Another refund of the original, in between: the landed write is
-	// another's clawback to it.
-	p.redeem = nil
-	other := &events.PurchaseRefunded{TransactionID: "R-2", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 300, RefundDate: when}
-	r, err := refund(context.Background(), other, prof, &guardedPartner{partner: p, b: b, st: &recordState{}})
-	if err != nil || r.Outcome != events.OutcomeApplied || deref(r.ClawbackTransactionID) != "T-1~cb2" || *r.Points != 30 {
-		t.Fatalf("another refund: %+v, %v", r, err)
-	}
-	// The record's next attempt finds its own.
-	r, err = refund(context.Background(), ev, prof, g)
-	if err != nil || r.Outcome != events.OutcomeAlreadyApplied || deref(r.ClawbackTransactionID) != "T-1~cb1" || *r.Points != 25 {
-		t.Fatalf("second attempt: %+v, %v", r, err)
-	}
-	if len(b.lanes.m) != 0 {
-		t.Errorf("%d lanes held after the attempts", len(b.lanes.m))
-	}
+	// In a bubble: the other refund waits out the apply window (2 s, the
+	// default) behind the ambiguous write before it takes the lane, on the
+	// fake clock.
+	synctest.Test(t, func(t *testing.T) {
+		when := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+		ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250, RefundDate: when}
+		p := &fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000},
+			slots: map[string]*loyalty.Transaction{}, redeem: &loyalty.TransientError{Status: 504, Ambiguous: true}}
+		p.onRedeem = func(r loyalty.RedemptionRequest) {
+			p.slots[r.TransactionID] = &loyalty.Transaction{TransactionType: redemptionType, Status: appliedStatus,
+				TransactionPoint: r.UsedPoint, TransactionAmount: r.TransactionAmount}
+		}
+		b := &Bridge{o: Options{Profile: prof}, log: zap.NewNop()}
+		st := &recordState{}
+		g := &guardedPartner{partner: p, b: b, st: st}
+		if _, err := refund(context.Background(), ev, prof, g); !loyalty.IsAmbiguous(err) {
+			t.Fatalf("first attempt: %v", err)
+		}
+		if len(b.lanes.m) != 0 || st.clawSlot != "T-1~cb1" || !st.guard {
+			t.Fatalf("after an ambiguous write: %d lanes held, slot %q, guard %v", len(b.lanes.m), st.clawSlot, st.guard)
+		}
+		// Another refund of the original, in between: the landed write is
+		// another's clawback to it.
+		p.redeem = nil
+		other := &events.PurchaseRefunded{TransactionID: "R-2", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 300, RefundDate: when}
+		r, err := refund(context.Background(), other, prof, &guardedPartner{partner: p, b: b, st: &recordState{}})
+		if err != nil || r.Outcome != events.OutcomeApplied || deref(r.ClawbackTransactionID) != "T-1~cb2" || *r.Points != 30 {
+			t.Fatalf("another refund: %+v, %v", r, err)
+		}
+		// The record's next attempt finds its own.
+		r, err = refund(context.Background(), ev, prof, g)
+		if err != nil || r.Outcome != events.OutcomeAlreadyApplied || deref(r.ClawbackTransactionID) != "T-1~cb1" || *r.Points != 25 {
+			t.Fatalf("second attempt: %+v, %v", r, err)
+		}
+		if len(b.lanes.m) != 0 {
+			t.Errorf("%d lanes held after the attempts", len(b.lanes.m))
+		}
+	})
 }
 
 // A slot that shows another bitReference than the write just made was

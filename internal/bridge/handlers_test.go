@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/zap"
@@ -190,34 +191,38 @@ func TestLinkHandler(t *testing.T) {
 // found transaction is the result without a write; an ambiguous failure
 // guards the next attempt, which finds the first one applied.
 func TestPolicyGuardsAfterAmbiguity(t *testing.T) {
-	b := &Bridge{o: Options{RecordAttempts: 3, RetryBackoff: time.Millisecond}}
-	b.log = zap.NewNop()
-	ev := &events.RedemptionRequested{TransactionID: "X-1", LoyaltyID: "L-1", UsedPoint: 5, Sign: ptr("s")}
-	h, err := handlerFor(ev, partnerprofile.Profile{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &fakePartner{redeem: &loyalty.TransientError{Status: 504, Ambiguous: true}, lookErr: notFound}
-	st := &recordState{}
-	// First attempt: ambiguous. Second: the guard looks up and finds it.
-	first := true
-	wrapped := &switchingPartner{fakePartner: p, after: func() {
-		if first {
-			first = false
-			p.redeem, p.lookErr = nil, nil
-			p.lookup = &loyalty.Transaction{TransactionType: redemptionType, Status: appliedStatus, TransactionPoint: 5, BitReference: "B-1"}
+	// In a bubble: the retry waits out the apply window (2 s, the
+	// default) after the ambiguous write before it looks, on the fake clock.
+	synctest.Test(t, func(t *testing.T) {
+		b := &Bridge{o: Options{RecordAttempts: 3, RetryBackoff: time.Millisecond}}
+		b.log = zap.NewNop()
+		ev := &events.RedemptionRequested{TransactionID: "X-1", LoyaltyID: "L-1", UsedPoint: 5, Sign: ptr("s")}
+		h, err := handlerFor(ev, partnerprofile.Profile{})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}}
-	r, err := b.policy(st, h)(context.Background(), wrapped)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Outcome != events.OutcomeAlreadyApplied || st.attempts != 2 || !st.guarded {
-		t.Fatalf("outcome %s, attempts %d, guarded %v; calls %v", r.Outcome, st.attempts, st.guarded, p.calls)
-	}
-	if want := []string{"redeem X-1", "lookup X-1"}; len(p.calls) != 2 || p.calls[0] != want[0] || p.calls[1] != want[1] {
-		t.Fatalf("calls %v, want %v", p.calls, want)
-	}
+		p := &fakePartner{redeem: &loyalty.TransientError{Status: 504, Ambiguous: true}, lookErr: notFound}
+		st := &recordState{}
+		// First attempt: ambiguous. Second: the guard looks up and finds it.
+		first := true
+		wrapped := &switchingPartner{fakePartner: p, after: func() {
+			if first {
+				first = false
+				p.redeem, p.lookErr = nil, nil
+				p.lookup = &loyalty.Transaction{TransactionType: redemptionType, Status: appliedStatus, TransactionPoint: 5, BitReference: "B-1"}
+			}
+		}}
+		r, err := b.policy(st, h)(context.Background(), wrapped)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Outcome != events.OutcomeAlreadyApplied || st.attempts != 2 || !st.guarded {
+			t.Fatalf("outcome %s, attempts %d, guarded %v; calls %v", r.Outcome, st.attempts, st.guarded, p.calls)
+		}
+		if want := []string{"redeem X-1", "lookup X-1"}; len(p.calls) != 2 || p.calls[0] != want[0] || p.calls[1] != want[1] {
+			t.Fatalf("calls %v, want %v", p.calls, want)
+		}
+	})
 }
 
 // switchingPartner runs after once the first redemption has failed.

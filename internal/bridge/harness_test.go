@@ -67,7 +67,8 @@ type stackOpts struct {
 	// password overrides the client's password (a wrong one: AUTH).
 	password string
 	// profile is the bridge side's partner profile (signer, client and
-	// bridge); the simulator's is sim.Profile.
+	// bridge); the simulator's is sim.Profile. Its ApplyWindow, when
+	// zero, is testApplyWindow rather than the 2 s default.
 	profile partnerprofile.Profile
 	// quiet logs nothing (benchmarks: debug lines would be most of what
 	// they measure).
@@ -125,8 +126,21 @@ func (a *canned) write(w http.ResponseWriter) {
 	_, _ = io.WriteString(w, a.body)
 }
 
+// testApplyWindow is the stack's apply window unless a test sets its
+// own. The simulator applies a write before it answers (an apply-then-500
+// included) unless a test asks for a late apply, and those tests set
+// their window; so every lookup after the window finds what it would
+// find after the 2 s default, and a guarded retry still waits the
+// window before it looks (the same code path, shorter). With the
+// default, each ambiguous write cost 2 s of the suite's wall time
+// (TestGuard 12 s, TestCrashRestart 19 s).
+const testApplyWindow = 100 * time.Millisecond
+
 func newStack(t testing.TB, o stackOpts) *stack {
 	t.Helper()
+	if o.profile.ApplyWindow == 0 {
+		o.profile.ApplyWindow = testApplyWindow
+	}
 	s := &stack{t: t, logs: &testkit.SyncBuffer{}, metrics: telemetry.NewMetrics(), profile: o.profile}
 	// Every line the bridge, client and token cache write, at debug, as
 	// JSON: what the PII canaries are checked against.

@@ -379,7 +379,9 @@ func (g *slowGate) Allowed(context.Context) bool { return true }
 // intent wait for its write by the intent's time plus SendWithin, a call
 // and the apply window, and a later send could land after they looked. It
 // is intended again, then sent: one effect, and the gate asked twice.
+// Parallel: it waits out SendWithin (5 s) beside the other tests that do.
 func TestWriteHeldPastItsIntentIntendsAgain(t *testing.T) {
+	t.Parallel()
 	gate := &slowGate{delay: ledger.SendWithin + 300*time.Millisecond}
 	s := newStack(t, stackOpts{sim: sim.Options{DuplicatePolicy: sim.DuplicateApply}, writeGate: gate})
 	l, part := s.withLedger("late")

@@ -59,7 +59,14 @@ func (s *stack) holdFirstLookup(held chan<- struct{}, release <-chan struct{}) {
 // lookup is answered "not found" at the partner and held there while the
 // first handles the record from start to end; then it goes on to intend
 // and (before the fix) write.
+//
+// Each case waits out ledger.SendWithin (5 s, a protocol constant every
+// process shares, not an option) behind the other's intent: the cases run
+// in parallel, with each other and with the other tests that wait on it,
+// each in its own stack (broker, partner, ledgers), so that the wait is
+// paid about once rather than four times.
 func TestReplayBesideLiveWritesOnce(t *testing.T) {
+	t.Parallel()
 	kinds := []struct {
 		name, topic string
 		ev          events.Event
@@ -81,6 +88,7 @@ func TestReplayBesideLiveWritesOnce(t *testing.T) {
 					name += "/settled-entry-produced"
 				}
 				t.Run(name, func(t *testing.T) {
+					t.Parallel()
 					s := newStack(t, stackOpts{sim: sim.Options{DuplicatePolicy: sim.DuplicateApply, InitialBalance: 1000},
 						profile: partnerprofile.Profile{ApplyWindow: 200 * time.Millisecond}})
 					la, part := s.withLedger("order")
