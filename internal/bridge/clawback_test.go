@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/telemetry"
 )
 
 // The slot logic alone, over a fake partner; the guarantees over the
@@ -36,6 +38,9 @@ func TestClawbackSlots(t *testing.T) {
 	for k := 1; k <= MaxClawbacks; k++ {
 		many[ClawbackID("T-1", k)] = slot(1, 1, other)
 	}
+	// All but the last: slot MaxClawbacks is still the refund's to take.
+	lastFree := maps.Clone(many)
+	delete(lastFree, ClawbackID("T-1", MaxClawbacks))
 	for _, tc := range []struct {
 		name      string
 		slots     map[string]*loyalty.Transaction
@@ -66,6 +71,7 @@ func TestClawbackSlots(t *testing.T) {
 		{"may repeat: its own slot, whatever its time", map[string]*loyalty.Transaction{"T-1~cb1": slot(25, 250, when.Add(-72*time.Hour))},
 			true, events.OutcomeAlreadyApplied, "", 25, "T-1~cb1", false},
 		{"every slot filled", many, false, "", events.ReasonClawbackLimit, 0, "", false},
+		{"every slot filled but the last", lastFree, false, events.OutcomeApplied, "", 25, ClawbackID("T-1", MaxClawbacks), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := fakePartner{lookup: original, slots: tc.slots}
@@ -360,13 +366,20 @@ func TestClawbackSlotAnswersFollowTheProfile(t *testing.T) {
 	}
 
 	p := fakePartner{lookup: original, slots: slot("PENDING")}
-	_, err := refund(context.Background(), ev, prof, p.guarded(&recordState{guard: true}))
+	m := telemetry.NewMetrics()
+	g := &guardedPartner{partner: &p, b: &Bridge{o: Options{Profile: prof, Metrics: m}, log: zap.NewNop()}, st: &recordState{guard: true}}
+	_, err := refund(context.Background(), ev, prof, g)
 	var ue *loyalty.UnrecognisedAnswerError
 	if !errors.As(err, &ue) || ue.Field != loyalty.FieldStatus || ue.Value != "PENDING" || !transient(err) {
 		t.Fatalf("unknown slot status: %v", err)
 	}
 	if slices.ContainsFunc(p.calls, func(c string) bool { return c[:6] == "redeem" }) {
 		t.Errorf("wrote on an unrecognised answer: %v", p.calls)
+	}
+	// Counted where an operator looks for held records' answers, as the
+	// guard's own lookups are.
+	if got := gauge(m.GuardLookups.WithLabelValues("unrecognised")); got != 1 {
+		t.Errorf("guard_lookups_total{result=unrecognised} %v after an unrecognised slot, want 1", got)
 	}
 
 	// Looks like its own, and the record may repeat, but it failed: the
@@ -375,6 +388,14 @@ func TestClawbackSlotAnswersFollowTheProfile(t *testing.T) {
 	r, err := refund(context.Background(), ev, prof, p.guarded(&recordState{guard: true}))
 	if err != nil || r.Outcome != events.OutcomeApplied || deref(r.ClawbackTransactionID) != "T-1~cb2" || *r.Points != 25 {
 		t.Fatalf("failed slot: %+v, %v", r, err)
+	}
+
+	// A failed slot that reports no points is a count (zero), not an
+	// answer to hold on: the refund claws back in the next slot.
+	p = fakePartner{lookup: original, slots: map[string]*loyalty.Transaction{"T-1~cb1": {TransactionType: redemptionType, Status: "FAILED", TransactionAmount: 250}}}
+	r, err = refund(context.Background(), ev, prof, p.guarded(&recordState{}))
+	if err != nil || r.Outcome != events.OutcomeApplied || deref(r.ClawbackTransactionID) != "T-1~cb2" || *r.Points != 25 {
+		t.Fatalf("failed slot of zero points: %+v, %v", r, err)
 	}
 }
 
