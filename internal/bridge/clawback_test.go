@@ -480,6 +480,19 @@ func TestClawbackRefusesSlotPointsItCannotCount(t *testing.T) {
 			}
 		})
 	}
+	// The largest sum that is still a count: the original is taken in
+	// full, nothing written, and not held.
+	t.Run("summing to exactly MaxInt64", func(t *testing.T) {
+		p := fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000},
+			slots: map[string]*loyalty.Transaction{"T-1~cb1": slot(60), "T-1~cb2": slot(math.MaxInt64 - 60)}}
+		r, err := refund(context.Background(), ev, prof, p.guarded(&recordState{}))
+		if err != nil || r.Outcome != events.OutcomeNoOp || *r.Points != 0 || *r.RequestedPoints != 25 {
+			t.Fatalf("got %+v, %v, want NO_OP: the earlier clawbacks took it all", r, err)
+		}
+		if slices.ContainsFunc(p.calls, func(c string) bool { return c[:6] == "redeem" }) {
+			t.Errorf("wrote past the cap: %v", p.calls)
+		}
+	})
 }
 
 // ClawbackSlot reads exactly the ids ClawbackID makes.
