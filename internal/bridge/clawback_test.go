@@ -70,6 +70,10 @@ func TestClawbackSlots(t *testing.T) {
 			false, events.OutcomeApplied, "", 25, "T-1~cb2", true},
 		{"may repeat: its own slot, whatever its time", map[string]*loyalty.Transaction{"T-1~cb1": slot(25, 250, when.Add(-72*time.Hour))},
 			true, events.OutcomeAlreadyApplied, "", 25, "T-1~cb1", false},
+		// A partner may keep amounts in whole currency units: half a unit
+		// off is still the refund's amount.
+		{"may repeat: its own slot, the amount half a unit off", map[string]*loyalty.Transaction{"T-1~cb1": slot(25, 250.5, other)},
+			true, events.OutcomeAlreadyApplied, "", 25, "T-1~cb1", false},
 		{"every slot filled", many, false, "", events.ReasonClawbackLimit, 0, "", false},
 		{"every slot filled but the last", lastFree, false, events.OutcomeApplied, "", 25, ClawbackID("T-1", MaxClawbacks), true},
 	} {
@@ -103,6 +107,26 @@ func TestClawbackSlots(t *testing.T) {
 				t.Errorf("redemption %+v", p.last)
 			}
 		})
+	}
+}
+
+// A refund of an original whose clawbacks took all it earned stops at the
+// slot that filled it: NO_OP, nothing written, and no lookup beyond it (a
+// refund costs the original's lookup and one per filled slot).
+func TestClawbackStopsAtAFullOriginal(t *testing.T) {
+	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250,
+		RefundDate: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	p := fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000},
+		slots: map[string]*loyalty.Transaction{
+			"T-1~cb1": {TransactionType: redemptionType, Status: appliedStatus, TransactionPoint: 60, TransactionAmount: 600},
+			"T-1~cb2": {TransactionType: redemptionType, Status: appliedStatus, TransactionPoint: 40, TransactionAmount: 400},
+		}}
+	r, err := refund(context.Background(), ev, prof, p.guarded(&recordState{}))
+	if err != nil || r.Outcome != events.OutcomeNoOp || *r.Points != 0 || *r.RequestedPoints != 25 {
+		t.Fatalf("got %+v, %v, want NO_OP", r, err)
+	}
+	if want := []string{"lookup T-1", "lookup T-1~cb1", "lookup T-1~cb2"}; !slices.Equal(p.calls, want) {
+		t.Errorf("calls %v, want %v", p.calls, want)
 	}
 }
 
