@@ -130,6 +130,30 @@ func TestClawbackStopsAtAFullOriginal(t *testing.T) {
 	}
 }
 
+// A refund whose ledger intent names its slot (a crash or an ambiguous
+// write after the intent) takes that slot for its own, and no other: a
+// twin's slot before it, alike in amount and points, is counted as
+// another refund's.
+func TestClawbackOwnSlotFromTheLedger(t *testing.T) {
+	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250,
+		RefundDate: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	twin := func() *loyalty.Transaction {
+		return &loyalty.Transaction{TransactionType: redemptionType, Status: appliedStatus, TransactionPoint: 25, TransactionAmount: 250, BitReference: "B"}
+	}
+	p := fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000},
+		slots: map[string]*loyalty.Transaction{"T-1~cb1": twin(), "T-1~cb2": twin()}}
+	r, err := refund(context.Background(), ev, prof, p.guarded(&recordState{guard: true, ledgerSlot: "T-1~cb2"}))
+	if err != nil {
+		t.Fatalf("got %v, want ALREADY_APPLIED in T-1~cb2, the slot its intent named", err)
+	}
+	if r.Outcome != events.OutcomeAlreadyApplied || deref(r.ClawbackTransactionID) != "T-1~cb2" || *r.Points != 25 {
+		t.Fatalf("got %s in %s (%d points), want ALREADY_APPLIED in T-1~cb2, the slot its intent named", r.Outcome, deref(r.ClawbackTransactionID), *r.Points)
+	}
+	if slices.ContainsFunc(p.calls, func(c string) bool { return c[:6] == "redeem" }) {
+		t.Errorf("wrote again: %v", p.calls)
+	}
+}
+
 // A lane has one holder at a time: a second acquirer of the key waits,
 // durably, until the holder lets go, while another key is free. synctest
 // makes "waits" exact: after synctest.Wait the waiter either holds the lane
