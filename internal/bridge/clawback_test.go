@@ -154,6 +154,33 @@ func TestClawbackOwnSlotFromTheLedger(t *testing.T) {
 	}
 }
 
+// A slot taken for the refund's own by its amount and points, rather than
+// because the refund's earlier attempt wrote it, says so at debug level
+// (it may be a twin's): one line when the record did not write it, none
+// when it did.
+func TestClawbackSaysWhenASlotMatchedByLooks(t *testing.T) {
+	ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250,
+		RefundDate: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	for _, tc := range []struct {
+		name, written string
+		lines         int
+	}{{"written by another attempt or process", "", 1}, {"written by this record", "T-1~cb1", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &fakePartner{lookup: &loyalty.Transaction{TransactionType: accrualType, Status: appliedStatus, TransactionPoint: 100, TransactionAmount: 1000},
+				slots: map[string]*loyalty.Transaction{"T-1~cb1": {TransactionType: redemptionType, Status: appliedStatus, TransactionPoint: 25, TransactionAmount: 250}}}
+			core, logs := observer.New(zap.DebugLevel)
+			g := &guardedPartner{partner: p, b: &Bridge{o: Options{Profile: prof}, log: zap.New(core)}, st: &recordState{guard: true, clawSlot: tc.written}}
+			r, err := refund(context.Background(), ev, prof, g)
+			if err != nil || r.Outcome != events.OutcomeAlreadyApplied || deref(r.ClawbackTransactionID) != "T-1~cb1" {
+				t.Fatalf("got %v, %v, want ALREADY_APPLIED in T-1~cb1", r, err)
+			}
+			if n := logs.FilterMessage("clawback slot matched by amount and points").Len(); n != tc.lines {
+				t.Errorf("%d lines saying the slot matched by amount and points, want %d", n, tc.lines)
+			}
+		})
+	}
+}
+
 // A lane has one holder at a time: a second acquirer of the key waits,
 // durably, until the holder lets go, while another key is free. synctest
 // makes "waits" exact: after synctest.Wait the waiter either holds the lane
