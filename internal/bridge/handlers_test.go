@@ -33,6 +33,8 @@ type fakePartner struct {
 	// usedPoint, when set, is the usedPoint a successful redemption
 	// answers, instead of the one sent.
 	usedPoint int64
+	// lastAccrual is the last accrual asked for.
+	lastAccrual loyalty.AccrualRequest
 }
 
 func (f *fakePartner) LookupTransaction(_ context.Context, r loyalty.LookupRequest) (*loyalty.Transaction, error) {
@@ -68,6 +70,7 @@ func (f *fakePartner) Redeem(_ context.Context, r loyalty.RedemptionRequest) (*l
 
 func (f *fakePartner) Accrue(_ context.Context, r loyalty.AccrualRequest) (*loyalty.AccrualResult, error) {
 	f.calls = append(f.calls, "accrue "+r.TransactionID)
+	f.lastAccrual = r
 	return &loyalty.AccrualResult{BitReference: "B", SponsorID: 7}, nil
 }
 
@@ -184,6 +187,40 @@ func TestLinkHandler(t *testing.T) {
 	declined := &loyalty.BusinessError{Op: "unlink-member", HTTPStatus: 200, StatusCode: 200, StatusMessage: "SUCCESS", Data: "false"}
 	if r, err := link(context.Background(), &fakePartner{link: declined}, "L-1", "P-1", true); err != declined || r != nil {
 		t.Errorf("unlink data false: %+v, %v", r, err)
+	}
+}
+
+// An accrual carries the purchase's description and extraData (JSON
+// objects serialised to strings) as JSON, and leaves out the ones the
+// event leaves unset or empty.
+func TestAccrualCarriesDescriptionAndExtraData(t *testing.T) {
+	base := events.PurchaseCompleted{TransactionID: "P-1", LoyaltyID: "L-1", Amount: 5000, Currency: "VND"}
+	for _, tc := range []struct {
+		name              string
+		description, data *string
+		wantDes, wantData string
+	}{
+		{"both set", ptr(`{"store":"S1"}`), ptr(`{"k":1}`), `{"store":"S1"}`, `{"k":1}`},
+		{"unset", nil, nil, "", ""},
+		{"empty", ptr(""), ptr(""), "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := base
+			ev.Description, ev.ExtraData = tc.description, tc.data
+			p := &fakePartner{}
+			if _, err := accrue(context.Background(), &ev, p); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(p.lastAccrual.TransactionDes); got != tc.wantDes {
+				t.Errorf("transactionDes %q, want %q", got, tc.wantDes)
+			}
+			if got := string(p.lastAccrual.ExtraData); got != tc.wantData {
+				t.Errorf("extraData %q, want %q", got, tc.wantData)
+			}
+			if tc.wantDes == "" && p.lastAccrual.TransactionDes != nil {
+				t.Errorf("transactionDes %q sent for an unset description", p.lastAccrual.TransactionDes)
+			}
+		})
 	}
 }
 
