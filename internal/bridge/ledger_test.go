@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -400,5 +401,66 @@ func TestWriteHeldPastItsIntentIntendsAgain(t *testing.T) {
 	}
 	if n := gate.waits.Load(); n != 2 {
 		t.Fatalf("the gate was asked %d times, want 2 (the late write intended again)", n)
+	}
+}
+
+// A ledger that cannot be read (its topic not there yet) holds the record,
+// which tries again after a back-off, each try logged, and is handled once
+// the ledger answers: nothing sent before its ledger has been read.
+func TestLedgerNotReadableRecordWaits(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	const topic = "unread.ledger"
+	part := kgo.RecordPartitioner(ledger.Partitioner(topic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topic: topic, Logger: s.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	b := s.bridge(func(o *bridge.Options) { o.Ledger = l })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type handled struct {
+		out []*kgo.Record
+		err error
+	}
+	done := make(chan handled, 1)
+	go func() {
+		out, err := b.Handle(ctx, s.record(topics.Purchase, purchase("lw-1", 1, 5000)), pipeline.Meta{Assignment: 1})
+		done <- handled{out, err}
+	}()
+	// Three tries failed and logged (the back-off grows with each):
+	// still waiting, nothing sent.
+	testkit.Eventually(t, 20*time.Second, func() (bool, string) {
+		n := strings.Count(s.logs.String(), `"try":3`)
+		return n > 0 && strings.Contains(s.logs.String(), "transaction ledger not readable; record waits"), "no third try logged"
+	})
+	select {
+	case h := <-done:
+		t.Fatalf("answered while its ledger could not be read: %v", h.err)
+	default:
+	}
+	if n := s.sim.TotalCalls(sim.EndpointAccrual); n != 0 {
+		t.Fatalf("%d accruals sent before the ledger was read", n)
+	}
+	if _, err := ledger.Ensure(ctx, cl, topic, topics.Inputs(), ledger.DefaultWindow, 1); err != nil {
+		t.Fatal(err)
+	}
+	var h handled
+	select {
+	case h = <-done:
+	case <-ctx.Done():
+		t.Fatal("not answered once the ledger could be read")
+	}
+	if h.err != nil {
+		t.Fatal(h.err)
+	}
+	if r := s.decode(h.out[0]); r.outcome() != string(events.OutcomeApplied) || s.sim.Effects("lw-1") != 1 {
+		t.Fatalf("%s, %d effects; want APPLIED once", r.outcome(), s.sim.Effects("lw-1"))
 	}
 }
