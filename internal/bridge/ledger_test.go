@@ -440,6 +440,9 @@ func TestLedgerNotReadableRecordWaits(t *testing.T) {
 		n := strings.Count(s.logs.String(), `"try":3`)
 		return n > 0 && strings.Contains(s.logs.String(), "transaction ledger not readable; record waits"), "no third try logged"
 	})
+	if logs := s.logs.String(); strings.Contains(logs, `"try":0`) || !strings.Contains(logs, `"try":1,`) {
+		t.Errorf("tries not counted from 1 in the log lines")
+	}
 	select {
 	case h := <-done:
 		t.Fatalf("answered while its ledger could not be read: %v", h.err)
@@ -462,5 +465,43 @@ func TestLedgerNotReadableRecordWaits(t *testing.T) {
 	}
 	if r := s.decode(h.out[0]); r.outcome() != string(events.OutcomeApplied) || s.sim.Effects("lw-1") != 1 {
 		t.Fatalf("%s, %d effects; want APPLIED once", r.outcome(), s.sim.Effects("lw-1"))
+	}
+}
+
+// An intent the ledger holds without an outcome (a member that died after
+// intending, its write perhaps applied) guards the record, even one no
+// pipeline marks Fresh: it looks up before writing, finds the write
+// applied, and answers ALREADY_APPLIED with no second effect, against a
+// partner that would apply a repeated transactionId again.
+func TestLedgerIntentWithoutOutcomeGuards(t *testing.T) {
+	s := newStack(t, stackOpts{sim: sim.Options{DuplicatePolicy: sim.DuplicateApply}})
+	var shift atomic.Int64 // the ledger's clock runs ahead of the wall's by this
+	clock := func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
+	l, _ := s.withLedgerClock("intent", clock)
+	rec := s.record(topics.Purchase, purchase("li-1", 1, 5000))
+	rec.Partition, rec.Offset, rec.Timestamp = 0, 0, time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The dead member's intent, made long enough ago that its write has
+	// landed or never will, and its write, which landed.
+	shift.Store(int64(-time.Minute))
+	if err := l.Intend(ctx, rec, ledger.Entry{Kind: ledger.Accrual, TransactionID: "li-1"}); err != nil {
+		t.Fatal(err)
+	}
+	shift.Store(0)
+	if r := s.handle(s.bridge(nil), rec, false); r.outcome() != string(events.OutcomeApplied) {
+		t.Fatalf("the dead member's write: %s", r.outcome())
+	}
+
+	b := s.bridge(func(o *bridge.Options) { o.Ledger = l })
+	out, err := b.Handle(ctx, rec, pipeline.Meta{Assignment: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.decode(out[0]); r.outcome() != string(events.OutcomeAlreadyApplied) {
+		t.Errorf("%s (%s), want ALREADY_APPLIED", r.outcome(), r.detail())
+	}
+	if n := s.sim.Effects("li-1"); n != 1 {
+		t.Errorf("applied %d times, want 1", n)
 	}
 }
