@@ -314,3 +314,32 @@ func TestGuardReadsStatus(t *testing.T) {
 		})
 	}
 }
+
+// The retry back-off is full jitter over [0, RetryBackoff × 2^n], the
+// exponent capped at 5: every value in range, both ends reachable, for the
+// smallest back-off too.
+func TestBackoffIsFullJitterCapped(t *testing.T) {
+	for _, tc := range []struct {
+		base time.Duration
+		n    int
+		ceil time.Duration
+	}{
+		{time.Nanosecond, 0, time.Nanosecond},
+		{time.Nanosecond, 1, 2 * time.Nanosecond},
+		{time.Nanosecond, 9, 32 * time.Nanosecond},
+		{time.Nanosecond, -1, time.Nanosecond},
+	} {
+		b := &Bridge{o: Options{RetryBackoff: tc.base}}
+		seen := map[time.Duration]bool{}
+		for range 2000 {
+			d := b.backoff(tc.n)
+			if d < 0 || d > tc.ceil {
+				t.Fatalf("backoff(%d) over %s: %s, want within [0, %s]", tc.n, tc.base, d, tc.ceil)
+			}
+			seen[d] = true
+		}
+		if !seen[0] || !seen[tc.ceil] {
+			t.Errorf("backoff(%d) over %s: never 0 or never %s in 2000 draws", tc.n, tc.base, tc.ceil)
+		}
+	}
+}
