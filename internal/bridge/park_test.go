@@ -16,6 +16,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/parking"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
@@ -291,4 +292,33 @@ func metricValue(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// A parked refund's latency counts from when it was due, not from when
+// the pipeline took it to wait out its back-off.
+func TestUnparkedLatencyCountsFromDue(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	b := s.bridge(func(o *bridge.Options) { o.ParkedTopic = "latency.parked" })
+	if r := s.handle(b, s.record(topics.Purchase, purchase("pl-1", 1, 100_000)), false); r.outcome() != string(events.OutcomeApplied) {
+		t.Fatalf("purchase: %s", r.outcome())
+	}
+	const wait = time.Second
+	now := time.Now()
+	rec := parking.Park("latency.parked", s.record(topics.RefundRedemption, refundOf("pl-r", "pl-1", 1, 30_000, refundBase)), now, now.Add(wait), 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := b.Handle(ctx, rec, pipeline.Meta{Assignment: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(now); took < wait {
+		t.Fatalf("handled after %s, before it was due", took)
+	}
+	r := s.decode(out[0])
+	if r.result == nil || r.result.Outcome != events.OutcomeApplied {
+		t.Fatalf("%s (%s), want APPLIED", r.outcome(), r.detail())
+	}
+	if r.result.LatencyMs >= wait.Milliseconds() {
+		t.Errorf("latency %d ms: counted from when it was taken, not from when it was due (%s later)", r.result.LatencyMs, wait)
+	}
 }
