@@ -169,6 +169,11 @@ func TestReplayBesideLiveWritesOnce(t *testing.T) {
 					if r.outcome() != string(events.OutcomeAlreadyApplied) {
 						t.Errorf("second: %s %s, want ALREADY_APPLIED", r.outcome(), r.detail())
 					}
+					// Heeding the other's intent is not an attempt of its
+					// own: the record's budget is spent only on its failures.
+					if r.result != nil && r.result.Attempts != 1 {
+						t.Errorf("second: %d attempts, want 1 (the heeded one not counted)", r.result.Attempts)
+					}
 				})
 			}
 		}
