@@ -86,7 +86,7 @@ func TestDocsCheckersCatch(t *testing.T) {
 			t.Errorf("%q: broken links %q, want broken %v", tc.text, got, tc.bad)
 		}
 	}
-	helps := map[string][]string{"run": {"brokers", "partner-jwt-issuer"}, "dev": {"demo"}, "loyalty-sim": {"addr"}}
+	helps := map[string][]string{"run": {"brokers", "partner-jwt-issuer"}, "dev": {"demo"}, "loyalty-sim": {"addr"}, "loyalty-bench": {"bridge-arg"}}
 	for _, tc := range []struct {
 		text string
 		bad  bool
@@ -99,6 +99,9 @@ func TestDocsCheckersCatch(t *testing.T) {
 		{"```sh\nLOYALTY_BRIDGE_X=1 loyalty-sim --addr :0 | docker run --rm x\n```", false},
 		{"`loyalty-sim --brokers x`", true},
 		{"```sh\nkcat --whatever\n```", false},
+		{"```sh\ngo run ./cmd/loyalty-bench --bridge-arg=--brokers=x\n```", false}, // run's, through the bench
+		{"```sh\ngo run ./cmd/loyalty-bench --bridge-arg=--demo=1\n```", true},
+		{"```sh\ngo run ./cmd/loyalty-bench --brokers x\n```", true},
 	} {
 		if got := unknownFlags(tc.text, helps); (len(got) > 0) != tc.bad {
 			t.Errorf("%q: unknown flags %q, want unknown %v", tc.text, got, tc.bad)
@@ -107,12 +110,15 @@ func TestDocsCheckersCatch(t *testing.T) {
 }
 
 var (
-	linkRE    = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)\)`)
-	codeSpan  = regexp.MustCompile("`[^`\n]+`")
-	flagRE    = regexp.MustCompile(`--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)(-\*)?`)
-	helpFlag  = regexp.MustCompile(`(?m)^\s+-{1,2}([a-z][a-z0-9-]*)`)
-	scriptRE  = regexp.MustCompile(`(?:^|/)(scripts/[a-z/_.]+)$`)
-	envAssign = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`)
+	linkRE   = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)\)`)
+	codeSpan = regexp.MustCompile("`[^`\n]+`")
+	flagRE   = regexp.MustCompile(`--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)(-\*)?`)
+	// bridgeArgRE is loyalty-bench's --bridge-arg with its value, a flag
+	// of loyalty-bridge run.
+	bridgeArgRE = regexp.MustCompile(`--bridge-arg[= ]"?(--[^\s"]+)"?`)
+	helpFlag    = regexp.MustCompile(`(?m)^\s+-{1,2}([a-z][a-z0-9-]*)`)
+	scriptRE    = regexp.MustCompile(`(?:^|/)(scripts/[a-z/_.]+)$`)
+	envAssign   = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`)
 )
 
 // outsideFences calls fn with each line of text and whether it is inside
@@ -260,7 +266,15 @@ func unknownFlags(text string, helps map[string][]string) []string {
 		return false
 	}
 	var bad []string
-	check := func(cmd, rest string) {
+	var check func(cmd, rest string)
+	check = func(cmd, rest string) {
+		if cmd == "loyalty-bench" {
+			// --bridge-arg hands its value to the bridge's run command.
+			for _, m := range bridgeArgRE.FindAllStringSubmatch(rest, -1) {
+				check("run", m[1])
+			}
+			rest = bridgeArgRE.ReplaceAllString(rest, "--bridge-arg")
+		}
 		for _, m := range flagRE.FindAllStringSubmatch(rest, -1) {
 			flag, prefix := m[1], m[2] != ""
 			if flag == "help" { // every command's, from package flag

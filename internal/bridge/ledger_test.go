@@ -335,9 +335,12 @@ func TestUnparkedRefundWaitsForItsPurchase(t *testing.T) {
 		RefundAmount: 30_000, RefundDate: time.Now()}
 	done := make(chan reply, 1)
 	go func() { done <- s.handle(b, s.record(topics.RefundRedemption, refund), false) }()
+	// Three lookups: it kept looking after a back-off, not only once
+	// (a refund that gave up after its first wait passed with the
+	// purchase landing inside that wait).
 	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
-		if s.sim.TotalCalls(sim.EndpointLookup) == 0 {
-			return false, "the refund has not looked its purchase up yet"
+		if n := s.sim.TotalCalls(sim.EndpointLookup); n < 3 {
+			return false, fmt.Sprintf("the refund looked its purchase up %d times, want 3 before the purchase lands", n)
 		}
 		return true, ""
 	})

@@ -245,7 +245,7 @@ const (
 	DefaultMaxBufferedBytes   = 64 << 20
 	// DefaultRoundsPerInFlight × MaxInFlight is RoundRecords' default
 	// (docs/performance.md, "Exactly-once rounds", has the sweep).
-	DefaultRoundsPerInFlight = 8
+	DefaultRoundsPerInFlight = 16
 	// DefaultMaxHorizonStep caps the default HorizonStep: a deep buffer
 	// must not make a crash's successor guard that many records more.
 	DefaultMaxHorizonStep = 1024

@@ -61,7 +61,7 @@ func TestExactlyOnceOptions(t *testing.T) {
 	if p.o.TransactionTimeout != 10*time.Second {
 		t.Errorf("exactly-once defaults: TransactionTimeout %v", p.o.TransactionTimeout)
 	}
-	// MaxInFlight 256 by default: 8 × 256 is over MaxBuffered 300.
+	// MaxInFlight 256 by default: 16 × 256 is over MaxBuffered 300.
 	if p.o.RoundRecords != 300 {
 		t.Errorf("RoundRecords defaults to %d, want MaxBuffered 300", p.o.RoundRecords)
 	}
