@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -22,4 +23,40 @@ func (l *Ledger) Compact() error {
 func (l *Ledger) Sweeping(topic string, partition int32) bool {
 	p, ok := l.store(topic, partition).b.(*diskPartition)
 	return ok && p.sweeping.Load()
+}
+
+// Following is what the tail reads: for each ledger partition, the input
+// topics whose stores it delivers to.
+func (l *Ledger) Following() map[int32][]string {
+	l.tail.mu.Lock()
+	defer l.tail.mu.Unlock()
+	out := map[int32][]string{}
+	for p, f := range l.tail.parts {
+		out[p] = []string{}
+		for topic := range f.stores {
+			out[p] = append(out[p], topic)
+		}
+		slices.Sort(out[p])
+	}
+	return out
+}
+
+// Watches are the watches open on key in ledger partition p.
+func (l *Ledger) Watches(p int32, key string) []*Watch {
+	l.tail.mu.Lock()
+	defer l.tail.mu.Unlock()
+	if f := l.tail.parts[p]; f != nil {
+		return slices.Clone(f.watches[key])
+	}
+	return nil
+}
+
+// WatchedKeys is how many keys of ledger partition p have watches open.
+func (l *Ledger) WatchedKeys(p int32) int {
+	l.tail.mu.Lock()
+	defer l.tail.mu.Unlock()
+	if f := l.tail.parts[p]; f != nil {
+		return len(f.watches)
+	}
+	return 0
 }
