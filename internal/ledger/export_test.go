@@ -60,3 +60,14 @@ func (l *Ledger) WatchedKeys(p int32) int {
 	}
 	return 0
 }
+
+// TailPos is the next offset the tail reads of ledger partition p, -1 when
+// it does not read it.
+func (l *Ledger) TailPos(p int32) int64 {
+	l.tail.mu.Lock()
+	defer l.tail.mu.Unlock()
+	if f := l.tail.parts[p]; f != nil {
+		return f.pos
+	}
+	return -1
+}
