@@ -343,3 +343,50 @@ func TestBackoffIsFullJitterCapped(t *testing.T) {
 		}
 	}
 }
+
+// A refund whose original is not found looks again until OriginalGrace
+// has passed since it first missed it, and not once more: on the fake
+// clock its back-offs (100, 200, 400 ms, then the 300 ms left) end exactly
+// at the grace, where it gives up.
+func TestOriginalGraceEndsAtItsBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &Bridge{o: Options{RecordAttempts: 3, RetryBackoff: 100 * time.Millisecond, OriginalGrace: time.Second}}
+		b.log = zap.NewNop()
+		ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1",
+			RefundAmount: 10, RefundDate: time.Now()}
+		h, err := handlerFor(ev, partnerprofile.Profile{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		p := &countingPartner{fakePartner: &fakePartner{lookErr: notFound}, most: 20, cancel: cancel}
+		start := time.Now()
+		_, err = b.policy(&recordState{}, h)(ctx, p)
+		var rf *recordFailure
+		if !errors.As(err, &rf) || !rf.originalMissing {
+			t.Fatalf("after the grace: %v, want the original missing", err)
+		}
+		if n := len(p.calls); n != 5 {
+			t.Fatalf("looked the original up %d times (%v), want 5: at 0, 100, 300, 700 ms and at the grace's end", n, p.calls)
+		}
+		if took := time.Since(start); took != time.Second {
+			t.Fatalf("gave up after %v, want exactly the grace, 1s", took)
+		}
+	})
+}
+
+// countingPartner cancels its context once it has been asked most
+// lookups: a record that would look forever ends.
+type countingPartner struct {
+	*fakePartner
+	most   int
+	cancel context.CancelFunc
+}
+
+func (c *countingPartner) LookupTransaction(ctx context.Context, r loyalty.LookupRequest) (*loyalty.Transaction, error) {
+	if len(c.calls) >= c.most {
+		c.cancel()
+	}
+	return c.fakePartner.LookupTransaction(ctx, r)
+}

@@ -220,3 +220,44 @@ func TestHeldAttemptsSpendNoBudget(t *testing.T) {
 		}
 	})
 }
+
+// A back-off that overflows (a --record-backoff of 2^48 ns doubled
+// sixteen times is 0) waits the cap, not nothing: the held record does not
+// spin on lookups.
+func TestHeldBackoffOverflowWaitsTheCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &Bridge{o: Options{RecordAttempts: 1, RetryBackoff: 1 << 48, UnrecognisedHold: 30 * time.Minute, Profile: prof},
+			log: zap.NewNop(), now: time.Now}
+		h, err := handlerFor(&events.RedemptionRequested{TransactionID: "H-1", LoyaltyID: "L-1", UsedPoint: 5, Sign: ptr("s")}, prof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		p := &cappedStatusPartner{statusPartner: &statusPartner{status: "PENDING"}, most: 500, cancel: cancel}
+		_, err = b.policy(&recordState{id: "H-1", guard: true}, h)(ctx, p)
+		if !loyalty.IsUnrecognised(err) {
+			t.Fatalf("after the hold: %v, want the unrecognised answer", err)
+		}
+		// Every wait is the cap's, a minute, half of it jittered: 30 to 60
+		// lookups over the half hour.
+		if lookups, _ := p.counts(); lookups > 61 {
+			t.Fatalf("%d lookups in a 30m hold with a back-off capped at a minute", lookups)
+		}
+	})
+}
+
+// cappedStatusPartner cancels its context after most lookups: a record
+// that would spin on them ends.
+type cappedStatusPartner struct {
+	*statusPartner
+	most   int
+	cancel context.CancelFunc
+}
+
+func (c *cappedStatusPartner) LookupTransaction(ctx context.Context, r loyalty.LookupRequest) (*loyalty.Transaction, error) {
+	if n, _ := c.counts(); n >= c.most {
+		c.cancel()
+	}
+	return c.statusPartner.LookupTransaction(ctx, r)
+}
