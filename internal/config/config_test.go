@@ -163,18 +163,29 @@ func TestApplyWindowAndTakeoverWait(t *testing.T) {
 		{[]string{"--takeover-wait", "12s"}, ""},
 		{[]string{"--takeover-wait", "6s", "--api-timeout", "3s", "--partner-apply-window", "3s"}, ""},
 	} {
-		c, err := parse(t, tc.args, creds)
-		switch {
-		case tc.err == "" && err != nil:
-			t.Errorf("%v: %v", tc.args, err)
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("%v: got %v, want %q", tc.args, err, tc.err)
-		case tc.err == "":
+		if c := parseExpecting(t, tc.args, tc.err); c != nil {
 			if o := c.Pipeline(); o.TakeoverWait != c.Processing.TakeoverWait || o.ApplyWindow != c.Partner.Profile.ApplyWindow {
 				t.Errorf("%v: pipeline %v %v", tc.args, o.TakeoverWait, o.ApplyWindow)
 			}
 		}
 	}
+}
+
+// parseExpecting parses args with creds and checks the error against want
+// ("" for none, else a part of it); it returns the configuration when it
+// is valid as wanted, else nil.
+func parseExpecting(t *testing.T, args []string, want string) *Config {
+	t.Helper()
+	c, err := parse(t, args, creds)
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("%v: %v", args, err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Errorf("%v: got %v, want %q", args, err, want)
+	case want == "":
+		return c
+	}
+	return nil
 }
 
 // --transaction-records reaches the pipeline in exactly-once mode, and is
@@ -191,13 +202,7 @@ func TestTransactionRecords(t *testing.T) {
 		{[]string{"--delivery", "exactly-once", "--transaction-records", "-1"}, "--transaction-records -1: must not be negative", 0},
 		{[]string{"--delivery", "exactly-once", "--max-buffered", "1000", "--transaction-records", "1001"}, "--transaction-records 1001: above --max-buffered (1000)", 0},
 	} {
-		c, err := parse(t, append([]string{"--transactional-id", "m-1"}, tc.args...), creds)
-		switch {
-		case tc.err == "" && err != nil:
-			t.Errorf("%v: %v", tc.args, err)
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("%v: got %v, want %q", tc.args, err, tc.err)
-		case tc.err == "":
+		if c := parseExpecting(t, append([]string{"--transactional-id", "m-1"}, tc.args...), tc.err); c != nil {
 			if got := c.Pipeline().RoundRecords; got != tc.round {
 				t.Errorf("%v: RoundRecords %d, want %d", tc.args, got, tc.round)
 			}
