@@ -14,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
@@ -67,8 +66,6 @@ type Options struct {
 	// Progress, when set, is told after each lookup how many of the
 	// planned ones are done. Calls never overlap.
 	Progress func(done, planned int)
-	// Logger; nil means no logs.
-	Logger *zap.Logger
 }
 
 // Request is one reconciliation: the replies to Inputs written from Since
@@ -80,8 +77,7 @@ type Request struct {
 
 // Reconciler compares the bridge's replies with the partner's records.
 type Reconciler struct {
-	o   Options
-	log *zap.Logger
+	o Options
 }
 
 // New checks o and fills its defaults. It connects to nothing.
@@ -104,10 +100,7 @@ func New(o Options) (*Reconciler, error) {
 	if o.MaxTransactions <= 0 {
 		o.MaxTransactions = DefaultMaxTransactions
 	}
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
-	}
-	return &Reconciler{o: o, log: o.Logger}, nil
+	return &Reconciler{o: o}, nil
 }
 
 // result is what a check needs of a result.
