@@ -280,3 +280,51 @@ func TestScenarios(t *testing.T) {
 		t.Fatalf("chart is not an SVG document: %v, root %q", err, root.XMLName.Local)
 	}
 }
+
+// TestRollingRestart restarts two exactly-once replicas one after another
+// mid-drain (SIGTERM, then a new process), as a rolling deploy does: every
+// record is answered once, as a reader of committed replies sees them, and
+// the report carries the restarts and the longest partition gap.
+func TestRollingRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: builds the bridge and starts several processes")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	bridgeBin := buildBridge(ctx, t, dir)
+	jsonPath := filepath.Join(dir, "report.json")
+	var stdout, stderr bytes.Buffer
+	// 4 in flight at 20 ms: a drain of a few seconds, long enough for the
+	// replicas to be ready before the first restart is due.
+	args := []string{"--events", "2000", "--partitions", "4", "--keys", "200", "--latency", "20ms",
+		"--max-in-flight", "4", "--stall", "60s", "--bridge-bin", bridgeBin, "--work-dir", filepath.Join(dir, "work"),
+		"--scenario", "replicas=2,rolling-restart,delivery=exactly-once", "--json", jsonPath}
+	code := run(ctx, testEnv(t, &stdout, &stderr), args)
+	t.Logf("stdout:\n%s", stdout.String())
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	var rep benchkit.Report
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report JSON: %v", err)
+	}
+	if len(rep.Points) != 2 || !rep.Points[1].Scenario.RollingRestart {
+		t.Fatalf("points %+v, want clean and the rolling restart", rep.Points)
+	}
+	r := rep.Points[1].Results[0]
+	if !r.OK() || r.Done != 2000 || r.Duplicates != 0 {
+		t.Errorf("done %d, errors %d (%s), %d duplicate replies, error %q: want every record answered once", r.Done, r.Errors,
+			r.FirstError, r.Duplicates, r.Error)
+	}
+	if r.Restarts < 1 || r.LongestPartitionGapSec <= 0 {
+		t.Errorf("restarts %d, longest partition gap %v s: want the restarts and the gap", r.Restarts, r.LongestPartitionGapSec)
+	}
+	if !strings.Contains(stdout.String(), "restarts ") || !strings.Contains(stdout.String(), "the longest any partition went without a reply") {
+		t.Errorf("the report does not say how many processes were restarted")
+	}
+}

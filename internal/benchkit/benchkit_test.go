@@ -313,3 +313,27 @@ func TestFailedExpectsExhaustedUnderFaults(t *testing.T) {
 		}
 	}
 }
+
+func TestLongestPartitionGap(t *testing.T) {
+	ms := int64(time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		done []int64
+		part []int32
+		want partitionGap
+	}{
+		{"nothing answered", []int64{0, 0}, []int32{0, 1}, partitionGap{}},
+		{"one reply per partition", []int64{5 * ms, 900 * ms}, []int32{0, 1}, partitionGap{}},
+		// Partition 1's replies interleave with partition 0's: the gap
+		// is within a partition, not across them.
+		{"gaps within each partition", []int64{1 * ms, 2 * ms, 50 * ms, 60 * ms, 400 * ms}, []int32{0, 1, 1, 0, 0},
+			partitionGap{340 * time.Millisecond, 0, 60 * ms}},
+		{"out of order, unanswered skipped", []int64{300 * ms, 0, 100 * ms, 120 * ms}, []int32{2, 2, 2, 2},
+			partitionGap{180 * time.Millisecond, 2, 120 * ms}},
+		{"events past the partitions known", []int64{1 * ms, 2 * ms, 900 * ms}, []int32{0, 0}, partitionGap{time.Millisecond, 0, 1 * ms}},
+	} {
+		if got := longestPartitionGap(tc.done, tc.part); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,11 @@ func newCollector(s *stack, n int) (*collector, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...),
 		kgo.ConsumeTopics(s.resultTopic(), s.errorTopic()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// What a reader of the replies sees: under exactly-once, a round's
+		// replies once it commits, and never an aborted round's (read
+		// uncommitted, they counted as answers and their redo as
+		// duplicates). The reply's time is still its producer's stamp.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(200*time.Millisecond))
 	if err != nil {
 		return nil, fmt.Errorf("reply collector: %w", err)
@@ -163,4 +169,38 @@ func (c *collector) decodeError(r *kgo.Record) (e *events.LoyaltyError, desc str
 func (c *collector) result(avail []int64) (replies, Timing) {
 	c.done.avail = avail
 	return c.out, c.done.timing(avail != nil)
+}
+
+// partitionGap is the longest time an input partition went without a
+// reply between its first reply and its last (with a backlog every
+// partition has records waiting until its last is answered, so a gap is
+// a stall there: a rebalance, a restart, a slow round): how long, which
+// partition, and when it began (Unix ns).
+type partitionGap struct {
+	gap       time.Duration
+	partition int32
+	from      int64
+}
+
+// longestPartitionGap finds it: done[i] is event i's reply time (0:
+// none), part[i] its input partition. With events written during the run
+// (a rate) a gap may also be a partition with no input: the bench reports
+// it for backlogs only.
+func longestPartitionGap(done []int64, part []int32) partitionGap {
+	by := map[int32][]int64{}
+	for i, t := range done {
+		if t != 0 && i < len(part) {
+			by[part[i]] = append(by[part[i]], t)
+		}
+	}
+	var g partitionGap
+	for p, ts := range by {
+		slices.Sort(ts)
+		for j := 1; j < len(ts); j++ {
+			if d := time.Duration(ts[j] - ts[j-1]); d > g.gap {
+				g = partitionGap{gap: d, partition: p, from: ts[j-1]}
+			}
+		}
+	}
+	return g
 }

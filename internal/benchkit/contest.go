@@ -320,8 +320,10 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 	// Every replica is a process of its own with its own metrics listener
 	// and log; they share the consumer group and the simulator.
 	var (
-		procs  []*proc
-		gauges []*gaugeSampler
+		procs        []*proc
+		gauges       []*gaugeSampler
+		logPaths     []string // by replica
+		metricsAddrs []string
 	)
 	defer func() {
 		for _, p := range procs {
@@ -347,6 +349,7 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 			return err
 		}
 		procs = append(procs, p)
+		logPaths, metricsAddrs = append(logPaths, logPath), append(metricsAddrs, metricsAddr)
 	}
 	p := procs[0]
 	if len(gauges) > 0 {
@@ -379,15 +382,38 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 		defer out.stop()
 		stall += sc.CredentialsOutage // nothing is answered meanwhile, by design
 	}
+	exited := allExited(procs)
+	var roll *rolling
+	rollCtx, endRolling := context.WithCancel(ctx)
+	defer endRolling()
+	if res.Kind == Bridge && sc.RollingRestart && coll != nil {
+		roll = startRolling(rollCtx, procs, rollingOptions{answered: coll.Done, n: n, log: cfg.Log,
+			ready: func(ctx context.Context, i int) bool { return ready(ctx, "http://"+metricsAddrs[i]+"/readyz") },
+			relaunch: func(i int) (*proc, error) {
+				return launch(cfg, sc, st, res, strings.TrimSuffix(logPaths[i], ".log")+"-restarted.log", metricsAddrs[i], i, replicas)
+			}})
+		exited = roll.exited()
+		// Each stop drains and rejoins: nothing may be answered meanwhile.
+		stall += stopGrace
+	}
 	stopProgress := progress(cfg.Log, res.Contestant, n, p.launch, coll)
 	var (
 		timing  Timing
 		procErr error
 	)
 	if coll != nil {
-		cerr := coll.run(ctx, p.launch, stall, allExited(procs))
+		cerr := coll.run(ctx, p.launch, stall, exited)
 		stopProgress()
-		procErr = stopAll(procs, 45*time.Second)
+		if roll != nil {
+			endRolling()
+			var rerr error
+			procs, rerr = roll.wait(procs)
+			res.Restarts = roll.restarts
+			if rerr != nil && cerr == nil {
+				cerr = rerr
+			}
+		}
+		procErr = stopAll(procs, stopGrace)
 		werr := <-writeDone
 		if cerr != nil {
 			if procErr != nil {
@@ -406,6 +432,13 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 		reps, timing = coll.result(avail)
 		res.Results, res.Errors, res.Duplicates, res.FirstError = reps.results, reps.errors, reps.duplicates, reps.firstError
 		res.Exhausted = reps.exhausted
+		if sc.Rate == 0 {
+			g := longestPartitionGap(coll.done.done, st.inputPart)
+			res.LongestPartitionGapSec = g.gap.Seconds()
+			if g.gap > 0 {
+				res.LongestPartitionGapAt = &GapAt{Partition: g.partition, FromSec: time.Duration(g.from - p.launch.UnixNano()).Seconds()}
+			}
+		}
 		res.HandlerP50Ms = medianMs(reps.handlerMs)
 		if reps.foreign > 0 {
 			res.FirstError = strings.TrimSpace(fmt.Sprintf("%s; %d replies with unknown keys", res.FirstError, reps.foreign))

@@ -106,3 +106,20 @@ func scrape(ctx context.Context, hc *http.Client, url string) (inFlight, held fl
 	}
 	return inFlight, held, seen == 2
 }
+
+// ready reports whether url (a bridge's /readyz) answers 200 within a
+// second.
+func ready(ctx context.Context, url string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}

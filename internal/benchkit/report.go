@@ -100,6 +100,9 @@ type ScenarioReport struct {
 	Replicas int `json:"replicas,omitempty"`
 	// Delivery is the bridge's --delivery when the scenario set it.
 	Delivery string `json:"delivery,omitempty"`
+	// RollingRestart: the bridge's processes were restarted one after
+	// another mid-run.
+	RollingRestart bool `json:"rollingRestart,omitempty"`
 	// CapacityPerSec is the most calls a second the simulator can handle
 	// with its capacity and fixed latency (capacity ÷ latency); 0: no
 	// such limit.
@@ -113,7 +116,7 @@ func scenarioReport(sc Scenario) ScenarioReport {
 	if sc.replicas() > 1 {
 		r.Replicas = sc.replicas()
 	}
-	r.Delivery = sc.Delivery
+	r.Delivery, r.RollingRestart = sc.Delivery, sc.RollingRestart
 	if sc.Capacity > 0 && sc.Latency > 0 {
 		r.CapacityPerSec = float64(sc.Capacity) / sc.Latency.Seconds()
 	}
@@ -214,11 +217,26 @@ type Result struct {
 	// SteadyVsCapacity the steady rate's (capacity scenarios only).
 	VsCapacity       float64 `json:"throughputVsCapacity,omitempty"`
 	SteadyVsCapacity float64 `json:"steadyVsCapacity,omitempty"`
+	// LongestPartitionGapSec is the longest time any input partition went
+	// without a reply between its first and its last (a backlog only):
+	// how long a rebalance, a restart or a round stalled a partition.
+	LongestPartitionGapSec float64 `json:"longestPartitionGapSec,omitempty"`
+	LongestPartitionGapAt  *GapAt  `json:"longestPartitionGapAt,omitempty"`
+	// Restarts is how many bridge processes a rolling restart replaced
+	// (Scenario.RollingRestart).
+	Restarts int `json:"restarts,omitempty"`
 	// Outage is what a credentials outage showed (Scenario.CredentialsOutage).
 	Outage *OutageResult `json:"credentialsOutage,omitempty"`
 	// Exit tells how the process ended when that was not cleanly.
 	Exit  string `json:"exit,omitempty"`
 	Error string `json:"error,omitempty"`
+}
+
+// GapAt says where the longest partition gap was: the input partition,
+// and when it began, in seconds from the first process's launch.
+type GapAt struct {
+	Partition int32   `json:"partition"`
+	FromSec   float64 `json:"fromSec"`
 }
 
 // OK reports whether the contestant answered every record, all of them
@@ -320,7 +338,11 @@ func newReport(cfg Config) *Report {
 			"replicas=N: N bridge processes in one consumer group against the one simulator; records/s is their combined rate, CPU their sum, peak RSS the largest one's. "+
 				"The ceiling and the baseline are not run in replica and outage scenarios.",
 			"credentials-outage=D: once a quarter of the records are answered the simulator's client secret and password are rotated and every token revoked, "+
-				"and D later restored; error events must stay 0 (records are held, not failed), and resume s is the time from the restore to the first reply after it.")
+				"and D later restored; error events must stay 0 (records are held, not failed), and resume s is the time from the restore to the first reply after it.",
+			"rolling-restart: the bridge's processes are stopped (SIGTERM: drain, commit, release) and started again one after another, "+
+				"process i once (i+1)/(replicas+1) of the records are answered, as a rolling deploy with no surge does. "+
+				"partition gap s: the longest time any input partition went without a reply between its first and its last (backlogs only), "+
+				"by the replies' producer timestamps: a rebalance, a restart or an exactly-once round shows there.")
 	}
 	return r
 }
@@ -375,6 +397,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		if sc.Delivery != "" {
 			fmt.Fprintf(&b, ", %s delivery", sc.Delivery)
 		}
+		if sc.RollingRestart {
+			b.WriteString(", restarted one after another mid-run")
+		}
 		b.WriteString("\n\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "contestant\tdone\trecords/s\tsteady/s\t2nd half/s\tstart s\tp50 ms\tp99 ms\tCPU s/1k\tpeak RSS MiB\tharness CPU s/1k\tbusy ours/all\tAPI calls/rec\terrors\t")
@@ -418,6 +443,13 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 			if o := res.Outage; o != nil {
 				fmt.Fprintf(&b, "  %s: %s\n", res.Contestant, o.text(res.Errors))
+			}
+			if res.Restarts > 0 {
+				fmt.Fprintf(&b, "  %s: restarts %d (one process after another)\n", res.Contestant, res.Restarts)
+			}
+			if g := res.LongestPartitionGapAt; g != nil {
+				fmt.Fprintf(&b, "  %s: the longest any partition went without a reply: %.2f s (input partition %d, from %.2f s after the launch)\n",
+					res.Contestant, res.LongestPartitionGapSec, g.Partition, g.FromSec)
 			}
 		}
 		for _, q := range pt.Ratios {
@@ -510,11 +542,11 @@ func (r *Report) writeScenarios(b *strings.Builder) error {
 	b.WriteString("\nscenarios side by side (records/s and × clean: the whole run, first reply to last; steady/s and steady × clean: " +
 		"between the 10th and 90th percentile reply times; × clean divides by the same contestant's figure in the clean run above):\n\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tcontestant\trecords/s\t× clean\t× capacity\tsteady/s\tsteady × clean\tsteady × capacity\tAPI calls/rec\tpushed back\tp99 ms\tpeak RSS MiB\tCPU s/1k\terror events\tduplicate replies\toutage: resume s\t")
+	fmt.Fprintln(tw, "scenario\tcontestant\trecords/s\t× clean\t× capacity\tsteady/s\tsteady × clean\tsteady × capacity\tAPI calls/rec\tpushed back\tp99 ms\tpeak RSS MiB\tCPU s/1k\terror events\tduplicate replies\toutage: resume s\tpartition gap s\t")
 	for _, pt := range r.Points {
 		for _, res := range pt.Results {
 			if res.Error != "" {
-				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", pt.Name, res.Contestant)
+				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", pt.Name, res.Contestant)
 				continue
 			}
 			name := res.Contestant
@@ -534,9 +566,13 @@ func (r *Report) writeScenarios(b *strings.Builder) error {
 			if c := pt.Scenario.CapacityPerSec; c > 0 {
 				vsCapacity, steadyVsCapacity = times(res.RecordsPerSec/c), times(res.SteadyPerSec/c)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.1f%%\t%.0f\t%.1f\t%.3f\t%d\t%d\t%s\t\n", pt.Name, name,
+			gap := "-"
+			if res.LongestPartitionGapSec > 0 {
+				gap = fmt.Sprintf("%.2f", res.LongestPartitionGapSec)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.1f%%\t%.0f\t%.1f\t%.3f\t%d\t%d\t%s\t%s\t\n", pt.Name, name,
 				res.RecordsPerSec, times(res.VsClean), vsCapacity, steady(res), times(res.SteadyVsClean), steadyVsCapacity,
-				res.APICallsPerRecord, 100*res.PushedBackShare, res.LatencyP99Ms, res.PeakRSSMiB, res.CPUPer1k, res.Errors, res.Duplicates, resume)
+				res.APICallsPerRecord, 100*res.PushedBackShare, res.LatencyP99Ms, res.PeakRSSMiB, res.CPUPer1k, res.Errors, res.Duplicates, resume, gap)
 		}
 	}
 	return tw.Flush()

@@ -72,6 +72,12 @@ type Scenario struct {
 	// or DeliveryExactlyOnce), so that both modes are measured in one
 	// invocation. Bridge only.
 	Delivery string `json:"delivery,omitempty"`
+	// RollingRestart restarts the bridge's replicas one after another
+	// mid-run, as a rolling deploy does: replica i is stopped (SIGTERM: a
+	// clean drain and release) once (i+1)/(replicas+1) of the records are
+	// answered, and a new process takes its place as soon as it has
+	// exited. Bridge only.
+	RollingRestart bool `json:"rollingRestart,omitempty"`
 }
 
 // The bridge's --delivery values a scenario can set.
@@ -83,10 +89,11 @@ const (
 // replicas is how many bridge processes the scenario runs.
 func (s Scenario) replicas() int { return max(1, s.Replicas) }
 
-// bridgeOnly reports whether only the bridge is measured: replicas and a
-// credentials outage mean nothing to the ceiling and the baseline.
+// bridgeOnly reports whether only the bridge is measured: replicas, a
+// credentials outage, a delivery mode and restarts mean nothing to the
+// ceiling and the baseline.
 func (s Scenario) bridgeOnly() bool {
-	return s.replicas() > 1 || s.CredentialsOutage > 0 || s.Delivery != ""
+	return s.replicas() > 1 || s.CredentialsOutage > 0 || s.Delivery != "" || s.RollingRestart
 }
 
 // DefaultScenario is a latency-bound drain of 10,000 events: 20 ms per

@@ -26,6 +26,7 @@ const (
 	KnobReplicas           = "replicas"             // Scenario.Replicas
 	KnobCredentialsOutage  = "credentials-outage"   // Scenario.CredentialsOutage; bare: DefaultCredentialsOutage
 	KnobDelivery           = "delivery"             // Scenario.Delivery: at-least-once or exactly-once
+	KnobRollingRestart     = "rolling-restart"      // Scenario.RollingRestart; bare
 )
 
 // DefaultCredentialsOutage is how long a bare credentials-outage knob
@@ -49,10 +50,11 @@ func (n NamedScenario) Clean() bool { return n.Name == ScenarioClean }
 // knobList names the knobs for error messages.
 var knobList = "STATUS=RATE (e.g. 503=0.1), " + strings.Join([]string{KnobRetryAfter + "=1s|none", KnobCapacity + "=N",
 	KnobOverCapacityStatus + "=429|503", KnobLatency + "=10ms", KnobMaxInFlight + "=N", KnobReplicas + "=N",
-	KnobCredentialsOutage + "[=30s]", KnobDelivery + "=at-least-once|exactly-once"}, ", ")
+	KnobCredentialsOutage + "[=30s]", KnobDelivery + "=at-least-once|exactly-once", KnobRollingRestart}, ", ")
 
 // ParseScenario reads a scenario spec and applies it to base with base's
-// faults cleared (error rates, Retry-After, capacity, replicas, outage):
+// faults cleared (error rates, Retry-After, capacity, replicas, outage,
+// delivery, restarts):
 // a spec states the whole of its partner's misbehaviour.
 //
 // A spec is "clean" (no faults) or comma-separated knobs:
@@ -63,13 +65,14 @@ var knobList = "STATUS=RATE (e.g. 503=0.1), " + strings.Join([]string{KnobRetryA
 //	capacity=32,replicas=3      three bridge processes in one group
 //	credentials-outage=30s      the bridge's credentials refused for 30 s mid-run
 //	delivery=exactly-once       the bridge's --delivery (the others have none)
+//	replicas=3,rolling-restart  the three restarted one after another mid-run
 //
 // The error names the spec and the part that is wrong.
 func ParseScenario(spec string, base Scenario) (NamedScenario, error) {
 	name := strings.Join(strings.Fields(spec), "")
 	sc := base
 	sc.ErrorRates, sc.RetryAfter, sc.Capacity, sc.OverCapacityStatus = nil, 0, 0, 0
-	sc.Replicas, sc.CredentialsOutage, sc.Delivery = 0, 0, ""
+	sc.Replicas, sc.CredentialsOutage, sc.Delivery, sc.RollingRestart = 0, 0, "", false
 	if name == ScenarioClean {
 		return NamedScenario{Name: name, Scenario: sc}, nil
 	}
@@ -109,6 +112,13 @@ func ParseScenario(spec string, base Scenario) (NamedScenario, error) {
 			continue
 		}
 		seen[key] = true
+		if key == KnobRollingRestart {
+			if hasVal {
+				bad(part, "%s takes no value", key)
+			}
+			sc.RollingRestart = true
+			continue
+		}
 		if !hasVal && key != KnobCredentialsOutage {
 			if isKnob(key) {
 				bad(part, "%s needs a value (%s=…)", key, key)
@@ -202,7 +212,8 @@ func ParseScenario(spec string, base Scenario) (NamedScenario, error) {
 
 func isKnob(k string) bool {
 	switch k {
-	case KnobRetryAfter, KnobCapacity, KnobOverCapacityStatus, KnobLatency, KnobMaxInFlight, KnobReplicas, KnobCredentialsOutage, KnobDelivery:
+	case KnobRetryAfter, KnobCapacity, KnobOverCapacityStatus, KnobLatency, KnobMaxInFlight, KnobReplicas, KnobCredentialsOutage, KnobDelivery,
+		KnobRollingRestart:
 		return true
 	}
 	return false

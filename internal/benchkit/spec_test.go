@@ -15,9 +15,10 @@ func TestParseScenario(t *testing.T) {
 	base.Latency, base.MaxInFlight = 5*time.Millisecond, 64
 	// The base's own faults never leak into a scenario.
 	base.ErrorRates, base.Capacity, base.RetryAfter = map[int]float64{500: 0.5}, 4, time.Minute
+	base.RollingRestart = true
 	with := func(f func(*Scenario)) Scenario {
 		sc := base
-		sc.ErrorRates, sc.Capacity, sc.RetryAfter = nil, 0, 0
+		sc.ErrorRates, sc.Capacity, sc.RetryAfter, sc.RollingRestart = nil, 0, 0, false
 		f(&sc)
 		return sc
 	}
@@ -44,6 +45,7 @@ func TestParseScenario(t *testing.T) {
 		{"capacity=32,replicas=3", "capacity=32,replicas=3", with(func(s *Scenario) { s.Capacity, s.Replicas = 32, 3 })},
 		{"delivery=exactly-once,replicas=3", "delivery=exactly-once,replicas=3", with(func(s *Scenario) { s.Delivery, s.Replicas = DeliveryExactlyOnce, 3 })},
 		{"credentials-outage", "credentials-outage", with(func(s *Scenario) { s.CredentialsOutage = DefaultCredentialsOutage })},
+		{"replicas=3, rolling-restart", "replicas=3,rolling-restart", with(func(s *Scenario) { s.Replicas, s.RollingRestart = 3, true })},
 		{"credentials-outage=5s,latency=0s", "credentials-outage=5s,latency=0s", with(func(s *Scenario) {
 			s.CredentialsOutage, s.Latency = 5*time.Second, 0
 		})},
@@ -91,6 +93,8 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"credentials-outage=0s", `"credentials-outage=0s": want a positive duration`},
 		{"credentials-outage=forever", `"credentials-outage=forever": want a positive duration`},
 		{"delivery=twice", `"delivery=twice": want at-least-once or exactly-once`},
+		{"rolling-restart=yes", `"rolling-restart=yes": rolling-restart takes no value`},
+		{"rolling-restart,rolling-restart", `"rolling-restart": rolling-restart given twice`},
 	} {
 		_, err := ParseScenario(tc.spec, DefaultScenario())
 		if err == nil {

@@ -29,6 +29,9 @@ type stack struct {
 	// inputTS[i] is the record timestamp (Unix ns) of event i; only for
 	// contestants that read Kafka.
 	inputTS []int64
+	// inputPart[i] is the input partition event i was written to, set as
+	// each write is acknowledged.
+	inputPart []int32
 	// prefix starts every topic and group name of the stack: empty on
 	// kfake, which is the stack's own; on an external cluster, a name of
 	// this run and contestant, so that runs never read each other's
@@ -128,7 +131,8 @@ func (s *stack) errorTopic() string  { return s.topics.ErrorTopic(s.topics.Purch
 
 // write writes events 0…n-1 of sc to the input topic, keyed by loyaltyId
 // (Kafka's default partitioner spreads the keys over the partitions), and
-// remembers each record's timestamp in inputTS. With sc.Rate it paces the
+// remembers each record's timestamp in inputTS and its partition in
+// inputPart. With sc.Rate it paces the
 // writes at that many events per second from now (open loop: it does not
 // wait for the contestant); otherwise it writes as fast as it can.
 // progress, when set, is called now and then with the number written.
@@ -144,6 +148,7 @@ func (s *stack) write(ctx context.Context, sc Scenario, n int, progress func(int
 	}
 	defer cl.Close()
 	s.inputTS = make([]int64, n)
+	s.inputPart = make([]int32, n)
 	var (
 		written  atomic.Int64
 		mu       sync.Mutex
@@ -171,7 +176,7 @@ func (s *stack) write(ctx context.Context, sc Scenario, n int, progress func(int
 		now := time.Now()
 		s.inputTS[i] = now.UnixMilli() * int64(time.Millisecond) // Kafka keeps milliseconds
 		rec := &kgo.Record{Topic: topic, Key: []byte(ev.LoyaltyID), Value: value, Timestamp: now}
-		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
 			if err != nil {
 				mu.Lock()
 				if firstErr == nil {
@@ -180,6 +185,7 @@ func (s *stack) write(ctx context.Context, sc Scenario, n int, progress func(int
 				mu.Unlock()
 				return
 			}
+			s.inputPart[i] = r.Partition // read after Flush, which orders it
 			if w := written.Add(1); progress != nil && w%100_000 == 0 {
 				progress(int(w))
 			}
