@@ -441,6 +441,8 @@ func testLedgerCovers(t *testing.T, disk bool) {
 	}{
 		{"produced before the first entry", start.Add(-time.Minute), false},
 		{"produced within the rollout margin", start.Add(ledger.RolloutMargin - time.Minute), false},
+		{"produced exactly the rollout margin after it", start.Add(ledger.RolloutMargin), false},
+		{"produced a millisecond later", start.Add(ledger.RolloutMargin + time.Millisecond), true},
 		{"produced after it", start.Add(ledger.RolloutMargin + time.Minute), true},
 		{"older than the window", now.Add(-ledger.DefaultWindow), false},
 	}
@@ -449,6 +451,23 @@ func testLedgerCovers(t *testing.T, disk bool) {
 			t.Errorf("%s: Covers %v, want %v", tc.name, got, tc.want)
 		}
 	}
+	// A record exactly the window less DefaultSkew old may have had its
+	// entries deleted; one a millisecond younger has not. Later, so that
+	// both were produced well after the first entry.
+	now = start.Add(ledger.DefaultWindow + 2*time.Hour)
+	for _, tc := range []struct {
+		name string
+		age  time.Duration
+		want bool
+	}{
+		{"exactly the window less the skew old", ledger.DefaultWindow - ledger.DefaultSkew, false},
+		{"a millisecond younger", ledger.DefaultWindow - ledger.DefaultSkew - time.Millisecond, true},
+	} {
+		if got := a.Covers(at(now.Add(-tc.age))); got != tc.want {
+			t.Errorf("%s: Covers %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	now = start.Add(3 * time.Hour)
 	b, _ := w.open(t, func() time.Time { return now })
 	if b.Covers(at(start.Add(2 * time.Hour))) {
 		t.Error("a partition not read yet speaks for its records")
