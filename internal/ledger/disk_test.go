@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,13 +22,19 @@ import (
 // what it logs; Close is the test's to call (and called again at its end).
 func (w world) process(t *testing.T, dir string) (*ledger.Ledger, *observer.ObservedLogs) {
 	t.Helper()
+	return w.processAt(t, dir, nil)
+}
+
+// processAt is process with the clock now (nil: time.Now).
+func (w world) processAt(t *testing.T, dir string, now func() time.Time) (*ledger.Ledger, *observer.ObservedLogs) {
+	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	cl := w.client(t)
 	if _, err := ledger.Ensure(ctxT(t), cl, w.topic, []string{w.input}, ledger.DefaultWindow, -1); err != nil {
 		t.Fatal(err)
 	}
 	l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(w.brokers...)}, Topic: w.topic,
-		Dir: dir, Logger: zap.New(core)})
+		Dir: dir, Logger: zap.New(core), Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,5 +210,96 @@ func TestDiskStoreDamaged(t *testing.T) {
 	_, err = ledger.New(ledger.Options{Client: &kgo.Client{}, Topic: w.topic, Dir: filepath.Join(file, "ledger")})
 	if err == nil || !strings.Contains(err.Error(), file) {
 		t.Fatalf("a store under a file: %v, want an error naming it", err)
+	}
+}
+
+// The disk store forgets the entries past the window in the background,
+// chunk after chunk (more entries than one chunk here), keeps the young
+// ones, and says at debug how many it deleted, warning of nothing.
+func TestDiskStoreSweepsEveryChunk(t *testing.T) {
+	w := cluster(t)
+	start := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	var shift atomic.Int64
+	clock := func() time.Time { return start.Add(time.Duration(shift.Load())) }
+	// More old entries than a sweep reads at a time (4096), made at start.
+	const old = 5000
+	maker, cl := w.open(t, clock)
+	recs := make([]*kgo.Record, old)
+	for i := range recs {
+		r, err := maker.Settle(w.rec(0, int64(i)), settledEntry(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs[i] = r
+	}
+	if err := cl.ProduceSync(ctxT(t), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	a, logs := w.processAt(t, t.TempDir(), clock)
+	// sweeping waits for the sweep a lookup started, if any.
+	sweeping := func() {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); a.Sweeping(w.input, 0); {
+			if time.Now().After(deadline) {
+				t.Fatal("the sweep never ended")
+			}
+			if err := waitCtx(ctxT(t), 5*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if e := w.lookup(t, a, 0, 1, ledger.Accrual, settledEntry(old-1).TransactionID); e == nil {
+		t.Fatal("the last old entry was not read")
+	}
+	sweeping()
+	if n := a.Size(w.input, 0); n != old {
+		t.Fatalf("%d entries kept inside the window, want %d", n, old)
+	}
+
+	shift.Store(int64(ledger.DefaultWindow + time.Hour))
+	w.intend(t, a, 0, "young")
+	if e := w.lookup(t, a, 0, 1, ledger.Accrual, "young"); e == nil {
+		t.Fatal("the young entry is gone")
+	}
+	sweeping()
+	if n := a.Size(w.input, 0); n != 1 {
+		t.Fatalf("%d entries kept after the sweep, want 1 (the young one)", n)
+	}
+	var deleted []int64
+	for _, e := range logs.FilterMessageSnippet("past the window").All() {
+		if e.Level != zapcore.DebugLevel {
+			t.Errorf("a sweep logged %q at %s, want debug: %v", e.Message, e.Level, e.ContextMap())
+		}
+		n, _ := e.ContextMap()["entries"].(int64)
+		deleted = append(deleted, n)
+	}
+	if len(deleted) != 2 || deleted[0] != 0 || deleted[1] != old {
+		t.Errorf("the sweeps said they deleted %v entries, want [0 %d]", deleted, old)
+	}
+}
+
+// Each input partition is a key prefix in the process's store, whatever
+// the length of its topic's name and of the transaction ids: a one-letter
+// topic and an id as long as a UUID are kept and found like any other.
+func TestDiskStoreKeysOfAnyLength(t *testing.T) {
+	w := cluster(t)
+	a, _ := w.process(t, t.TempDir())
+	const uuid = "2f1c9e0a-6b7d-4c3e-9a51-0d8e7f6b5a43"
+	for _, tc := range []struct{ topic, id string }{
+		{"t", "p-1"},
+		{"t", uuid},
+		{w.input, uuid},
+	} {
+		rec := &kgo.Record{Topic: tc.topic, Partition: 0, Offset: 1}
+		if _, err := a.Settle(rec, ledger.Entry{Kind: ledger.Accrual, TransactionID: tc.id, Outcome: "APPLIED"}); err != nil {
+			t.Fatalf("%s %s: %v", tc.topic, tc.id, err)
+		}
+		e, err := a.Lookup(ctxT(t), rec, 1, ledger.Accrual, tc.id)
+		if err != nil || e == nil || e.State != ledger.Settled {
+			t.Errorf("%s %s: %+v, %v; want the settled entry", tc.topic, tc.id, e, err)
+		}
+	}
+	if n := a.Size("t", 0); n != 2 {
+		t.Errorf("topic t keeps %d entries, want 2", n)
 	}
 }
