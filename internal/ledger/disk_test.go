@@ -22,19 +22,22 @@ import (
 // what it logs; Close is the test's to call (and called again at its end).
 func (w world) process(t *testing.T, dir string) (*ledger.Ledger, *observer.ObservedLogs) {
 	t.Helper()
-	return w.processAt(t, dir, nil)
+	return w.processWith(t, dir, nil)
 }
 
-// processAt is process with the clock now (nil: time.Now).
-func (w world) processAt(t *testing.T, dir string, now func() time.Time) (*ledger.Ledger, *observer.ObservedLogs) {
+// processWith is process with its options changed by tune (nil: none).
+func (w world) processWith(t *testing.T, dir string, tune func(*ledger.Options)) (*ledger.Ledger, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	cl := w.client(t)
 	if _, err := ledger.Ensure(ctxT(t), cl, w.topic, []string{w.input}, ledger.DefaultWindow, -1); err != nil {
 		t.Fatal(err)
 	}
-	l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(w.brokers...)}, Topic: w.topic,
-		Dir: dir, Logger: zap.New(core), Now: now})
+	o := ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(w.brokers...)}, Topic: w.topic, Dir: dir, Logger: zap.New(core)}
+	if tune != nil {
+		tune(&o)
+	}
+	l, err := ledger.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +113,43 @@ func TestDiskStoreRestartsFromItsCheckpoint(t *testing.T) {
 	}
 	if from, records := reads(logs); len(from) != 2 || from[1] != 25 || records[1] != 1 {
 		t.Fatalf("read after Forget: from %v, %v records; want from 25, 1", from, records)
+	}
+}
+
+// newClients counts the clients built with it among their options.
+type newClients struct{ n atomic.Int64 }
+
+func (c *newClients) OnNewClient(*kgo.Client) { c.n.Add(1) }
+
+// A process restarted when nothing was written since its checkpoint (the
+// checkpoint is the partition's end) reads nothing and wipes nothing: it
+// builds no reader (the tail's client is the one it builds), and finds
+// what it had read from disk.
+func TestDiskStoreRestartsWithNothingNew(t *testing.T) {
+	w := cluster(t)
+	writer, _ := w.open(t, nil)
+	w.intend(t, writer, 0, ids("before", 3)...)
+	dir := t.TempDir()
+	a, _ := w.process(t, dir)
+	if e := w.lookup(t, a, 0, 1, ledger.Accrual, "before-0"); e == nil {
+		t.Fatal("the first read missed before-0")
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var clients newClients
+	b, logs := w.processWith(t, dir, func(o *ledger.Options) { o.ReaderOpts = append(o.ReaderOpts, kgo.WithHooks(&clients)) })
+	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "before-2"); e == nil || e.State != ledger.Intent {
+		t.Errorf("after the restart, before-2: %+v, want its intent", e)
+	}
+	if from, records := reads(logs); len(from) != 1 || from[0] != 3 || records[0] != 0 {
+		t.Errorf("read after the restart: from %v, %v records; want from 3 (the checkpoint, the end), 0", from, records)
+	}
+	if n := logs.FilterMessageSnippet("wiped").Len(); n != 0 {
+		t.Errorf("%d wipes of a store at the partition's end, want none", n)
+	}
+	if n := clients.n.Load(); n != 1 {
+		t.Errorf("%d clients built from ReaderOpts, want 1 (the tail's): nothing to read needs no reader", n)
 	}
 }
 
@@ -235,7 +275,7 @@ func TestDiskStoreSweepsEveryChunk(t *testing.T) {
 	if err := cl.ProduceSync(ctxT(t), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	a, logs := w.processAt(t, t.TempDir(), clock)
+	a, logs := w.processWith(t, t.TempDir(), func(o *ledger.Options) { o.Now = clock })
 	// sweeping waits for the sweep a lookup started, if any.
 	sweeping := func() {
 		t.Helper()
