@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
@@ -555,5 +557,43 @@ func TestConcurrentIntentsThenClose(t *testing.T) {
 	}
 	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "after-close"); e != nil {
 		t.Fatalf("intent made after Close read back: %+v", e)
+	}
+}
+
+// A partition's read fails, naming the ledger topic and what is wrong,
+// when the topic does not exist or has no partition of the input
+// record's number; nothing is answered from a ledger not read.
+func TestLookupWithoutItsLedgerPartition(t *testing.T) {
+	w := cluster(t)
+	cl := w.client(t)
+	ctx := ctxT(t)
+	few := w.topic + ".few"
+	if seeds := realkafka.Seeds(); len(seeds) > 0 {
+		realkafka.DeleteAtEnd(t, seeds, []string{few})
+	}
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, -1, nil, few); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		topic     string
+		partition int32
+		want      string
+		is        error // nil: none
+	}{
+		{"no such topic", w.topic + ".missing", 0, "metadata of " + w.topic + ".missing", kerr.UnknownTopicOrPartition},
+		{"too few partitions", few, 3, "end of " + few + "/3: no such partition", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(w.brokers...)}, Topic: tc.topic})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			e, err := l.Lookup(ctx, w.rec(tc.partition, 0), 1, ledger.Accrual, "p-1")
+			if err == nil || !strings.Contains(err.Error(), tc.want) || (tc.is != nil && !errors.Is(err, tc.is)) {
+				t.Fatalf("Lookup: %+v, %v; want an error saying %q (is %v)", e, err, tc.want, tc.is)
+			}
+		})
 	}
 }
