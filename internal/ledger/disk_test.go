@@ -343,3 +343,31 @@ func TestDiskStoreKeysOfAnyLength(t *testing.T) {
 		t.Errorf("topic t keeps %d entries, want 2", n)
 	}
 }
+
+// The disk store's cache and memtable sizes are the defaults when left
+// zero, and the ones given otherwise.
+func TestDiskStoreSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name                    string
+		cache, memTable         int64
+		wantCache, wantMemTable int64
+	}{
+		{"defaults", 0, 0, ledger.DefaultCacheSize, ledger.DefaultMemTableSize},
+		{"given", 8 << 20, 2 << 20, 8 << 20, 2 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := ledger.New(ledger.Options{Client: &kgo.Client{}, Topic: "g.ledger", Dir: t.TempDir(), CacheSize: tc.cache, MemTableSize: tc.memTable})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := l.Close(); err != nil {
+					t.Error(err)
+				}
+			}()
+			if cache, memTable := l.StoreSizes(); cache != tc.wantCache || memTable != tc.wantMemTable {
+				t.Errorf("cache %d, memtables %d; want %d, %d", cache, memTable, tc.wantCache, tc.wantMemTable)
+			}
+		})
+	}
+}

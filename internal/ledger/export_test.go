@@ -71,3 +71,7 @@ func (l *Ledger) TailPos(p int32) int64 {
 	}
 	return -1
 }
+
+// StoreSizes are the disk store's block cache and memtable sizes New
+// settled on.
+func (l *Ledger) StoreSizes() (cache, memTable int64) { return l.o.CacheSize, l.o.MemTableSize }
