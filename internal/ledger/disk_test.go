@@ -371,3 +371,31 @@ func TestDiskStoreSizes(t *testing.T) {
 		})
 	}
 }
+
+// Size counts the entries kept, warning of nothing; a store that cannot be
+// read (closed here) counts none, and says why.
+func TestDiskStoreSize(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	l, err := ledger.New(ledger.Options{Client: &kgo.Client{}, Topic: "g.ledger", Dir: t.TempDir(), Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Settle(&kgo.Record{Topic: "in"}, ledger.Entry{Kind: ledger.Accrual, TransactionID: "p-1", Outcome: "APPLIED"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.Size("in", 0); n != 1 {
+		t.Errorf("%d entries, want 1", n)
+	}
+	if n := logs.FilterLevelExact(zapcore.WarnLevel).Len(); n != 0 {
+		t.Errorf("%d warnings counting a readable store, want none: %v", n, logs.All())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.Size("in", 0); n != 0 {
+		t.Errorf("a closed store counts %d entries, want 0", n)
+	}
+	if n := logs.FilterMessage("ledger: size").FilterLevelExact(zapcore.WarnLevel).Len(); n != 1 {
+		t.Errorf("%d warnings counting a closed store, want 1", n)
+	}
+}
