@@ -393,6 +393,16 @@ func TestEnsure(t *testing.T) {
 		{"deleting", 4, map[string]*string{"cleanup.policy": str("delete")}, "cleanup.policy=delete must include compact"},
 		{"brief", 4, map[string]*string{"cleanup.policy": str("compact"), "retention.ms": str("60000")}, "retention.ms=60000 is below the dedup window"},
 	}
+	// A topic the brokers refuse to create (more replicas than brokers):
+	// the refusal, at once (not a wait for the topic to appear), with what
+	// to do.
+	refused := w.topic + ".refused"
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if created, err := ledger.Ensure(short, cl, refused, []string{w.input}, ledger.DefaultWindow, 1000); created || err == nil ||
+		!strings.Contains(err.Error(), "create with 4 partitions") || !errors.Is(err, kerr.InvalidReplicationFactor) {
+		t.Fatalf("Ensure with 1000 replicas: created %v, %v; want the brokers' refusal", created, err)
+	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
 			name := w.topic + "." + tc.name
