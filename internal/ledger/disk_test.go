@@ -204,6 +204,41 @@ func TestDiskStoreWipedWhenTheTopicIsCreatedAgain(t *testing.T) {
 	}
 }
 
+// A store whose checkpoint is past its ledger partition's end (the topic
+// created again by brokers without topic ids, which the checkpoint cannot
+// tell apart) holds another topic's entries: it is wiped, and the
+// partition read from its start.
+func TestDiskStoreWipedWhenItsCheckpointIsPastTheEnd(t *testing.T) {
+	w := cluster(t)
+	writer, _ := w.open(t, nil)
+	w.intend(t, writer, 0, ids("new", 3)...)
+	dir := t.TempDir()
+	a, _ := w.process(t, dir)
+	if _, err := a.Settle(w.rec(0, 7), ledger.Entry{Kind: ledger.Accrual, TransactionID: "stale", Outcome: "APPLIED"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SaveCheckpoint(w.input, 0, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b, logs := w.process(t, dir)
+	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "stale"); e != nil {
+		t.Errorf("an entry kept past the partition's end is still found: %+v", e)
+	}
+	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "new-0"); e == nil {
+		t.Error("the partition's first entry, below the checkpoint, was missed")
+	}
+	if from, records := reads(logs); len(from) != 1 || from[0] != 0 || records[0] != 3 {
+		t.Errorf("read: from %v, %v records; want from 0, 3", from, records)
+	}
+	if n := logs.FilterMessageSnippet("past the partition's end").Len(); n != 1 {
+		t.Errorf("%d warnings of the wipe, want 1", n)
+	}
+}
+
 // A store that does not open (its files damaged) is wiped and restored
 // from the topic, which is the truth; one in use by another process is
 // refused, not wiped; a directory that cannot be made is an error naming

@@ -75,3 +75,10 @@ func (l *Ledger) TailPos(p int32) int64 {
 // StoreSizes are the disk store's block cache and memtable sizes New
 // settled on.
 func (l *Ledger) StoreSizes() (cache, memTable int64) { return l.o.CacheSize, l.o.MemTableSize }
+
+// SaveCheckpoint stores a checkpoint of input partition topic/partition at
+// ledger offset next with no topic id, as a store read from brokers
+// without topic ids holds.
+func (l *Ledger) SaveCheckpoint(topic string, partition int32, next int64) error {
+	return l.store(topic, partition).b.add(nil, &checkpoint{next: next})
+}
