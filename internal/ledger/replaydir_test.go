@@ -9,6 +9,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // A replay's store left behind is removed by the next replay or the next
@@ -50,9 +52,22 @@ func TestReplayStoresLeftBehindAreSwept(t *testing.T) {
 		t.Fatalf("a store younger than %s removed: %v", staleAfter, err)
 	}
 
-	sweepReplayDirs(parent, time.Now().Add(2*staleAfter), zap.NewNop())
+	// Kept until exactly staleAfter old, removed then, and said so.
+	info, err := os.Stat(left)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweepReplayDirs(parent, info.ModTime().Add(staleAfter-time.Nanosecond), zap.NewNop())
+	if _, err := os.Stat(left); err != nil {
+		t.Fatalf("a store a nanosecond younger than %s removed: %v", staleAfter, err)
+	}
+	core, logs := observer.New(zapcore.InfoLevel)
+	sweepReplayDirs(parent, info.ModTime().Add(staleAfter), zap.New(core))
 	if _, err := os.Stat(left); !os.IsNotExist(err) {
 		t.Fatalf("the store a replay left behind is still there (%v)", err)
+	}
+	if n := logs.FilterMessageSnippet("removed the store a replay left behind").FilterField(zap.String("dir", left)).Len(); n != 1 {
+		t.Errorf("%d lines saying %s was removed, want 1: %v", n, left, logs.All())
 	}
 	for _, dir := range []string{held, other} {
 		if _, err := os.Stat(dir); err != nil {
