@@ -49,10 +49,9 @@ func Ensure(ctx context.Context, cl *kgo.Client, topic string, inputs []string, 
 	}
 	d, ok := details[topic]
 	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		resp, err := adm.CreateTopic(ctx, int32(need), replicationFactor, TopicConfig(window), topic)
-		if err == nil {
-			err = resp.Err
-		}
+		// CreateTopic returns the topic's own error (kadm's doc), so a
+		// refusal is err too.
+		_, err := adm.CreateTopic(ctx, int32(need), replicationFactor, TopicConfig(window), topic)
 		if errors.Is(err, kerr.TopicAlreadyExists) {
 			return Ensure(ctx, cl, topic, inputs, window, replicationFactor)
 		}
