@@ -297,7 +297,7 @@ func TestRollingRestart(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	// 4 in flight at 20 ms: a drain of a few seconds, long enough for the
 	// replicas to be ready before the first restart is due.
-	args := []string{"--events", "2000", "--partitions", "4", "--keys", "200", "--latency", "20ms",
+	args := []string{"--events", "1200", "--partitions", "4", "--keys", "200", "--latency", "20ms",
 		"--max-in-flight", "4", "--stall", "60s", "--bridge-bin", bridgeBin, "--work-dir", filepath.Join(dir, "work"),
 		"--scenario", "replicas=2,rolling-restart,delivery=exactly-once", "--json", jsonPath}
 	code := run(ctx, testEnv(t, &stdout, &stderr), args)
@@ -317,7 +317,7 @@ func TestRollingRestart(t *testing.T) {
 		t.Fatalf("points %+v, want clean and the rolling restart", rep.Points)
 	}
 	r := rep.Points[1].Results[0]
-	if !r.OK() || r.Done != 2000 || r.Duplicates != 0 {
+	if !r.OK() || r.Done != 1200 || r.Duplicates != 0 {
 		t.Errorf("done %d, errors %d (%s), %d duplicate replies, error %q: want every record answered once", r.Done, r.Errors,
 			r.FirstError, r.Duplicates, r.Error)
 	}
