@@ -364,6 +364,54 @@ func testLedgerReadsCommittedOnly(t *testing.T, disk bool) {
 	}
 }
 
+// An exactly-once round that aborts after its writes were answered loses
+// the settled entries its transaction carried; written again outside it
+// (WriteSettled), the next owner's restore reads them. An entry of another
+// topic is refused, and nothing of the call is written.
+func TestWriteSettledOutlivesAnAbortedRound(t *testing.T) { eachStore(t, testWriteSettled) }
+
+func testWriteSettled(t *testing.T, disk bool) {
+	w := cluster(t).on(disk)
+	a, _ := w.open(t, nil)
+	ctx := ctxT(t)
+	tx := w.client(t, kgo.TransactionalID(w.topic+"-tx"))
+	points := int64(5)
+	settle := func(offset int64, id string) *kgo.Record {
+		r, err := a.Settle(w.rec(0, offset), ledger.Entry{Kind: ledger.Accrual, TransactionID: id, Outcome: "APPLIED", Points: &points})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	salvaged, lost := settle(1, "salvaged"), settle(2, "lost")
+	if err := tx.ProduceSync(ctx, salvaged, lost).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	again := func(r *kgo.Record) *kgo.Record {
+		return &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: r.Headers}
+	}
+	if err := a.WriteSettled(ctx, []*kgo.Record{again(salvaged)}); err != nil {
+		t.Fatal(err)
+	}
+	err := a.WriteSettled(ctx, []*kgo.Record{again(lost), {Topic: "loyalty.purchase.result", Value: []byte("x")}})
+	if err == nil || !strings.Contains(err.Error(), `"loyalty.purchase.result"`) {
+		t.Errorf("an entry of another topic: %v, want it refused by name", err)
+	}
+	b, _ := w.open(t, nil)
+	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "salvaged"); e == nil || e.State != ledger.Settled || e.Points == nil || *e.Points != 5 {
+		t.Errorf("the entry written again: %+v, want it settled with 5 points", e)
+	}
+	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "lost"); e != nil {
+		t.Errorf("the aborted entry not written again was read back: %+v", e)
+	}
+}
+
 // The topic is created to fit, and one that does not fit is refused with
 // what to change.
 func TestEnsure(t *testing.T) {

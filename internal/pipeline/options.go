@@ -229,6 +229,17 @@ type Options struct {
 	Gate Gate
 	// Observer receives events for metrics; nil means none.
 	Observer Observer
+	// Salvage, in ExactlyOnce mode, is given the outputs of the records
+	// whose handlers returned in a round that aborts: their effects
+	// happened, and the transaction that would have carried their
+	// outputs does not commit. It may write outside the transaction
+	// those that must outlive it (the transaction ledger's settled
+	// entries), and returns once they are written: it runs before the
+	// records can run again, here or at a partition's next owner (inside
+	// a revocation, before the partitions are released, within what is
+	// left of DrainTimeout; otherwise within half of it). The records are
+	// copies; an error is logged. Nil: nothing is salvaged.
+	Salvage func(ctx context.Context, outs []*kgo.Record) error
 	// Logger receives one line per state change; per-record lines only at
 	// debug level, never with keys or values. Nil means no logging.
 	Logger *zap.Logger

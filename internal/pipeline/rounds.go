@@ -169,12 +169,14 @@ func (e *exactlyOnce) commitRound() {
 	committed, err := e.sess.End(p.workCtx, kgo.TryCommit)
 	if err != nil {
 		p.stopWith(fmt.Errorf("pipeline: transaction (transactional id %q): %w", p.o.TransactionalID, err))
+		e.salvage(nil, time.Now().Add(p.o.DrainTimeout/2))
 		e.resetRound()
 		return
 	}
 	if !committed {
 		p.log.Info("transaction aborted: the group rebalanced during the round; its records will be processed again",
 			zap.Int("records", len(jobs)))
+		e.salvage(nil, time.Now().Add(p.o.DrainTimeout/2))
 		e.resetRound()
 		return
 	}
@@ -232,6 +234,7 @@ wait:
 			break wait
 		}
 	}
+	e.salvage(nil, time.Now().Add(p.o.DrainTimeout/2))
 	if _, err := e.sess.End(p.workCtx, kgo.TryAbort); err != nil {
 		p.stopWith(fmt.Errorf("pipeline: abort transaction (transactional id %q): %w", p.o.TransactionalID, err))
 	}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -54,6 +55,8 @@ type roundJob struct {
 	settled bool          // counted out of roundLeft
 	outs    []*kgo.Record // ready: outputs awaiting the round's transaction
 	ready   bool
+	// salvaged: outs were given to Options.Salvage (the round aborts).
+	salvaged bool
 }
 
 func newExactlyOnce(p *Pipeline) *exactlyOnce {
@@ -364,6 +367,10 @@ func (e *exactlyOnce) revoke(ctx context.Context, cl *kgo.Client, revoked map[st
 		}
 	}
 	timedOut := waitClosed(stopped, wait)
+	// Before the release: the next owner may run the records as soon as
+	// the callback returns, which must be within the rebalance timeout
+	// (DrainTimeout plus a margin) of its start.
+	e.salvage(parts, start.Add(p.o.DrainTimeout))
 	if !lost && !timedOut {
 		e.releaseRevoked(ctx, cl, parts)
 	}
@@ -403,4 +410,46 @@ func (e *exactlyOnce) dropLocked(parts []*partition) map[string][]int32 {
 		}
 	}
 	return e.p.dropLocked(parts)
+}
+
+// salvage gives Options.Salvage, until deadline, the outputs of the
+// round's records whose handlers returned, in parts (nil: every
+// partition), once each: the
+// round aborts, so its transaction will not carry them, yet their
+// effects happened. Without it a record whose outputs include a ledger
+// entry settling its partner call runs again with only its intent in
+// the ledger, and waits for that call to settle (at a partition's next
+// owner about 17 s with the defaults) before it looks it up.
+func (e *exactlyOnce) salvage(parts []*partition, deadline time.Time) {
+	p := e.p
+	if p.o.Salvage == nil {
+		return
+	}
+	var outs []*kgo.Record
+	records := 0
+	p.mu.Lock()
+	for _, j := range e.round {
+		r := roundOf(j)
+		if !r.ready || r.salvaged || (parts != nil && !slices.Contains(parts, j.p)) {
+			continue
+		}
+		r.salvaged = true
+		records++
+		for _, o := range r.outs {
+			// A copy: commitRound may have given the original to the
+			// session's client already.
+			outs = append(outs, &kgo.Record{Topic: o.Topic, Partition: o.Partition, Key: o.Key, Value: o.Value,
+				Headers: slices.Clone(o.Headers), Timestamp: o.Timestamp})
+		}
+	}
+	p.mu.Unlock()
+	if len(outs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(p.workCtx, deadline)
+	defer cancel()
+	if err := p.o.Salvage(ctx, outs); err != nil {
+		p.log.Warn("outputs of an aborted round not salvaged; its records, run again, may wait for their partner calls to settle",
+			zap.Int("records", records), zap.Error(err))
+	}
 }

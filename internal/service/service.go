@@ -245,6 +245,9 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Service, err er
 	// Receive and publish spans of the records (none with tracing off).
 	po.ClientOpts = append(po.ClientOpts, d.Tracing.KafkaOpts(cfg.Group.Name)...)
 	po.Handler, po.Fallback, po.Gate, po.Observer, po.Logger = s.bridge.Handle, s.bridge.Fallback, d.Gate(), obs, d.Log.Named("pipeline")
+	if d.Ledger != nil {
+		po.Salvage = salvageSettled(d.Ledger)
+	}
 	s.pipe, err = pipeline.New(po)
 	if err != nil {
 		return nil, err
@@ -335,6 +338,26 @@ func (d *Deps) buildLedger(ctx context.Context) error {
 		d.Log.Info("ledger kept on disk", zap.String("dir", lc.Dir))
 	}
 	return nil
+}
+
+// salvageSettled is the pipeline's Salvage with the transaction ledger:
+// of an aborted exactly-once round's outputs, the ledger's settled
+// entries are written outside the transaction (the partner calls they
+// settle happened), so that the records, run again, are answered from
+// them instead of waiting for those calls to settle.
+func salvageSettled(l *ledger.Ledger) func(context.Context, []*kgo.Record) error {
+	return func(ctx context.Context, outs []*kgo.Record) error {
+		var settled []*kgo.Record
+		for _, r := range outs {
+			if r.Topic == l.Topic() {
+				settled = append(settled, r)
+			}
+		}
+		if len(settled) == 0 {
+			return nil
+		}
+		return l.WriteSettled(ctx, settled)
+	}
 }
 
 // parks reports whether refunds whose purchase is not found yet are

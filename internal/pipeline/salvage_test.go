@@ -1,0 +1,212 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
+)
+
+// salvageLog keeps what Options.Salvage was given, and the order of
+// salvages and releases.
+type salvageLog struct {
+	NopObserver
+	mu       sync.Mutex
+	salvaged map[string]int // output value (coord of its input) → times salvaged
+	events   []string       // "salvage p<partition>", "released p<partition>"
+	revoked  map[int32]bool // the partitions of the first revocation
+	revoking chan struct{}  // closed when a revocation starts
+	released chan struct{}  // closed when partitions are first released
+	once     sync.Once
+	relOnce  sync.Once
+}
+
+func newSalvageLog() *salvageLog {
+	return &salvageLog{salvaged: map[string]int{}, revoked: map[int32]bool{},
+		revoking: make(chan struct{}), released: make(chan struct{})}
+}
+
+func (s *salvageLog) salvage(_ context.Context, outs []*kgo.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	parts := map[int32]bool{}
+	for _, o := range outs {
+		s.salvaged[string(o.Value)]++
+		var p int32
+		var off int64
+		if _, err := fmt.Sscanf(string(o.Value), inTopic+"/%d/%d", &p, &off); err == nil && !parts[p] {
+			parts[p] = true
+			s.events = append(s.events, fmt.Sprintf("salvage p%d", p))
+		}
+	}
+	return nil
+}
+
+func (s *salvageLog) Assigned(_ string, partitions []int32, assigned, _ bool) {
+	if !assigned {
+		s.once.Do(func() {
+			s.mu.Lock()
+			for _, p := range partitions {
+				s.revoked[p] = true
+			}
+			s.mu.Unlock()
+			close(s.revoking)
+		})
+	}
+}
+
+func (s *salvageLog) Released(_ string, partitions []int32) {
+	s.mu.Lock()
+	for _, p := range partitions {
+		s.events = append(s.events, fmt.Sprintf("released p%d", p))
+	}
+	s.mu.Unlock()
+	s.relOnce.Do(func() { close(s.released) })
+}
+
+func (s *salvageLog) isRevoked(p int32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.revoked[p]
+}
+
+func (s *salvageLog) count(value string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.salvaged[value]
+}
+
+// TestExactlyOnceSalvagesAnAbortedRoundOnShutdown: a round aborted at
+// shutdown (one record outlives the drain) hands Salvage the outputs of
+// every record of it whose handler returned, once each, and none of the
+// record that was cut.
+func TestExactlyOnceSalvagesAnAbortedRoundOnShutdown(t *testing.T) {
+	e := newEnv(t, 1)
+	e.produce(20, func(i int) string { return fmt.Sprintf("k%d", i) }, func(int) int32 { return 0 })
+	const stuck = 7
+	var (
+		mu       sync.Mutex
+		returned []string // coords of records whose handler returned nil
+	)
+	reached := make(chan struct{})
+	h := echo(func(ctx context.Context, rec *kgo.Record, _ Meta) error {
+		if rec.Offset == stuck {
+			close(reached)
+			<-ctx.Done() // cut at the drain's end
+			return ctx.Err()
+		}
+		mu.Lock()
+		returned = append(returned, coord(rec))
+		mu.Unlock()
+		return nil
+	})
+	log := newSalvageLog()
+	o := e.eosOpts("g", "salvage-shutdown", h)
+	o.DrainTimeout = 200 * time.Millisecond
+	o.Salvage = log.salvage
+	r := start(t, o)
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stuck record was never handled")
+	}
+	// Every other record of the round returns; then stop.
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(returned) == 19, fmt.Sprintf("%d of 19 records returned", len(returned))
+	})
+	r.stop(t)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range returned {
+		if n := log.count(c); n != 1 {
+			t.Errorf("%s salvaged %d times, want once", c, n)
+		}
+	}
+	if n := log.count(fmt.Sprintf("%s/0/%d", inTopic, stuck)); n != 0 {
+		t.Errorf("the record cut off was salvaged %d times: it has no outputs", n)
+	}
+}
+
+// TestExactlyOnceSalvagesBeforeRelease: a revocation dooms the round; the
+// outputs of the revoked partition's records whose handlers returned (one
+// only after the revocation began) are salvaged before the partition is
+// released to its next owner. The partition the member keeps has a record
+// that returns only after that release, so the round's own abort, which
+// waits for every handler, cannot have salvaged them first.
+func TestExactlyOnceSalvagesBeforeRelease(t *testing.T) {
+	e := newEnv(t, 2)
+	const n = 200
+	e.produce(n, func(i int) string { return fmt.Sprintf("k%d", i) }, func(i int) int32 { return int32(i % 2) })
+	log := newSalvageLog()
+	lateRecord, latePart := "", int32(-1) // guarded by log.mu
+	blocked := make(chan int32, 2)
+	h := echo(func(ctx context.Context, rec *kgo.Record, _ Meta) error {
+		if rec.Offset != 3 {
+			return nil
+		}
+		select {
+		case blocked <- rec.Partition:
+		default: // handled again after the revocation
+		}
+		select {
+		case <-log.revoking:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !log.isRevoked(rec.Partition) {
+			select { // the kept partition's record outlives the release
+			case <-log.released:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return nil
+		}
+		log.mu.Lock()
+		if lateRecord == "" {
+			lateRecord, latePart = coord(rec), rec.Partition
+		}
+		log.mu.Unlock()
+		return nil
+	})
+	oa := e.eosOpts("g", "salvage-a", h)
+	oa.TakeoverWait = noWait
+	oa.Salvage = log.salvage
+	oa.Observer = log
+	oa.MaxBuffered, oa.RoundRecords = 2*n, 2*n // a round of both partitions' records
+	start(t, oa)
+	for range 2 { // both partitions' records wait in member a's round
+		select {
+		case <-blocked:
+		case <-time.After(30 * time.Second):
+			t.Fatal("member a never reached the records that wait")
+		}
+	}
+	ob := e.eosOpts("g", "salvage-b", echo(nil))
+	ob.TakeoverWait = noWait
+	start(t, ob)
+	e.waitCommittedToEnd("g")
+	e.checkOutputs(e.readAll(outTopic, true), true)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.revoked) != 1 {
+		t.Fatalf("member a gave up partitions %v; the test wants one revoked and one kept", log.revoked)
+	}
+	if lateRecord == "" || log.salvaged[lateRecord] == 0 {
+		t.Fatalf("the revoked record that returned after the revocation began (%q) was never salvaged; events %v", lateRecord, log.events)
+	}
+	// Its partition's next owner may run it as soon as the partition is
+	// released: the salvage must come first.
+	salvaged := slices.Index(log.events, fmt.Sprintf("salvage p%d", latePart))
+	released := slices.Index(log.events, fmt.Sprintf("released p%d", latePart))
+	if released < 0 || salvaged > released {
+		t.Errorf("partition %d: salvaged at event %d, released at %d: %v", latePart, salvaged, released, log.events)
+	}
+}
