@@ -36,6 +36,11 @@
 //     is wiped whole and read again. Entries past the window are deleted
 //     by a background sweep, chunk by chunk, never under a lookup's lock.
 //
+// An exactly-once round carries its settled entries in its transaction;
+// one that aborts after its writes were answered has them written again
+// outside it (WriteSettled), since an entry records a partner answer
+// whatever the round became, and a restore reads committed entries only.
+//
 // The put rule is the same in both: a key keeps its last settled value, or
 // its last value when none is settled, so a late-read intent never hides
 // its settled outcome (on disk, a merge operator: a write needs no read).

@@ -245,6 +245,16 @@
 // transaction per assignment, one release commit per revocation or clean
 // stop, and a revocation that waits for the round's running calls.
 //
+// A round that aborts discards the outputs of its records whose handlers
+// returned, though their effects happened: Options.Salvage is given them
+// first (inside a revocation, before the revoked partitions are released;
+// otherwise before the records are taken again), to write outside the
+// transaction what must outlive it. The service writes the transaction
+// ledger's settled entries there: without them the records, run again by
+// the partition's next owner, found only their intents and waited for
+// those calls to settle (about 17 s with the defaults) before looking
+// them up; loyalty-bench's rolling-restart scenario showed it.
+//
 // During a rolling upgrade from a build without claims, a member of the
 // old build that dies in its first round of a partition never committed,
 // or of one a new member released, leaves nothing that says so; its
