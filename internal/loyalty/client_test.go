@@ -289,6 +289,29 @@ func TestReadsBackOffWithFullJitterUntilExhausted(t *testing.T) {
 	}
 }
 
+// A back-off ceiling past Max waits Max, however Initial·2^(n−1)
+// overflows: into a negative number (2^63) or into exactly zero (2^64, an
+// Initial of 2^34 ns doubled 30 times), never into a retry at once.
+func TestBackoffCeilingOverflowWaitsMax(t *testing.T) {
+	const initial = time.Duration(1) << 34 // about 17 s
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }, func(o *loyalty.Options) {
+		o.Retry = loyalty.RetryPolicy{MaxAttempts: 32, Initial: initial, Max: time.Minute, MaxElapsed: 1000 * time.Hour}
+		o.Now = func() time.Time { return time.Unix(0, 0) }
+	})
+	if _, info, err := f.client.CustomerInfo(context.Background(), "LB1"); err == nil || info.Attempts != 32 {
+		t.Fatalf("err %v info %+v, want 32 attempts", err, info)
+	}
+	// rand 0.5 × min(Max, Initial·2^(n−1)) for retries 1 to 31; retry 30's
+	// ceiling is 2^63 (negative), retry 31's 2^64 (zero).
+	want := []time.Duration{initial / 2, initial}
+	for len(want) < 31 {
+		want = append(want, 30*time.Second)
+	}
+	if got := f.sleeps.All(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("waits %v, want %v", got, want)
+	}
+}
+
 func TestMaxElapsedStopsRetries(t *testing.T) {
 	now := time.Unix(0, 0)
 	var mu sync.Mutex

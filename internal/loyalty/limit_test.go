@@ -70,6 +70,9 @@ func TestLargeAnswersAreMalformedAndNotRead(t *testing.T) {
 		{"500 read, Content-Length", 500, "<html>gateway error</html>", true, false, false},
 		{"500 write", 500, "<html>gateway error</html>", false, true, true},
 		{"503 write", 503, "<html>busy</html>", false, true, false},
+		// Neither 2xx nor 5xx: a redirect is never followed, so the write
+		// was not processed where it was sent.
+		{"300 write", 300, "<html>choices</html>", false, true, false},
 		{"404 read", 404, "<html>no route</html>", false, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
