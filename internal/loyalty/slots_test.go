@@ -20,7 +20,13 @@ func TestMaxCalls(t *testing.T) {
 	var inUse atomic.Int32
 	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
 		if arrived.Add(1) == 1 {
-			<-release
+			// Or the call ends: a test that fails before release (its
+			// deferred cancel) must not leave the server's Close waiting
+			// for this handler for ever.
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
 		}
 		ok(w, `{"loyaltyId":"LB1","status":"ACTIVE"}`)
 	}, func(o *loyalty.Options) {
@@ -33,7 +39,10 @@ func TestMaxCalls(t *testing.T) {
 		_, _, err := f.client.CustomerInfo(ctx, "LB1")
 		first <- err
 	}()
-	for arrived.Load() < 1 {
+	for deadline := time.Now().Add(20 * time.Second); arrived.Load() < 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first call never reached the server")
+		}
 		time.Sleep(time.Millisecond) // polling, not synchronising
 	}
 	if inUse.Load() != 1 {
