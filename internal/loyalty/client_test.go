@@ -252,6 +252,54 @@ func TestRetryAfterIsObeyedForWrites(t *testing.T) {
 	}
 }
 
+// Retry-After in either of its forms, delay-seconds or an HTTP date, is
+// the wait before the retry, at most a day whatever the server asks (and
+// MaxRetryAfter, a day and more here, caps it no further); a value that is
+// neither, zero, negative or a date past leaves the back-off (rand 0.5 ×
+// 100 ms).
+func TestRetryAfterForms(t *testing.T) {
+	const backoff = 50 * time.Millisecond
+	date := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(http.TimeFormat) }
+	for _, tc := range []struct {
+		name     string
+		value    string
+		min, max time.Duration
+	}{
+		{"seconds", "120", 120 * time.Second, 120 * time.Second},
+		{"seconds, spaced", " 7 ", 7 * time.Second, 7 * time.Second},
+		{"an hour of seconds", "3600", time.Hour, time.Hour},
+		{"seconds past a day", "100000", 24 * time.Hour, 24 * time.Hour},
+		{"zero", "0", backoff, backoff},
+		{"negative", "-5", backoff, backoff},
+		{"neither", "soon", backoff, backoff},
+		// An HTTP date has whole seconds: an hour ahead is less than an
+		// hour by up to a second, and the time the test takes.
+		{"date an hour ahead", date(time.Hour), time.Hour - time.Minute, time.Hour},
+		{"date two days ahead", date(48 * time.Hour), 24 * time.Hour, 24 * time.Hour},
+		{"date past", date(-time.Hour), backoff, backoff},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int64
+			f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) == 1 {
+					w.Header().Set("Retry-After", tc.value)
+					w.WriteHeader(503)
+					return
+				}
+				ok(w, `{"loyaltyId":"LB1"}`)
+			}, func(o *loyalty.Options) {
+				o.Retry = loyalty.RetryPolicy{Initial: 100 * time.Millisecond, MaxRetryAfter: 48 * time.Hour, MaxElapsed: 72 * time.Hour}
+			})
+			if _, _, err := f.client.CustomerInfo(context.Background(), "LB1"); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.sleeps.All(); len(got) != 1 || got[0] < tc.min || got[0] > tc.max {
+				t.Fatalf("Retry-After %q: waits %v, want one in [%v, %v]", tc.value, got, tc.min, tc.max)
+			}
+		})
+	}
+}
+
 func TestRetryAfterIsCapped(t *testing.T) {
 	var n atomic.Int64
 	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
