@@ -510,6 +510,50 @@ func TestValidationBeforeAnyCall(t *testing.T) {
 	if !errors.As(err, &ve) {
 		t.Fatalf("%v", err)
 	}
+	// A redemption of no points, or of fewer, is refused on its own: it
+	// would redeem nothing, or give points back.
+	for _, used := range []int64{0, -5} {
+		_, info, err := f.client.Redeem(context.Background(), loyalty.RedemptionRequest{TransactionID: "tx-1", LoyaltyID: "LB1",
+			TransactionDate: "2025-11-22T10:00:00Z", UsedPoint: used, Sign: "x.y.z"})
+		if !errors.As(err, &ve) || info.Attempts != 0 || fmt.Sprint(ve.Problems) != "[usedPoint must be positive]" {
+			t.Fatalf("usedPoint %d: %v", used, err)
+		}
+	}
+}
+
+// An error names the record it is about, as the call knew it: the
+// onboarding's externalId, a lookup's transactionId, or its bitReference
+// when it has no transactionId.
+func TestErrorsNameTheirRecord(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		fail(w, 400, `{"code":"X","message":"refused"}`)
+	}, nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		call func() error
+		ref  string
+	}{
+		{func() error {
+			_, _, err := f.client.Onboard(ctx, loyalty.OnboardRequest{ExternalID: "ext-1"})
+			return err
+		}, "externalId=ext-1"},
+		{func() error {
+			_, _, err := f.client.LookupTransaction(ctx, loyalty.LookupRequest{LoyaltyID: "LB1", BitReference: "B1"})
+			return err
+		}, "bitReference=B1"},
+		{func() error {
+			_, _, err := f.client.LookupTransaction(ctx, loyalty.LookupRequest{LoyaltyID: "LB1", TransactionID: "tx-1", BitReference: "B1"})
+			return err
+		}, "tx=tx-1"},
+	} {
+		var be *loyalty.BusinessError
+		switch err := tc.call(); {
+		case !errors.As(err, &be):
+			t.Errorf("%v, want a business error", err)
+		case be.Ref != tc.ref || !strings.Contains(err.Error(), " "+tc.ref+": "):
+			t.Errorf("%v (ref %q), want ref %q", err, be.Ref, tc.ref)
+		}
+	}
 }
 
 func TestContextCancelStopsBackoff(t *testing.T) {
