@@ -87,3 +87,37 @@ func TestTLSOptions(t *testing.T) {
 		}
 	}
 }
+
+// A CA file is trusted in addition to the system roots, never instead of
+// them: configuring a private CA leaves a partner (or a gateway in front
+// of it) with a public certificate reachable.
+func TestTLSCAFileKeepsSystemRoots(t *testing.T) {
+	sys, err := x509.SystemCertPool()
+	if err != nil || sys.Equal(x509.NewCertPool()) {
+		t.Skip("no system roots on this platform")
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "private CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(der)
+	caFile := writePEM(t, filepath.Join(t.TempDir(), "ca.pem"), "CERTIFICATE", der)
+	var tr *http.Transport
+	hc, err := loyalty.NewHTTPClient(loyalty.TransportOptions{TLS: loyalty.TLSOptions{CAFile: caFile},
+		Wrap: func(rt http.RoundTripper) http.RoundTripper { tr, _ = rt.(*http.Transport); return rt }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.CloseIdleConnections()
+	if tr == nil || tr.TLSClientConfig == nil {
+		t.Fatalf("transport %#v: no TLS configuration", tr)
+	}
+	want := sys.Clone()
+	want.AddCert(ca)
+	if !tr.TLSClientConfig.RootCAs.Equal(want) {
+		t.Fatal("the trusted roots are not the system's and the CA file's")
+	}
+}
