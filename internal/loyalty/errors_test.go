@@ -58,6 +58,11 @@ func TestErrorTexts(t *testing.T) {
 		{&TransientError{Op: "point-accrual", Status: 503, Attempts: 1}, "loyalty: point-accrual: not applied, HTTP 503, after 1 attempt"},
 		{&TransientError{Op: "point-accrual", Ambiguous: true, Attempts: 3, Err: cause},
 			"loyalty: point-accrual: outcome unknown (may have been applied), after 3 attempts: connection reset"},
+		{&UnrecognisedAnswerError{Op: "lookup-transaction", Ref: "tx=T1", Field: FieldStatus, Value: "PENDING"},
+			`loyalty: lookup-transaction tx=T1: answer not in the partner profile: status "PENDING"`},
+		{&UnrecognisedAnswerError{Op: "lookup-transaction", Ref: "tx=T1", Field: FieldSharedID, Value: "REDEMPTION"},
+			`loyalty: lookup-transaction tx=T1: the transactionId names a transaction of the other kind (transactionType "REDEMPTION"); with transactions keyed by id and type, the one asked may exist beside it unseen`},
+		{ErrInsufficientPoint, "loyalty: API error INSUFFICIENT_POINT"},
 	} {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("%#v:\n got %q\nwant %q", tc.err, got, tc.want)
@@ -81,6 +86,28 @@ func TestAPICode(t *testing.T) {
 	} {
 		if got := tc.be.APICode(); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.be, got, tc.want)
+		}
+	}
+}
+
+// The partner refuses the bridge's credentials, not one record, when the
+// grant failed or the API answered 401 (to a renewed token); a 403 is one
+// resource forbidden, and no AuthError is no refusal.
+func TestIsCredentialRefused(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&AuthError{Op: "point-accrual", Err: errors.New("invalid_grant")}, true},
+		{fmt.Errorf("accrual T-1: %w", &AuthError{HTTPStatus: 401}), true},
+		{&AuthError{HTTPStatus: 403, Code: "FORBIDDEN"}, false},
+		{&AuthError{}, false},
+		{&BusinessError{HTTPStatus: 401}, false},
+		{&TransientError{Status: 401}, false},
+		{nil, false},
+	} {
+		if got := IsCredentialRefused(tc.err); got != tc.want {
+			t.Errorf("IsCredentialRefused(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }
