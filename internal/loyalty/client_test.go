@@ -171,6 +171,13 @@ func TestTransactionDateRoundTrip(t *testing.T) {
 	if err := json.Unmarshal([]byte(`"yesterday"`), &d); err == nil {
 		t.Fatal("bad date accepted")
 	}
+	// Called directly (json.Unmarshal never passes nothing), an empty or
+	// blank value is an error, not a panic.
+	for _, in := range []string{"", "  "} {
+		if err := d.UnmarshalJSON([]byte(in)); err == nil {
+			t.Fatalf("%q accepted", in)
+		}
+	}
 }
 
 func TestBusinessErrorsReturnAtOnceTyped(t *testing.T) {

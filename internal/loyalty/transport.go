@@ -87,7 +87,7 @@ func NewHTTPClient(o TransportOptions) (*http.Client, error) {
 	}
 	tr := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dialer().DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          o.MaxConns * 2,
 		MaxIdleConnsPerHost:   o.MaxConns,
@@ -102,4 +102,13 @@ func NewHTTPClient(o TransportOptions) (*http.Client, error) {
 		rt = o.Wrap(rt)
 	}
 	return noredirect.Client(&http.Client{Transport: rt}), nil
+}
+
+// dialer sets up the connections: a partner that does not accept one
+// within 5 s is given up on (the attempt's Options.Timeout may be far
+// longer, and a black-holed address would hold every attempt that long),
+// and idle connections are probed every 30 s so that a dead one is found
+// before a call is sent on it.
+func dialer() *net.Dialer {
+	return &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 }

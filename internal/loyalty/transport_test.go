@@ -121,3 +121,28 @@ func TestTLSCAFileKeepsSystemRoots(t *testing.T) {
 		t.Fatal("the trusted roots are not the system's and the CA file's")
 	}
 }
+
+// The transport's bounds: MaxConns connections to a host, as many kept
+// idle (twice that in all), 64 when unset or negative — never unbounded;
+// idle connections closed after 90 s, a TLS handshake given 5 s, a body
+// held back for 100-continue at most 1 s.
+func TestTransportBounds(t *testing.T) {
+	for _, tc := range []struct{ maxConns, want int }{{0, 64}, {-3, 64}, {1, 1}, {10, 10}} {
+		var tr *http.Transport
+		hc, err := loyalty.NewHTTPClient(loyalty.TransportOptions{MaxConns: tc.maxConns,
+			Wrap: func(rt http.RoundTripper) http.RoundTripper { tr, _ = rt.(*http.Transport); return rt }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case tr == nil:
+			t.Fatalf("MaxConns %d: Wrap was not given the *http.Transport", tc.maxConns)
+		case tr.MaxConnsPerHost != tc.want || tr.MaxIdleConnsPerHost != tc.want || tr.MaxIdleConns != 2*tc.want:
+			t.Errorf("MaxConns %d: per host %d, idle per host %d, idle %d; want %d, %d, %d", tc.maxConns,
+				tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost, tr.MaxIdleConns, tc.want, tc.want, 2*tc.want)
+		case tr.IdleConnTimeout != 90*time.Second || tr.TLSHandshakeTimeout != 5*time.Second || tr.ExpectContinueTimeout != time.Second:
+			t.Errorf("idle %v, TLS handshake %v, 100-continue %v", tr.IdleConnTimeout, tr.TLSHandshakeTimeout, tr.ExpectContinueTimeout)
+		}
+		hc.CloseIdleConnections()
+	}
+}
