@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -260,4 +261,47 @@ func (c *cappedStatusPartner) LookupTransaction(ctx context.Context, r loyalty.L
 		c.cancel()
 	}
 	return c.statusPartner.LookupTransaction(ctx, r)
+}
+
+// The warning limit: a key warns again once a minute has passed (exactly
+// a minute included); at most maxWarnKeys keys are remembered, those a
+// minute old or more making room, and a new key finding no room is not
+// warned about (its records are still held; the limit is on the logs).
+func TestWarnLimit(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	key := func(i int) string { return fmt.Sprintf("status\x00V%d", i) }
+	fill := func() *warnLimit {
+		w := &warnLimit{}
+		for i := range maxWarnKeys {
+			if !w.allow(key(i), t0) {
+				t.Fatalf("key %d of %d refused", i+1, maxWarnKeys)
+			}
+		}
+		return w
+	}
+	for _, tc := range []struct {
+		name string
+		w    *warnLimit
+		key  string
+		at   time.Duration // after t0
+		want bool
+	}{
+		{"the same key within the minute", fill(), key(0), warnEvery - time.Nanosecond, false},
+		{"the same key a minute later", fill(), key(0), warnEvery, true},
+		{"a new key, every place taken within the minute", fill(), key(maxWarnKeys), warnEvery - time.Nanosecond, false},
+		{"a new key once the others are a minute old", fill(), key(maxWarnKeys), warnEvery, true},
+		{"a new key with a place left", &warnLimit{}, key(0), 0, true},
+	} {
+		if got := tc.w.allow(tc.key, t0.Add(tc.at)); got != tc.want {
+			t.Errorf("%s: allow %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// One place short of full, a new key takes the last place.
+	w := &warnLimit{}
+	for i := range maxWarnKeys - 1 {
+		w.allow(key(i), t0)
+	}
+	if !w.allow(key(maxWarnKeys), t0) || len(w.last) != maxWarnKeys {
+		t.Errorf("the last place: %d keys kept, want %d", len(w.last), maxWarnKeys)
+	}
 }
