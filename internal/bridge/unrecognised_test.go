@@ -305,3 +305,26 @@ func TestWarnLimit(t *testing.T) {
 		t.Errorf("the last place: %d keys kept, want %d", len(w.last), maxWarnKeys)
 	}
 }
+
+// A held record's wait is the back-off step's ceiling, RetryBackoff
+// doubled per step and capped at maxHeldBackoff, jittered within its
+// upper half: never more than the ceiling (a record waits no longer than
+// its step says) and never less than half of it (held records do not
+// crowd the partner with lookups).
+func TestHeldBackoffJitter(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	b := &Bridge{o: Options{RetryBackoff: time.Second, UnrecognisedHold: time.Hour}, log: zap.NewNop(),
+		now: func() time.Time { return now }}
+	cause := errors.New("an answer not in the profile")
+	for range 200 {
+		st := &recordState{id: "H-1"}
+		for step := range 9 {
+			d, err := b.holdUnrecognised(st, cause)
+			ceil := min(time.Second<<step, maxHeldBackoff)
+			if err != nil || d < ceil/2 || d > ceil {
+				t.Fatalf("step %d: wait %v (%v), want %v to %v", step, d, err, ceil/2, ceil)
+			}
+		}
+		b.release(st)
+	}
+}
