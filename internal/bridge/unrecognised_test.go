@@ -310,21 +310,24 @@ func TestWarnLimit(t *testing.T) {
 // doubled per step and capped at maxHeldBackoff, jittered within its
 // upper half: never more than the ceiling (a record waits no longer than
 // its step says) and never less than half of it (held records do not
-// crowd the partner with lookups).
+// crowd the partner with lookups). The smallest back-off (1 ns, which
+// --record-backoff accepts) has a ceiling of 1 ns and waits 0 or 1 ns.
 func TestHeldBackoffJitter(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	b := &Bridge{o: Options{RetryBackoff: time.Second, UnrecognisedHold: time.Hour}, log: zap.NewNop(),
-		now: func() time.Time { return now }}
 	cause := errors.New("an answer not in the profile")
-	for range 200 {
-		st := &recordState{id: "H-1"}
-		for step := range 9 {
-			d, err := b.holdUnrecognised(st, cause)
-			ceil := min(time.Second<<step, maxHeldBackoff)
-			if err != nil || d < ceil/2 || d > ceil {
-				t.Fatalf("step %d: wait %v (%v), want %v to %v", step, d, err, ceil/2, ceil)
+	for _, base := range []time.Duration{time.Second, time.Nanosecond} {
+		b := &Bridge{o: Options{RetryBackoff: base, UnrecognisedHold: time.Hour}, log: zap.NewNop(),
+			now: func() time.Time { return now }}
+		for range 200 {
+			st := &recordState{id: "H-1"}
+			for step := range 9 {
+				d, err := b.holdUnrecognised(st, cause)
+				ceil := min(base<<step, maxHeldBackoff)
+				if err != nil || d < ceil/2 || d > ceil {
+					t.Fatalf("back-off %v, step %d: wait %v (%v), want %v to %v", base, step, d, err, ceil/2, ceil)
+				}
 			}
+			b.release(st)
 		}
-		b.release(st)
 	}
 }
