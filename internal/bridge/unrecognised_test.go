@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -328,6 +329,25 @@ func TestHeldBackoffJitter(t *testing.T) {
 				}
 			}
 			b.release(st)
+		}
+	}
+}
+
+// The warning says what to check: a transactionId found as the other kind
+// names --partner-transaction-key; any other answer not in the profile
+// names the --partner-* settings.
+func TestUnrecognisedWarningNamesTheSetting(t *testing.T) {
+	for _, tc := range []struct {
+		field, want string
+	}{
+		{loyalty.FieldSharedID, "--partner-transaction-key id"},
+		{loyalty.FieldStatus, "partner answer not in the partner profile"},
+	} {
+		core, logs := observer.New(zapcore.WarnLevel)
+		b := &Bridge{o: Options{UnrecognisedHold: time.Hour}, log: zap.New(core)}
+		b.unrecognised(&recordState{id: "H-1"}, &loyalty.UnrecognisedAnswerError{Op: "lookup-transaction", Field: tc.field, Value: "X"}, time.Now())
+		if all := logs.All(); len(all) != 1 || !strings.Contains(all[0].Message, tc.want) {
+			t.Errorf("%s: warnings %v, want one saying %q", tc.field, all, tc.want)
 		}
 	}
 }
