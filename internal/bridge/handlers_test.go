@@ -296,7 +296,11 @@ func TestGuardReadsStatus(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := &fakePartner{lookup: &loyalty.Transaction{TransactionType: redemptionType, Status: tc.status, TransactionPoint: 5}}
-			r, err := b.policy(&recordState{guard: true}, h)(context.Background(), p)
+			// Bounded: a hold that does not end at once fails the test
+			// instead of hanging it.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			r, err := b.policy(&recordState{guard: true}, h)(ctx, p)
 			switch {
 			case tc.outcome == "":
 				var rf *recordFailure
