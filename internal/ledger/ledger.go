@@ -225,22 +225,38 @@ func (l *Ledger) Settle(rec *kgo.Record, e Entry) (*kgo.Record, error) {
 
 // WriteSettled writes settled entries (records Settle returned) outside
 // any transaction, through Options.Client, and returns once Kafka has
-// acknowledged them all. It is for an exactly-once round that aborts
-// after its writes were answered: the transaction that would have carried
-// the entries does not commit, and without them the records, run again
-// (here or by the partition's next owner, which reads the ledger
-// read_committed when the partition is assigned), would find only their
-// intents and wait for those writes to settle. An entry is true whatever
-// became of the round: it records a partner answer. An entry of another
-// topic is refused, and nothing is written.
+// acknowledged them all, or ctx ended (they may still land). It is for an
+// exactly-once round that aborts after its writes were answered: the
+// transaction that would have carried the entries does not commit, and
+// without them the records, run again (here or by the partition's next
+// owner, which reads the ledger read_committed when the partition is
+// assigned), would find only their intents and wait for those writes to
+// settle. An entry is true whatever became of the round: it records a
+// partner answer. An entry of another topic is refused, and nothing is
+// written.
 func (l *Ledger) WriteSettled(ctx context.Context, rs []*kgo.Record) error {
 	for _, r := range rs {
 		if r.Topic != l.o.Topic {
 			return fmt.Errorf("ledger: a settled entry for topic %q, not the ledger topic %q", r.Topic, l.o.Topic)
 		}
 	}
-	if err := l.o.Client.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-		return fmt.Errorf("ledger: write %d settled entries: %w", len(rs), err)
+	// Not ProduceSync: a record already sent waits for its answer
+	// whatever ctx says, and a member cut off from Kafka would wait for
+	// ever (the chaos suite's killed members did). An entry that lands
+	// after ctx ended is as true as one before.
+	results := make(chan error, len(rs))
+	for _, r := range rs {
+		l.o.Client.Produce(ctx, r, func(_ *kgo.Record, err error) { results <- err })
+	}
+	for range rs {
+		select {
+		case err := <-results:
+			if err != nil {
+				return fmt.Errorf("ledger: write %d settled entries: %w", len(rs), err)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("ledger: write %d settled entries: %w", len(rs), ctx.Err())
+		}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
@@ -409,6 +410,42 @@ func testWriteSettled(t *testing.T, disk bool) {
 	}
 	if e := w.lookup(t, b, 0, 1, ledger.Accrual, "lost"); e != nil {
 		t.Errorf("the aborted entry not written again was read back: %+v", e)
+	}
+}
+
+// WriteSettled gives up when its context ends, though Kafka never answers
+// the produce it sent: an aborting round of a member cut off from Kafka
+// must not wait for ever (ProduceSync would: a record in flight waits for
+// its answer whatever the context says).
+func TestWriteSettledEndsWithItsContext(t *testing.T) {
+	k := testkit.StartKafka(t, testkit.KafkaOptions{Topics: []testkit.TopicSet{{Partitions: 1, Names: []string{"loyalty.purchase", "g.ledger"}}}})
+	answer := make(chan struct{})
+	t.Cleanup(func() { close(answer) })
+	k.Fake.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.Fake.SleepControl(func() { <-answer }) // held until the test ends
+		return nil, nil, false
+	})
+	cl := k.Client(t, kgo.RecordPartitioner(ledger.Partitioner("g.ledger")))
+	l, err := ledger.New(ledger.Options{Client: cl, ReaderOpts: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topic: "g.ledger"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	r, err := l.Settle(&kgo.Record{Topic: "loyalty.purchase"}, ledger.Entry{Kind: ledger.Accrual, TransactionID: "t", Outcome: "APPLIED"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.WriteSettled(ctx, []*kgo.Record{r}) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("WriteSettled with Kafka silent: %v, want its context's deadline", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("WriteSettled outlived its context by 30 s: Kafka's answer was waited for")
 	}
 }
 
