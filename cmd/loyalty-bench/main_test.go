@@ -118,20 +118,7 @@ func smoke(t *testing.T, extra []string) string {
 		"--work-dir", filepath.Join(dir, "work"), "--json", jsonPath, "--svg", svgPath}
 	args = append(args, extra...)
 	args = append(args, "--bridge-bin", bridgeBin)
-	code := run(ctx, testEnv(t, &stdout, &stderr), args)
-	t.Logf("stdout:\n%s", stdout.String())
-	if code != exitOK {
-		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
-	}
-
-	var rep benchkit.Report
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("report JSON: %v", err)
-	}
+	rep := runBench(ctx, t, args, jsonPath, &stdout, &stderr)
 	if len(rep.Points) != 1 {
 		t.Fatalf("%d points, want 1", len(rep.Points))
 	}
@@ -232,19 +219,7 @@ func TestScenarios(t *testing.T) {
 		"--max-in-flight", "16", "--stall", "30s", "--bridge-bin", bridgeBin, "--work-dir", filepath.Join(dir, "work"),
 		"--scenario", "503=0.03,retry-after=none,replicas=2", "--scenario", "credentials-outage=1s",
 		"--json", jsonPath, "--svg", svgPath}
-	code := run(ctx, testEnv(t, &stdout, &stderr), args)
-	t.Logf("stdout:\n%s", stdout.String())
-	if code != exitOK {
-		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
-	}
-	var rep benchkit.Report
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("report JSON: %v", err)
-	}
+	rep := runBench(ctx, t, args, jsonPath, &stdout, &stderr)
 	want := []string{"clean", "503=0.03,retry-after=none,replicas=2", "credentials-outage=1s"}
 	if len(rep.Points) != len(want) {
 		t.Fatalf("%d points, want %q", len(rep.Points), want)
@@ -300,19 +275,7 @@ func TestRollingRestart(t *testing.T) {
 	args := []string{"--events", "1200", "--partitions", "4", "--keys", "200", "--latency", "20ms",
 		"--max-in-flight", "4", "--stall", "60s", "--bridge-bin", bridgeBin, "--work-dir", filepath.Join(dir, "work"),
 		"--scenario", "replicas=2,rolling-restart,delivery=exactly-once", "--json", jsonPath}
-	code := run(ctx, testEnv(t, &stdout, &stderr), args)
-	t.Logf("stdout:\n%s", stdout.String())
-	if code != exitOK {
-		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
-	}
-	var rep benchkit.Report
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("report JSON: %v", err)
-	}
+	rep := runBench(ctx, t, args, jsonPath, &stdout, &stderr)
 	if len(rep.Points) != 2 || !rep.Points[1].Scenario.RollingRestart {
 		t.Fatalf("points %+v, want clean and the rolling restart", rep.Points)
 	}
@@ -327,4 +290,25 @@ func TestRollingRestart(t *testing.T) {
 	if !strings.Contains(stdout.String(), "restarts ") || !strings.Contains(stdout.String(), "the longest any partition went without a reply") {
 		t.Errorf("the report does not say how many processes were restarted")
 	}
+}
+
+// runBench runs the bench with args, fails the test unless it exits 0,
+// and returns the report it wrote to jsonPath; stdout and stderr keep its
+// output.
+func runBench(ctx context.Context, t *testing.T, args []string, jsonPath string, stdout, stderr *bytes.Buffer) benchkit.Report {
+	t.Helper()
+	code := run(ctx, testEnv(t, stdout, stderr), args)
+	t.Logf("stdout:\n%s", stdout.String())
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	var rep benchkit.Report
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report JSON: %v", err)
+	}
+	return rep
 }
