@@ -414,12 +414,12 @@ func (e *exactlyOnce) dropLocked(parts []*partition) map[string][]int32 {
 
 // salvage gives Options.Salvage, until deadline, the outputs of the
 // round's records whose handlers returned, in parts (nil: every
-// partition), once each: the
-// round aborts, so its transaction will not carry them, yet their
-// effects happened. Without it a record whose outputs include a ledger
-// entry settling its partner call runs again with only its intent in
-// the ledger, and waits for that call to settle (at a partition's next
-// owner about 17 s with the defaults) before it looks it up.
+// partition), once each: the round aborts, so its transaction will not
+// carry them, yet their effects happened. Without it a record whose
+// outputs include a ledger entry settling its partner call runs again
+// with only its intent in the ledger, and waits for that call to settle
+// (at a partition's next owner about 17 s with the defaults) before it
+// looks it up.
 func (e *exactlyOnce) salvage(parts []*partition, deadline time.Time) {
 	p := e.p
 	if p.o.Salvage == nil {
