@@ -101,16 +101,9 @@ func buildBridge(ctx context.Context, t *testing.T, dir string) string {
 // smoke runs the bench with extra arguments and returns its stderr.
 func smoke(t *testing.T, extra []string) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end to end: builds the bridge and starts several processes")
-	}
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-
+	ctx, dir, bridgeBin := endToEnd(t)
 	contestants := "ceiling,baseline,bridge"
 	modes := "key,partition,unordered"
-	bridgeBin := buildBridge(ctx, t, dir)
 	jsonPath, svgPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "chart.svg")
 	var stdout, stderr bytes.Buffer
 	args := []string{"--events", "300", "--partitions", "4", "--keys", "50", "--latency", "0",
@@ -204,13 +197,7 @@ func TestUsageErrors(t *testing.T) {
 // structure and that no record became an error event; speed is never
 // asserted.
 func TestScenarios(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end: builds the bridge and starts several processes")
-	}
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	bridgeBin := buildBridge(ctx, t, dir)
+	ctx, dir, bridgeBin := endToEnd(t)
 	jsonPath, svgPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "chart.svg")
 	var stdout, stderr bytes.Buffer
 	// Written at 150 events/s, so the outage (once a quarter is answered)
@@ -261,13 +248,7 @@ func TestScenarios(t *testing.T) {
 // record is answered once, as a reader of committed replies sees them, and
 // the report carries the restarts and the longest partition gap.
 func TestRollingRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end: builds the bridge and starts several processes")
-	}
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	bridgeBin := buildBridge(ctx, t, dir)
+	ctx, dir, bridgeBin := endToEnd(t)
 	jsonPath := filepath.Join(dir, "report.json")
 	var stdout, stderr bytes.Buffer
 	// 4 in flight at 20 ms: a drain of a few seconds, long enough for the
@@ -311,4 +292,18 @@ func runBench(ctx context.Context, t *testing.T, args []string, jsonPath string,
 		t.Fatalf("report JSON: %v", err)
 	}
 	return rep
+}
+
+// endToEnd prepares a run of the whole bench: skipped with -short, a
+// temporary directory, a context of four minutes, and the bridge built
+// into the directory.
+func endToEnd(t *testing.T) (ctx context.Context, dir, bridgeBin string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end to end: builds the bridge and starts several processes")
+	}
+	dir = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	return ctx, dir, buildBridge(ctx, t, dir)
 }
