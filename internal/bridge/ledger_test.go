@@ -508,3 +508,42 @@ func TestLedgerIntentWithoutOutcomeGuards(t *testing.T) {
 		t.Errorf("applied %d times, want 1", n)
 	}
 }
+
+// A write whose intent is too old to send by the time it would leave (its
+// gate or call slot waited past ledger.SendWithin) is not sent: the record
+// intends again, at most maxLate (8) more times, then its attempt fails,
+// nothing sent. The ledger's clock runs 10 s behind the partner client's,
+// so every intent is late when the client looks.
+func TestLateIntentIsNeverSent(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	l, part := s.withLedgerClock("late", func() time.Time { return time.Now().Add(-10 * time.Second) })
+	b := s.bridge(func(o *bridge.Options) { o.Ledger, o.RecordAttempts = l, 1 })
+	out := s.follow()
+	s.start(memberOpts{bridge: b, group: "late", clientOpts: []kgo.Opt{part}})
+	p := s.producer()
+	p.send(topics.Purchase, sim.MemberID(1), purchase("p-late", 1, 100_000))
+	p.flush()
+	waitReplies(t, out, 1, []string{"p-late"})
+	if r := out.get("p-late")[0]; r.err == nil {
+		t.Errorf("p-late answered %s, want an error event: nothing could be sent", r.outcome())
+	}
+	if n := s.sim.Effects("p-late"); n != 0 {
+		t.Errorf("p-late applied %d times, want 0: its intents were all too old", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "late.ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	intents := int64(0)
+	ends.Each(func(o kadm.ListedOffset) { intents += o.Offset })
+	if intents != 9 {
+		t.Errorf("%d ledger entries, want 9: the intent and 8 more, one for each late try", intents)
+	}
+}
