@@ -408,7 +408,7 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 			endRolling()
 			var rerr error
 			procs, rerr = roll.wait(procs)
-			res.Restarts = roll.restarts
+			res.Restarts = len(roll.started)
 			if rerr != nil && cerr == nil {
 				cerr = rerr
 			}

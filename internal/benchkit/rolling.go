@@ -15,11 +15,10 @@ import (
 // drains, commits and releases its partitions) and, once it has exited,
 // a new process takes its place.
 type rolling struct {
-	current  []*proc // the processes running now, by replica
-	started  []*proc // the replacements, in order
-	restarts int
-	err      error
-	done     chan struct{} // closed when run returns; then the fields are the caller's
+	current []*proc // the processes running now, by replica
+	started []*proc // the replacements, in order: one per restart
+	err     error
+	done    chan struct{} // closed when run returns; then the fields are the caller's
 }
 
 // stopGrace is how long a replaced process may take to drain and stop
@@ -82,7 +81,6 @@ func (r *rolling) run(ctx context.Context, o rollingOptions) {
 			return
 		}
 		r.current[i], r.started = p, append(r.started, p)
-		r.restarts++
 		fmt.Fprintf(o.log, "  %s restarted at %d answered (stopped in %.1fs)\n", old.name, o.answered(), time.Since(t0).Seconds())
 	}
 }

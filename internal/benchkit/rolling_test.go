@@ -127,8 +127,8 @@ func TestRollingRestartsInTurn(t *testing.T) {
 
 	exited := r.exited()
 	all, err := r.wait(procs)
-	if err != nil || r.restarts != 2 || len(all) != 4 {
-		t.Fatalf("wait: %d processes, %d restarts, %v; want 4, 2, nil", len(all), r.restarts, err)
+	if err != nil || len(r.started) != 2 || len(all) != 4 {
+		t.Fatalf("wait: %d processes, %d restarts, %v; want 4, 2, nil", len(all), len(r.started), err)
 	}
 	select {
 	case <-exited:
@@ -161,7 +161,7 @@ func TestRollingStopsWhenAllAnswered(t *testing.T) {
 		t.Fatal("still waiting to restart with every record answered")
 	}
 	all, err := r.wait(procs)
-	if err != nil || r.restarts != 0 || len(all) != 1 || exitedNow(procs[0]) {
-		t.Fatalf("%d processes, %d restarts, %v, exited %v; want the one, untouched", len(all), r.restarts, err, exitedNow(procs[0]))
+	if err != nil || len(r.started) != 0 || len(all) != 1 || exitedNow(procs[0]) {
+		t.Fatalf("%d processes, %d restarts, %v, exited %v; want the one, untouched", len(all), len(r.started), err, exitedNow(procs[0]))
 	}
 }
