@@ -18,6 +18,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/topicseed"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -667,6 +668,11 @@ func TestLookupWithoutItsLedgerPartition(t *testing.T) {
 		realkafka.DeleteAtEnd(t, seeds, []string{few})
 	}
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, -1, nil, few); err != nil {
+		t.Fatal(err)
+	}
+	// A real broker lists a new topic a moment after CreateTopics answers;
+	// Ensure waits the same way.
+	if err := topicseed.Wait(ctx, cl, 2, few); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
