@@ -15,6 +15,7 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
@@ -250,6 +251,57 @@ func TestLedgerTellsTwinRefundsApart(t *testing.T) {
 	for k := 1; k <= 3; k++ {
 		if n := s.sim.Effects(bridge.ClawbackID("p-1", k)); n != 1 {
 			t.Errorf("slot %d applied %d times, want 1", k, n)
+		}
+	}
+}
+
+// Two refunds of one purchase, 30 points each, in one process with a
+// ledger: the second's clawback write is answered 504 and applied 300 ms
+// later. Its retry waits for the apply window and finds both slots
+// filled, the first with an equal twin's clawback. The intent it made
+// names slot 2, so slot 2 is its own: ALREADY_APPLIED naming slot 2, not
+// the twin's slot 1, which matches it by amount and points.
+func TestLedgerLateClawbackKnowsItsSlot(t *testing.T) {
+	s := newStack(t, stackOpts{sim: sim.Options{DuplicatePolicy: sim.DuplicateApply},
+		profile: partnerprofile.Profile{ApplyWindow: 600 * time.Millisecond}})
+	l, _ := s.withLedger("late-twin")
+	b := s.bridge(func(o *bridge.Options) { o.Ledger = l })
+	offset := int64(0)
+	handle := func(topic string, ev events.Event) reply {
+		t.Helper()
+		r := s.record(topic, ev)
+		r.Partition, r.Offset, r.Timestamp = 0, offset, time.Now()
+		offset++
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := b.Handle(ctx, r, pipeline.Meta{Assignment: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out) == 0 {
+			t.Fatalf("%s: no outputs", ev.ID())
+		}
+		return s.decode(out[0])
+	}
+	rt := topics.RefundRedemption
+	if r := handle(topics.Purchase, purchase("lt-pur", 5, 100_000)); r.outcome() != string(events.OutcomeApplied) {
+		t.Fatalf("purchase: %s %s", r.outcome(), r.detail())
+	}
+	if r := handle(rt, refundOf("lt-1", "lt-pur", 5, 30_000, refundBase)); r.clawback() != bridge.ClawbackID("lt-pur", 1) {
+		t.Fatalf("first refund: %s into %q (%s)", r.outcome(), r.clawback(), r.detail())
+	}
+	done := s.lateOnce(sim.EndpointRedemption, 300*time.Millisecond)
+	r := handle(rt, refundOf("lt-2", "lt-pur", 5, 30_000, refundBase.Add(time.Minute)))
+	if !done() {
+		t.Fatal("the second clawback's late write never came")
+	}
+	if r.outcome() != string(events.OutcomeAlreadyApplied) || r.clawback() != bridge.ClawbackID("lt-pur", 2) {
+		t.Errorf("second refund: %s into %q (%s), want ALREADY_APPLIED naming slot 2, its intent's", r.outcome(), r.clawback(), r.detail())
+	}
+	s.sim.FlushLateApplies()
+	for k := 1; k <= 2; k++ {
+		if got := s.sim.Effects(bridge.ClawbackID("lt-pur", k)); got != 1 {
+			t.Errorf("slot %d: %d effects, want 1", k, got)
 		}
 	}
 }
