@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/bridge"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/partnerprofile"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 )
 
 func parse(t *testing.T, args []string, env map[string]string) (*Config, error) {
@@ -188,23 +190,27 @@ func parseExpecting(t *testing.T, args []string, want string) *Config {
 	return nil
 }
 
-// --transaction-records reaches the pipeline in exactly-once mode, and is
-// refused above what the pipeline buffers or below zero.
+// --transaction-records and --transaction-time reach the pipeline in
+// exactly-once mode; the first is refused above what the pipeline buffers
+// or below zero, the second below 10ms.
 func TestTransactionRecords(t *testing.T) {
 	for _, tc := range []struct {
 		args  []string
 		err   string // "" for valid
 		round int    // the pipeline's RoundRecords when valid
+		time  time.Duration
 	}{
-		{[]string{"--delivery", "exactly-once", "--transaction-records", "500"}, "", 500},
-		{[]string{"--delivery", "exactly-once"}, "", 0},   // the pipeline's default
-		{[]string{"--transaction-records", "500"}, "", 0}, // at-least-once has no rounds
-		{[]string{"--delivery", "exactly-once", "--transaction-records", "-1"}, "--transaction-records -1: must not be negative", 0},
-		{[]string{"--delivery", "exactly-once", "--max-buffered", "1000", "--transaction-records", "1001"}, "--transaction-records 1001: above --max-buffered (1000)", 0},
+		{[]string{"--delivery", "exactly-once", "--transaction-records", "500"}, "", 500, pipeline.DefaultRoundTime},
+		{[]string{"--delivery", "exactly-once"}, "", 0, pipeline.DefaultRoundTime},       // the pipeline's default
+		{[]string{"--transaction-records", "500", "--transaction-time", "3s"}, "", 0, 0}, // at-least-once has no rounds
+		{[]string{"--delivery", "exactly-once", "--transaction-time", "250ms"}, "", 0, 250 * time.Millisecond},
+		{[]string{"--delivery", "exactly-once", "--transaction-records", "-1"}, "--transaction-records -1: must not be negative", 0, 0},
+		{[]string{"--delivery", "exactly-once", "--max-buffered", "1000", "--transaction-records", "1001"}, "--transaction-records 1001: above --max-buffered (1000)", 0, 0},
+		{[]string{"--delivery", "exactly-once", "--transaction-time", "9ms"}, "--transaction-time 9ms: must be at least 10ms", 0, 0},
 	} {
 		if c := parseExpecting(t, append([]string{"--transactional-id", "m-1"}, tc.args...), tc.err); c != nil {
-			if got := c.Pipeline().RoundRecords; got != tc.round {
-				t.Errorf("%v: RoundRecords %d, want %d", tc.args, got, tc.round)
+			if o := c.Pipeline(); o.RoundRecords != tc.round || o.RoundTime != tc.time {
+				t.Errorf("%v: RoundRecords %d, RoundTime %s; want %d, %s", tc.args, o.RoundRecords, o.RoundTime, tc.round, tc.time)
 			}
 		}
 	}

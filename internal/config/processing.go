@@ -236,6 +236,9 @@ type Delivery struct {
 	// TransactionRecords bounds a round (pipeline.Options.RoundRecords);
 	// 0 is the pipeline's default.
 	TransactionRecords int
+	// TransactionTime is how long a round should take
+	// (pipeline.Options.RoundTime).
+	TransactionTime time.Duration
 
 	mode *choice[pipeline.Delivery]
 }
@@ -247,6 +250,7 @@ func (d *Delivery) Define(b *flagenv.Binder) {
 		"at-least-once, or exactly-once: outputs and input offsets commit in one Kafka transaction (readers of the reply topics then use isolation.level=read_committed)")
 	fs.StringVar(&d.TransactionalID, "transactional-id", "", "exactly-once: this member's transactional id, unique per live member and kept across its restarts (default loyalty-bridge-<hostname>, the pod name in Kubernetes)")
 	fs.DurationVar(&d.TransactionTimeout, "transaction-timeout", pipeline.DefaultTransactionTimeout, "exactly-once: bound on one transaction")
+	fs.DurationVar(&d.TransactionTime, "transaction-time", pipeline.DefaultRoundTime, "exactly-once: how long one transaction should take: each takes at most the records the last one answered in this time, at most --transaction-records (a slow partner makes transactions smaller, not longer, so results are not held back and a stop's drain can finish one)")
 	fs.IntVar(&d.TransactionRecords, "transaction-records", 0, fmt.Sprintf("exactly-once: records one transaction answers at most; their results are published when the last of them is done (0: %d × --max-in-flight, at most --max-buffered)", pipeline.DefaultRoundsPerInFlight))
 }
 
@@ -270,6 +274,9 @@ func (d *Delivery) Validate() error {
 	if d.TransactionRecords < 0 {
 		errs = append(errs, fmt.Errorf("--transaction-records %d: must not be negative", d.TransactionRecords))
 	}
+	if d.TransactionTime < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--transaction-time %s: must be at least 10ms", d.TransactionTime))
+	}
 	return errors.Join(errs...)
 }
 
@@ -277,7 +284,7 @@ func (d *Delivery) Validate() error {
 func (d *Delivery) Apply(o *pipeline.Options) {
 	o.Delivery, o.TransactionalID, o.TransactionTimeout = d.Mode, d.TransactionalID, d.TransactionTimeout
 	if d.Mode == pipeline.ExactlyOnce {
-		o.RoundRecords = d.TransactionRecords
+		o.RoundRecords, o.RoundTime = d.TransactionRecords, d.TransactionTime
 	}
 }
 

@@ -142,6 +142,16 @@ type Options struct {
 	// answers sooner, and ends more often with its slots emptying behind
 	// its slowest record and a transaction to commit.
 	RoundRecords int
+	// RoundTime is how long, in ExactlyOnce mode, a round should take:
+	// after the first, each round takes at most as many records as the
+	// last committed one was answering in RoundTime (at least
+	// min(MaxInFlight, RoundRecords), at most RoundRecords). Results are
+	// published when their round commits, and a member that stops or
+	// loses partitions waits for its round (DrainTimeout) or aborts it, so
+	// a round that a slow partner stretches to many seconds holds every
+	// result that long and outlasts a clean stop's drain. Default
+	// DefaultRoundTime.
+	RoundTime time.Duration
 	// MaxBufferedBytes bounds the same records by size (their keys,
 	// values and headers, plus a fixed allowance per record for the
 	// structures around them); default 64 MiB. A partition is paused at
@@ -257,6 +267,10 @@ const (
 	// DefaultRoundsPerInFlight × MaxInFlight is RoundRecords' default
 	// (docs/performance.md, "Exactly-once rounds", has the sweep).
 	DefaultRoundsPerInFlight = 16
+	// DefaultRoundTime is RoundTime's default: at the default
+	// RoundRecords, 256 in flight and 20 ms a call, a round runs about
+	// this long anyway (docs/performance.md, "Exactly-once rounds").
+	DefaultRoundTime = time.Second
 	// DefaultMaxHorizonStep caps the default HorizonStep: a deep buffer
 	// must not make a crash's successor guard that many records more.
 	DefaultMaxHorizonStep = 1024
@@ -350,6 +364,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.RoundRecords > o.MaxBuffered {
 		bad("RoundRecords %d exceeds MaxBuffered %d", o.RoundRecords, o.MaxBuffered)
+	}
+	if o.RoundTime < 0 {
+		bad("RoundTime %s is negative", o.RoundTime)
+	}
+	if o.RoundTime == 0 {
+		o.RoundTime = DefaultRoundTime
 	}
 	if o.MaxBufferedBytes == 0 {
 		o.MaxBufferedBytes = DefaultMaxBufferedBytes

@@ -10,13 +10,14 @@ import (
 	"go.uber.org/zap"
 )
 
-// endRound waits for the round's records and commits or aborts it.
-func (e *exactlyOnce) endRound(ctx context.Context) {
+// endRound waits for the round's records and commits or aborts it; true
+// when it committed.
+func (e *exactlyOnce) endRound(ctx context.Context) (committed bool) {
 	if e.awaitRound(ctx) {
-		e.commitRound()
-		return
+		return e.commitRound()
 	}
 	e.abortRound()
+	return false
 }
 
 // The takeover wait in exactly-once mode. A round aborted while its
@@ -100,9 +101,9 @@ func (e *exactlyOnce) countOutLocked(j *job, abandoned bool) {
 }
 
 // commitRound produces the round's outputs in one transaction with its
-// offsets. Outputs that fail abort the round; their records fall back when
-// taken again.
-func (e *exactlyOnce) commitRound() {
+// offsets, true when it committed. Outputs that fail abort the round;
+// their records fall back when taken again.
+func (e *exactlyOnce) commitRound() bool {
 	p := e.p
 	p.mu.Lock()
 	jobs := append([]*job(nil), e.round...)
@@ -111,7 +112,7 @@ func (e *exactlyOnce) commitRound() {
 	if err := e.sess.Begin(); err != nil {
 		p.stopWith(fmt.Errorf("pipeline: begin transaction: %w", err))
 		e.abortRound()
-		return
+		return false
 	}
 	var acks sync.WaitGroup
 	outputs := 0
@@ -142,7 +143,7 @@ func (e *exactlyOnce) commitRound() {
 		p.log.Warn("shutdown deadline passed with the round's outputs unacknowledged; the transaction is aborted",
 			zap.Int("records", len(jobs)))
 		e.abortRound()
-		return
+		return false
 	}
 	failed := 0
 	for _, j := range jobs {
@@ -164,21 +165,21 @@ func (e *exactlyOnce) commitRound() {
 	}
 	if failed > 0 {
 		e.abortRound()
-		return
+		return false
 	}
 	committed, err := e.sess.End(p.workCtx, kgo.TryCommit)
 	if err != nil {
 		p.stopWith(fmt.Errorf("pipeline: transaction (transactional id %q): %w", p.o.TransactionalID, err))
 		e.salvage(nil, time.Now().Add(p.o.DrainTimeout/2))
 		e.resetRound()
-		return
+		return false
 	}
 	if !committed {
 		p.log.Info("transaction aborted: the group rebalanced during the round; its records will be processed again",
 			zap.Int("records", len(jobs)))
 		e.salvage(nil, time.Now().Add(p.o.DrainTimeout/2))
 		e.resetRound()
-		return
+		return false
 	}
 	if ce := p.log.Check(zap.DebugLevel, "transaction committed"); ce != nil {
 		ce.Write(zap.Int("records", len(jobs)), zap.Int("outputs", outputs), zap.Duration("took", time.Since(start)))
@@ -194,6 +195,7 @@ func (e *exactlyOnce) commitRound() {
 	for _, j := range jobs {
 		p.done(j)
 	}
+	return true
 }
 
 // abortRound stops the round's handlers, waits for them (at most

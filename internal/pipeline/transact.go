@@ -166,6 +166,7 @@ func (e *exactlyOnce) run(ctx context.Context) error {
 func (e *exactlyOnce) rounds(ctx context.Context) {
 	p := e.p
 	var backoff time.Duration
+	limit := p.o.RoundRecords
 	for ctx.Err() == nil {
 		if backoff > 0 {
 			t := time.NewTimer(backoff)
@@ -176,7 +177,7 @@ func (e *exactlyOnce) rounds(ctx context.Context) {
 			t.Stop()
 		}
 		pollCtx, cancel := e.claim(ctx)
-		fs := e.sess.PollRecords(pollCtx, p.o.RoundRecords)
+		fs := e.sess.PollRecords(pollCtx, limit)
 		cancel()
 		backoff = p.pollBackoff(fs, backoff)
 		p.enqueue(fs, false)
@@ -187,9 +188,28 @@ func (e *exactlyOnce) rounds(ctx context.Context) {
 		if n == 0 {
 			continue
 		}
+		start := time.Now()
 		wake(p.wakeDispatch)
-		e.endRound(ctx)
+		if e.endRound(ctx) {
+			limit = roundLimit(p.o, n, time.Since(start))
+		}
 	}
+}
+
+// roundLimit is how many records the round after one of n records that
+// took took (from its poll to its commit) may poll: as many as that rate
+// answers in RoundTime, at least min(MaxInFlight, RoundRecords) and at
+// most RoundRecords. The rate is the member's own, whatever bounds it
+// (the partner's latency and push-back, the adaptive call limit, the
+// machine), so a round stays near RoundTime as it changes; an aborted
+// round, whose time says nothing about the rate, leaves it as it was.
+func roundLimit(o Options, n int, took time.Duration) int {
+	least := min(o.MaxInFlight, o.RoundRecords)
+	if took <= 0 {
+		return o.RoundRecords
+	}
+	want := float64(n) * float64(o.RoundTime) / float64(took)
+	return int(max(float64(least), min(float64(o.RoundRecords), want)))
 }
 
 func (e *exactlyOnce) openLocked(part *partition) {

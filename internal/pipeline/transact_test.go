@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ordering"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
@@ -506,5 +508,92 @@ func TestExactlyOnceFailureStops(t *testing.T) {
 	outs := e.readAll(outTopic, true)
 	if len(outs) != int(got) {
 		t.Errorf("%d committed outputs for %d committed inputs", len(outs), got)
+	}
+}
+
+// A partner slower than RoundRecords assumes: 2 in flight and 10 ms a
+// record answer at most 200 records a second, so a round of RoundRecords
+// (200) takes a second or more. After the first round, each takes only
+// what the last one answered in RoundTime (100 ms): at most 20 records.
+// So a stop in the middle of a round finishes it within DrainTimeout
+// (300 ms) and commits it, where a round of 200 would time its drain out
+// and abort.
+func TestExactlyOnceRoundsFitRoundTime(t *testing.T) {
+	e := newEnv(t, 2)
+	const n = 1000
+	e.produce(n, func(i int) string { return fmt.Sprintf("k%d", i%97) }, func(i int) int32 { return int32(i % 2) })
+	rec := newRecorder()
+	o := e.eosOpts("g", "member-1", echo(func(ctx context.Context, _ *kgo.Record, _ Meta) error {
+		t := time.NewTimer(10 * time.Millisecond) // the partner's latency
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}))
+	o.MaxInFlight, o.MaxBuffered, o.RoundRecords = 2, 200, 200
+	o.RoundTime = 100 * time.Millisecond
+	o.DrainTimeout = 300 * time.Millisecond
+	o.Observer = rec
+	core, logs := observer.New(zap.DebugLevel)
+	o.Logger = zap.New(core)
+	r := start(t, o)
+	rounds := func() []int64 {
+		var sizes []int64
+		for _, l := range logs.FilterMessage("transaction committed").All() {
+			sizes = append(sizes, l.ContextMap()["records"].(int64))
+		}
+		return sizes
+	}
+	testkit.Eventually(t, 60*time.Second, func() (bool, string) {
+		s := rounds()
+		var sum int64
+		for _, size := range s {
+			sum += size
+		}
+		return len(s) >= 6 || sum >= n, fmt.Sprintf("rounds committed: %v", s)
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	sizes := rounds()
+	for i, size := range sizes[1:] {
+		if size > 20 {
+			t.Errorf("round %d took %d records, above what 100 ms answers at 200 a second (all: %v)", i+2, size, sizes)
+		}
+	}
+	if l := logs.FilterMessageSnippet("drain timed out").Len(); l > 0 {
+		t.Errorf("the stop's drain timed out (%d lines); rounds: %v", l, sizes)
+	}
+	if a := rec.doneCount(Abandoned); a > 0 {
+		t.Errorf("%d records abandoned by the stop; rounds: %v", a, sizes)
+	}
+}
+
+func TestRoundLimit(t *testing.T) {
+	o := Options{MaxInFlight: 16, RoundRecords: 4096, RoundTime: time.Second}
+	for _, tc := range []struct {
+		n    int
+		took time.Duration
+		want int
+	}{
+		{4096, 500 * time.Millisecond, 4096},  // twice as fast as needed: capped at RoundRecords
+		{4096, 2 * time.Second, 2048},         // half as fast
+		{1000, time.Second, 1000},             // exactly RoundTime
+		{100, 10 * time.Second, 16},           // a stalled round: at least MaxInFlight
+		{10, 20 * time.Millisecond, 500},      // a short poll, answered quickly
+		{4096, 0, 4096},                       // no time measured
+		{3, 3 * time.Second, 16},              // one record a second
+		{4096, 4096 * time.Millisecond, 1000}, // 1,000 a second
+	} {
+		if got := roundLimit(o, tc.n, tc.took); got != tc.want {
+			t.Errorf("roundLimit(%d records in %s) = %d, want %d", tc.n, tc.took, got, tc.want)
+		}
+	}
+	small := Options{MaxInFlight: 256, RoundRecords: 100, RoundTime: time.Second}
+	if got := roundLimit(small, 1, time.Hour); got != 100 {
+		t.Errorf("a floor above RoundRecords: %d, want RoundRecords (100)", got)
 	}
 }
