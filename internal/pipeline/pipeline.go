@@ -153,7 +153,7 @@ func (p *Pipeline) clientOpts() []kgo.Opt {
 		// A resumed partition waits for the fetch already in flight for the
 		// others; when those are idle that fetch lasts FetchMaxWait (5s by
 		// default), so keep it short.
-		kgo.FetchMaxWait(250 * time.Millisecond),
+		kgo.FetchMaxWait(fetchMaxWait),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(p.o.Linger),
 		// A member draining revoked partitions rejoins after the drain

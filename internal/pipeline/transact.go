@@ -39,6 +39,7 @@ type exactlyOnce struct {
 	claimAt    map[tp]int64
 	claimedAt  map[tp]int64 // the offset each claim committed
 	pollCancel context.CancelFunc
+	turns      turns // fair.go
 }
 
 // roundState is a partition's part in the current round.
@@ -69,6 +70,7 @@ func newExactlyOnce(p *Pipeline) *exactlyOnce {
 		inheriting: make(map[tp]bool),
 		claimAt:    make(map[tp]int64),
 		claimedAt:  make(map[tp]int64),
+		turns:      turns{lag: make(map[tp]int64), paused: make(map[tp]bool), awaited: make(map[tp]bool)},
 	}
 }
 
@@ -177,10 +179,13 @@ func (e *exactlyOnce) rounds(ctx context.Context) {
 			t.Stop()
 		}
 		pollCtx, cancel := e.claim(ctx)
+		stopTurn, expired := e.turnPoll(cancel)
 		fs := e.sess.PollRecords(pollCtx, limit)
+		stopTurn()
 		cancel()
 		backoff = p.pollBackoff(fs, backoff)
 		p.enqueue(fs, false)
+		e.takeTurns(fs, limit, expired())
 		e.sess.AllowRebalance()
 		p.mu.Lock()
 		n := len(e.round)
@@ -422,6 +427,7 @@ func (e *exactlyOnce) dropLocked(parts []*partition) map[string][]int32 {
 			delete(e.txnDone, part.tp)
 			delete(e.inheriting, part.tp)
 			delete(e.claimedAt, part.tp)
+			e.forgetTurnsLocked(part)
 			if _, ok := e.claimAt[part.tp]; ok {
 				// Paused until claimed: a pause outlives the assignment.
 				delete(e.claimAt, part.tp)

@@ -597,3 +597,69 @@ func TestRoundLimit(t *testing.T) {
 		t.Errorf("a floor above RoundRecords: %d, want RoundRecords (100)", got)
 	}
 }
+
+// Rounds smaller than what one fetch holds of a partition take turns: two
+// partitions with 2,000 records each, all of both fetched at once, and
+// rounds of 50. Without turns the poll takes the first partition's
+// records, round after round, until they are used up, and the second
+// waits for all 2,000. With them, a round full of one partition pauses it
+// for the next, and the other's records come in the next round. A
+// partition that turns out to have nothing costs one turn, not one a
+// round.
+func TestExactlyOnceRoundsTakeTurns(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		records [2]int // per partition
+	}{
+		{"both lag", [2]int{2000, 2000}},
+		{"one idle", [2]int{1000, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 2)
+			total := tc.records[0] + tc.records[1]
+			parts := make([]int32, 0, total)
+			for p, n := range tc.records {
+				for range n {
+					parts = append(parts, int32(p))
+				}
+			}
+			e.produce(total, func(i int) string { return fmt.Sprintf("k%d", i%31) }, func(i int) int32 { return parts[i] })
+			var (
+				mu      sync.Mutex
+				handled []int32 // partitions, in the order their records were handled
+			)
+			o := e.eosOpts("g", "member-1", echo(func(_ context.Context, r *kgo.Record, _ Meta) error {
+				mu.Lock()
+				handled = append(handled, r.Partition)
+				mu.Unlock()
+				return nil
+			}))
+			o.RoundRecords, o.RoundTime = 50, time.Hour // rounds stay at 50
+			core, logs := observer.New(zap.DebugLevel)
+			o.Logger = zap.New(core)
+			r := start(t, o)
+			e.waitCommittedToEnd("g")
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			e.checkOutputs(e.readAll(outTopic, true), true)
+			turns := logs.FilterMessageSnippet("others wait their turn").Len()
+			mu.Lock()
+			defer mu.Unlock()
+			if tc.records[1] == 0 {
+				if turns > 1 {
+					t.Errorf("%d turns given to a partition with nothing, want at most 1", turns)
+				}
+				return
+			}
+			var first [2]int
+			for _, p := range handled[:400] {
+				first[p]++
+			}
+			if first[0] < 100 || first[1] < 100 {
+				t.Errorf("the first 400 records handled: %d of partition 0, %d of partition 1; want each to have had turns (%d turns given)",
+					first[0], first[1], turns)
+			}
+		})
+	}
+}
