@@ -4,11 +4,17 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
@@ -208,5 +214,185 @@ func TestExactlyOnceSalvagesBeforeRelease(t *testing.T) {
 	released := slices.Index(log.events, fmt.Sprintf("released p%d", latePart))
 	if released < 0 || salvaged > released {
 		t.Errorf("partition %d: salvaged at event %d, released at %d: %v", latePart, salvaged, released, log.events)
+	}
+}
+
+// timedSalvage is an Options.Salvage that notes, for each call, the
+// outputs it was given and how long its context had left; blocking, it
+// waits for that context's end and returns its error, as a salvage to a
+// Kafka that never answers does.
+type timedSalvage struct {
+	block bool
+	mu    sync.Mutex
+	calls []salvageCall
+}
+
+type salvageCall struct {
+	values   []string
+	left     time.Duration // until the context's deadline, at the call
+	deadline bool          // the context had one
+}
+
+func (s *timedSalvage) salvage(ctx context.Context, outs []*kgo.Record) error {
+	dl, ok := ctx.Deadline()
+	c := salvageCall{left: time.Until(dl), deadline: ok}
+	for _, o := range outs {
+		c.values = append(c.values, string(o.Value))
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, c)
+	s.mu.Unlock()
+	if s.block {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return nil
+}
+
+func (s *timedSalvage) called() []salvageCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// checkHalfDrain fails unless every salvage had a deadline at most half
+// of drain away: what is left of the stop or the rebalance needs the rest.
+func checkHalfDrain(t *testing.T, calls []salvageCall, drain time.Duration) {
+	t.Helper()
+	for i, c := range calls {
+		if !c.deadline || c.left > drain/2 {
+			t.Errorf("salvage %d: deadline %v (set %v), want at most half of DrainTimeout %v away", i, c.left, c.deadline, drain)
+		}
+	}
+}
+
+// TestExactlyOnceShutdownSalvageIsBoundedAndLogged: a round aborted at
+// shutdown gives Salvage half of DrainTimeout, not more (the release
+// commit and leaving the group come after it), and a salvage that fails
+// (here Kafka never answers it) is logged with how many records' outputs
+// it could not write.
+func TestExactlyOnceShutdownSalvageIsBoundedAndLogged(t *testing.T) {
+	e := newEnv(t, 1)
+	e.produce(20, func(i int) string { return fmt.Sprintf("k%d", i) }, func(int) int32 { return 0 })
+	const stuck = 7
+	var returned atomic.Int32
+	reached := make(chan struct{})
+	h := echo(func(ctx context.Context, rec *kgo.Record, _ Meta) error {
+		if rec.Offset == stuck {
+			close(reached)
+			<-ctx.Done() // cut at the drain's end
+			return ctx.Err()
+		}
+		returned.Add(1)
+		return nil
+	})
+	s := &timedSalvage{block: true}
+	core, logs := observer.New(zap.WarnLevel)
+	o := e.eosOpts("g", "salvage-bounded", h)
+	o.DrainTimeout = time.Second
+	o.Salvage = s.salvage
+	o.Logger = zap.New(core)
+	r := start(t, o)
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stuck record was never handled")
+	}
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
+		return returned.Load() == 19, fmt.Sprintf("%d of 19 records returned", returned.Load())
+	})
+	r.stop(t)
+	calls := s.called()
+	if len(calls) != 1 || len(calls[0].values) != 19 {
+		t.Fatalf("salvages %+v, want one of the 19 records' outputs", calls)
+	}
+	checkHalfDrain(t, calls, o.DrainTimeout)
+	warned := logs.FilterMessageSnippet("not salvaged").All()
+	if len(warned) != 1 {
+		t.Fatalf("%d warnings of a failed salvage, want 1; logged %v", len(warned), logs.All())
+	}
+	fields := warned[0].ContextMap()
+	if fields["records"] != int64(19) || !strings.Contains(fmt.Sprint(fields["error"]), context.DeadlineExceeded.Error()) {
+		t.Errorf("the failed salvage's warning: %v, want records 19 and its context's deadline", fields)
+	}
+}
+
+// TestExactlyOnceSalvagesARoundItsCommitLost: a round whose records all
+// returned but whose transaction does not commit gives Salvage their
+// outputs, within half of DrainTimeout: when the group rebalanced (its
+// offsets refused with REBALANCE_IN_PROGRESS: the transaction aborts and
+// the records run again), and when ending the transaction fails (Run
+// stops).
+func TestExactlyOnceSalvagesARoundItsCommitLost(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		code  int16
+		stops bool
+	}{
+		{"aborted", kerr.RebalanceInProgress.Code, false},
+		{"failed", kerr.GroupAuthorizationFailed.Code, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			const n = 5
+			e.produce(n, func(i int) string { return fmt.Sprintf("k%d", i) }, func(int) int32 { return 0 })
+			var refused atomic.Bool
+			var arm sync.Once
+			// The first handler call comes after the partition's claim
+			// committed: the next offset commit is the round's.
+			h := echo(func(context.Context, *kgo.Record, Meta) error {
+				arm.Do(func() {
+					e.c.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+						q := req.(*kmsg.TxnOffsetCommitRequest)
+						resp := q.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+						resp.SetVersion(q.GetVersion())
+						for _, qt := range q.Topics {
+							rt := kmsg.NewTxnOffsetCommitResponseTopic()
+							rt.Topic = qt.Topic
+							for _, qp := range qt.Partitions {
+								rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+								rp.Partition, rp.ErrorCode = qp.Partition, tc.code
+								rt.Partitions = append(rt.Partitions, rp)
+							}
+							resp.Topics = append(resp.Topics, rt)
+						}
+						refused.Store(true)
+						return resp, nil, true
+					})
+				})
+				return nil
+			})
+			s := &timedSalvage{}
+			o := e.eosOpts("g", "salvage-commit-"+tc.name, h)
+			o.DrainTimeout = 2 * time.Second
+			o.TakeoverWait = noWait
+			o.Salvage = s.salvage
+			r := start(t, o)
+			if tc.stops {
+				if err := r.wait(t); err == nil || !strings.Contains(err.Error(), "transaction") {
+					t.Errorf("Run after its transaction failed to end: %v, want that error", err)
+				}
+			} else {
+				e.waitCommittedToEnd("g")
+				e.checkOutputs(e.readAll(outTopic, true), true)
+			}
+			if !refused.Load() {
+				t.Fatal("the round's offset commit was never refused")
+			}
+			// The first salvage is the refused round's; a revocation
+			// may follow (the client rejoins), with its own deadline.
+			calls := s.called()
+			if len(calls) == 0 || len(calls[0].values) == 0 {
+				t.Fatalf("salvages %+v, want the round's outputs", calls)
+			}
+			seen := map[string]bool{}
+			for _, v := range calls[0].values {
+				if seen[v] {
+					t.Errorf("%s salvaged twice", v)
+				}
+				seen[v] = true
+			}
+			checkHalfDrain(t, calls[:1], o.DrainTimeout)
+		})
 	}
 }
