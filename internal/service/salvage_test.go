@@ -6,9 +6,16 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
@@ -54,5 +61,88 @@ func TestSalvageSettledWritesLedgerEntriesOnly(t *testing.T) {
 	}
 	if o, ok := ends.Lookup("purchase.result", 0); !ok || o.Err != nil || o.Offset != 0 {
 		t.Errorf("the reply topic's end: %+v, want 0: a reply is not salvaged", o)
+	}
+}
+
+// TestExactlyOnceSalvagedEntryAnswersTheNextOwner: a member whose round
+// cannot commit after its partner write was answered (here its offsets
+// refused, which stops it) writes the write's settled ledger entry outside
+// the transaction; the member taking the partition over answers the
+// record from it, without asking the partner whether the write landed.
+func TestExactlyOnceSalvagedEntryAnswersTheNextOwner(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	s := newStackWith(t, 1, sim.Options{Members: 50})
+	if s.Cluster == nil {
+		t.Skip("refusing one round's offsets needs kfake's request control")
+	}
+	cfg := stackConfig(t, s, func(c *config.Config) {
+		c.Delivery.Mode = pipeline.ExactlyOnce
+		c.Delivery.TransactionalID = realkafka.Name(t, "txn")
+		c.Processing.TakeoverWait = 6 * time.Second // --api-timeout 3s plus the apply window, 2 s
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	committed := func() int64 {
+		offs, err := adm.FetchOffsets(ctx, s.Group)
+		if err != nil {
+			return -1
+		}
+		o, ok := offs.Lookup(s.Topics.Purchase, 0)
+		if !ok {
+			return -1
+		}
+		return o.At
+	}
+	a := runService(ctx, t, cfg)
+	send := eventProducer(ctx, t, s.Brokers, a)
+	purchase := func(id string) {
+		send(s.Topics.Purchase, id, &events.PurchaseCompleted{TransactionID: id, LoyaltyID: sim.MemberID(1), Amount: 100_000,
+			TransactionDate: time.Now(), Currency: "THB"})
+	}
+	purchase("warm-up")
+	waitFor(t, "the first round's commit", 30*time.Second, func() bool { return committed() == 1 })
+	// The next round's offsets are refused with an error that ends the
+	// transaction, and the member, after the partner applied the write.
+	s.Cluster.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		q := req.(*kmsg.TxnOffsetCommitRequest)
+		resp := q.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		resp.SetVersion(q.GetVersion())
+		for _, qt := range q.Topics {
+			rt := kmsg.NewTxnOffsetCommitResponseTopic()
+			rt.Topic = qt.Topic
+			for _, qp := range qt.Partitions {
+				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = qp.Partition, kerr.GroupAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	purchase("p-1")
+	select {
+	case err := <-a.done:
+		if err == nil {
+			t.Fatal("the member whose offsets were refused stopped without an error")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the member whose offsets were refused did not stop")
+	}
+	if n := s.Sim.Effects("p-1"); n != 1 {
+		t.Fatalf("p-1 applied %d times before its round failed, want once", n)
+	}
+	lookups := s.Sim.TotalCalls(sim.EndpointLookup)
+	runService(ctx, t, cfg)
+	waitFor(t, "the next owner's commit of p-1", 30*time.Second, func() bool { return committed() == 2 })
+	if n := s.Sim.Effects("p-1"); n != 1 {
+		t.Errorf("p-1 applied %d times, want once", n)
+	}
+	if n := s.Sim.TotalCalls(sim.EndpointLookup) - lookups; n != 0 {
+		t.Errorf("the next owner looked p-1 up %d times, want it answered from the salvaged ledger entry", n)
 	}
 }
