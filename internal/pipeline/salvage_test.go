@@ -25,6 +25,8 @@ type salvageLog struct {
 	NopObserver
 	mu       sync.Mutex
 	salvaged map[string]int // output value (coord of its input) → times salvaged
+	// runs: output value and its "run" header (runTagged) → times salvaged
+	runs     map[string]int
 	events   []string       // "salvage p<partition>", "released p<partition>"
 	revoked  map[int32]bool // the partitions of the first revocation
 	revoking chan struct{}  // closed when a revocation starts
@@ -34,7 +36,7 @@ type salvageLog struct {
 }
 
 func newSalvageLog() *salvageLog {
-	return &salvageLog{salvaged: map[string]int{}, revoked: map[int32]bool{},
+	return &salvageLog{salvaged: map[string]int{}, runs: map[string]int{}, revoked: map[int32]bool{},
 		revoking: make(chan struct{}), released: make(chan struct{})}
 }
 
@@ -44,6 +46,11 @@ func (s *salvageLog) salvage(_ context.Context, outs []*kgo.Record) error {
 	parts := map[int32]bool{}
 	for _, o := range outs {
 		s.salvaged[string(o.Value)]++
+		for _, h := range o.Headers {
+			if h.Key == "run" {
+				s.runs[string(o.Value)+" run "+string(h.Value)]++
+			}
+		}
 		var p int32
 		var off int64
 		if _, err := fmt.Sscanf(string(o.Value), inTopic+"/%d/%d", &p, &off); err == nil && !parts[p] {
@@ -52,6 +59,21 @@ func (s *salvageLog) salvage(_ context.Context, outs []*kgo.Record) error {
 		}
 	}
 	return nil
+}
+
+// runTagged gives every output of h a "run" header naming the handler
+// call that made it: a record run in two aborted rounds is salvaged
+// twice, each run's outputs once.
+func runTagged(h Handler) Handler {
+	var calls atomic.Int64
+	return func(ctx context.Context, rec *kgo.Record, meta Meta) ([]*kgo.Record, error) {
+		outs, err := h(ctx, rec, meta)
+		run := []byte(fmt.Sprint(calls.Add(1)))
+		for _, o := range outs {
+			o.Headers = append(o.Headers, kgo.RecordHeader{Key: "run", Value: run})
+		}
+		return outs, err
+	}
 }
 
 func (s *salvageLog) Assigned(_ string, partitions []int32, assigned, _ bool) {
@@ -144,7 +166,7 @@ func TestExactlyOnceSalvagesAnAbortedRoundOnShutdown(t *testing.T) {
 // TestExactlyOnceSalvagesBeforeRelease: a revocation dooms the round; the
 // outputs of the revoked partition's records whose handlers returned (one
 // only after the revocation began) are salvaged before the partition is
-// released to its next owner. The partition the member keeps has a record
+// released to its next owner, and not again by the round's abort. The partition the member keeps has a record
 // that returns only after that release, so the round's own abort, which
 // waits for every handler, cannot have salvaged them first.
 func TestExactlyOnceSalvagesBeforeRelease(t *testing.T) {
@@ -182,7 +204,7 @@ func TestExactlyOnceSalvagesBeforeRelease(t *testing.T) {
 		log.mu.Unlock()
 		return nil
 	})
-	oa := e.eosOpts("g", "salvage-a", h)
+	oa := e.eosOpts("g", "salvage-a", runTagged(h))
 	oa.TakeoverWait = noWait
 	oa.Salvage = log.salvage
 	oa.Observer = log
@@ -207,6 +229,16 @@ func TestExactlyOnceSalvagesBeforeRelease(t *testing.T) {
 	}
 	if lateRecord == "" || log.salvaged[lateRecord] == 0 {
 		t.Fatalf("the revoked record that returned after the revocation began (%q) was never salvaged; events %v", lateRecord, log.events)
+	}
+	// The round's abort, after the revocation, salvages the kept
+	// partition's records only: each run's outputs are written once.
+	for v, n := range log.runs {
+		if n != 1 {
+			t.Errorf("%s salvaged %d times, want once", v, n)
+		}
+	}
+	if len(log.runs) == 0 {
+		t.Error("no salvaged output names its run")
 	}
 	// Its partition's next owner may run it as soon as the partition is
 	// released: the salvage must come first.
