@@ -143,9 +143,9 @@ type Options struct {
 	// its slowest record and a transaction to commit.
 	RoundRecords int
 	// RoundTime is how long, in ExactlyOnce mode, a round should take:
-	// after the first, each round takes at most as many records as the
-	// last committed one was answering in RoundTime (at least
-	// min(MaxInFlight, RoundRecords), at most RoundRecords). Results are
+	// the first takes at most 2 × MaxInFlight records, each after it at
+	// most as many as the last committed one was answering in RoundTime
+	// (at least min(MaxInFlight, RoundRecords), at most RoundRecords). Results are
 	// published when their round commits, and a member that stops or
 	// loses partitions waits for its round (DrainTimeout) or aborts it, so
 	// a round that a slow partner stretches to many seconds holds every

@@ -208,7 +208,8 @@ func TestExactlyOnceSalvagesBeforeRelease(t *testing.T) {
 	oa.TakeoverWait = noWait
 	oa.Salvage = log.salvage
 	oa.Observer = log
-	oa.MaxBuffered, oa.RoundRecords = 2*n, 2*n // a round of both partitions' records
+	// A first round (2 × MaxInFlight) of both partitions' records.
+	oa.MaxInFlight, oa.MaxBuffered, oa.RoundRecords = n, 2*n, 2*n
 	start(t, oa)
 	for range 2 { // both partitions' records wait in member a's round
 		select {

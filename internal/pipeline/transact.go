@@ -168,7 +168,7 @@ func (e *exactlyOnce) run(ctx context.Context) error {
 func (e *exactlyOnce) rounds(ctx context.Context) {
 	p := e.p
 	var backoff time.Duration
-	limit := p.o.RoundRecords
+	limit := firstRoundLimit(p.o)
 	for ctx.Err() == nil {
 		if backoff > 0 {
 			t := time.NewTimer(backoff)
@@ -199,6 +199,16 @@ func (e *exactlyOnce) rounds(ctx context.Context) {
 			limit = roundLimit(p.o, n, time.Since(start))
 		}
 	}
+}
+
+// firstRoundLimit is how many records a member's first round may poll,
+// before any round has shown its rate: two rounds of slots. A round of
+// RoundRecords, 4,096 by default, took 5.6 s as a restarted member's
+// first on a loaded machine, while the partitions it had just taken over
+// went without results; roundLimit grows the next one to RoundRecords
+// within a round or two when the rate allows.
+func firstRoundLimit(o Options) int {
+	return min(o.RoundRecords, 2*o.MaxInFlight)
 }
 
 // roundLimit is how many records the round after one of n records that

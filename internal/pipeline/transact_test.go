@@ -596,6 +596,12 @@ func TestRoundLimit(t *testing.T) {
 	if got := roundLimit(small, 1, time.Hour); got != 100 {
 		t.Errorf("a floor above RoundRecords: %d, want RoundRecords (100)", got)
 	}
+	if got := firstRoundLimit(o); got != 32 {
+		t.Errorf("first round: %d, want 2 × MaxInFlight (32)", got)
+	}
+	if got := firstRoundLimit(small); got != 100 {
+		t.Errorf("first round: %d, want RoundRecords (100), below 2 × MaxInFlight", got)
+	}
 }
 
 // Rounds smaller than what one fetch holds of a partition take turns: two
