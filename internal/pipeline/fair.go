@@ -108,14 +108,7 @@ func (e *exactlyOnce) takeTurns(fs kgo.Fetches, limit int, expired bool) {
 			t.lag[key] = 0 // given a turn, it had nothing
 		}
 	}
-	resume := map[string][]int32{}
-	for key := range t.paused {
-		if _, claiming := e.claimAt[key]; p.parts[key] != nil && !claiming {
-			resume[key.topic] = append(resume[key.topic], key.partition)
-		}
-	}
-	clear(t.paused)
-	clear(t.awaited)
+	resume := e.endTurnLocked()
 	pause := map[string][]int32{}
 	if n >= limit {
 		for key := range p.parts {
@@ -175,4 +168,33 @@ func tpStrings(keys []tp) []string {
 	}
 	slices.Sort(s)
 	return s
+}
+
+// skipTurn gives back the turn of a round that aborted: the partitions
+// paused for others are resumed at once, since the round that paused them
+// answered nothing (its records are taken again).
+func (e *exactlyOnce) skipTurn() {
+	p := e.p
+	p.mu.Lock()
+	resume := e.endTurnLocked()
+	p.mu.Unlock()
+	if len(resume) > 0 {
+		e.sess.Client().ResumeFetchPartitions(resume)
+	}
+}
+
+// endTurnLocked ends the current turn and returns the partitions paused
+// for it that are still this member's and not waiting for their claim
+// (claim resumes those), to resume.
+func (e *exactlyOnce) endTurnLocked() map[string][]int32 {
+	t := &e.turns
+	resume := map[string][]int32{}
+	for key := range t.paused {
+		if _, claiming := e.claimAt[key]; e.p.parts[key] != nil && !claiming {
+			resume[key.topic] = append(resume[key.topic], key.partition)
+		}
+	}
+	clear(t.paused)
+	clear(t.awaited)
+	return resume
 }

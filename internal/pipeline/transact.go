@@ -178,6 +178,16 @@ func (e *exactlyOnce) rounds(ctx context.Context) {
 			}
 			t.Stop()
 		}
+		p.mu.Lock()
+		doomed := e.doomed && len(e.round) == 0
+		p.mu.Unlock()
+		if doomed {
+			// A revocation between rounds: the session aborts the next
+			// transaction whatever it holds, so end it now rather than
+			// poll records only to throw them away.
+			e.abortRound()
+			continue
+		}
 		pollCtx, cancel := e.claim(ctx)
 		stopTurn, expired := e.turnPoll(cancel)
 		fs := e.sess.PollRecords(pollCtx, limit)
