@@ -376,21 +376,8 @@ func TestExactlyOnceSalvagesARoundItsCommitLost(t *testing.T) {
 			h := echo(func(context.Context, *kgo.Record, Meta) error {
 				arm.Do(func() {
 					e.c.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-						q := req.(*kmsg.TxnOffsetCommitRequest)
-						resp := q.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-						resp.SetVersion(q.GetVersion())
-						for _, qt := range q.Topics {
-							rt := kmsg.NewTxnOffsetCommitResponseTopic()
-							rt.Topic = qt.Topic
-							for _, qp := range qt.Partitions {
-								rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-								rp.Partition, rp.ErrorCode = qp.Partition, tc.code
-								rt.Partitions = append(rt.Partitions, rp)
-							}
-							resp.Topics = append(resp.Topics, rt)
-						}
 						refused.Store(true)
-						return resp, nil, true
+						return testkit.RefuseTxnOffsetCommit(req, tc.code), nil, true
 					})
 				})
 				return nil

@@ -524,14 +524,7 @@ func TestExactlyOnceRoundsFitRoundTime(t *testing.T) {
 	e.produce(n, func(i int) string { return fmt.Sprintf("k%d", i%97) }, func(i int) int32 { return int32(i % 2) })
 	rec := newRecorder()
 	o := e.eosOpts("g", "member-1", echo(func(ctx context.Context, _ *kgo.Record, _ Meta) error {
-		t := time.NewTimer(10 * time.Millisecond) // the partner's latency
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return sleep(ctx, 10*time.Millisecond) // the partner's latency
 	}))
 	o.MaxInFlight, o.MaxBuffered, o.RoundRecords = 2, 200, 200
 	o.RoundTime = 100 * time.Millisecond

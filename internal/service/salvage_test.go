@@ -109,20 +109,7 @@ func TestExactlyOnceSalvagedEntryAnswersTheNextOwner(t *testing.T) {
 	// The next round's offsets are refused with an error that ends the
 	// transaction, and the member, after the partner applied the write.
 	s.Cluster.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		q := req.(*kmsg.TxnOffsetCommitRequest)
-		resp := q.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-		resp.SetVersion(q.GetVersion())
-		for _, qt := range q.Topics {
-			rt := kmsg.NewTxnOffsetCommitResponseTopic()
-			rt.Topic = qt.Topic
-			for _, qp := range qt.Partitions {
-				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = qp.Partition, kerr.GroupAuthorizationFailed.Code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+		return testkit.RefuseTxnOffsetCommit(req, kerr.GroupAuthorizationFailed.Code), nil, true
 	})
 	purchase("p-1")
 	select {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/realkafka"
 )
@@ -81,4 +82,24 @@ func (k *Kafka) Client(tb testing.TB, opts ...kgo.Opt) *kgo.Client {
 	}
 	tb.Cleanup(cl.Close)
 	return cl
+}
+
+// RefuseTxnOffsetCommit answers a kfake TxnOffsetCommit request (a
+// ControlKey function's req) with code for every partition it names: a
+// transaction's offsets refused after its records were written.
+func RefuseTxnOffsetCommit(req kmsg.Request, code int16) kmsg.Response {
+	q := req.(*kmsg.TxnOffsetCommitRequest)
+	resp := q.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	resp.SetVersion(q.GetVersion())
+	for _, qt := range q.Topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = qt.Topic
+		for _, qp := range qt.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = qp.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
 }
