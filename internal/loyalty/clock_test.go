@@ -1,26 +1,10 @@
 package loyalty_test
 
 import (
-	"sync"
 	"time"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
-// fakeClock is shared by a server stand-in and the client side.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Now().Truncate(time.Second)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// newFakeClock is shared by a server stand-in and the client side.
+func newFakeClock() *testkit.Clock { return testkit.NewClock(time.Now().Truncate(time.Second)) }

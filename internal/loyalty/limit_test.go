@@ -12,32 +12,8 @@ import (
 	"testing"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
-
-// countingTransport counts the body bytes the client reads of every answer.
-type countingTransport struct {
-	rt   http.RoundTripper
-	read atomic.Int64
-}
-
-func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := c.rt.RoundTrip(r)
-	if err == nil {
-		resp.Body = countingBody{resp.Body, &c.read}
-	}
-	return resp, err
-}
-
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
-}
 
 // padded is an answer of exactly size bytes: body, then spaces, which JSON
 // ignores, so that only its size can make it unreadable.
@@ -77,7 +53,7 @@ func TestLargeAnswersAreMalformedAndNotRead(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var calls atomic.Int32
-			ct := &countingTransport{rt: &http.Transport{}}
+			ct := &testkit.CountingTransport{RT: &http.Transport{}}
 			f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
 				calls.Add(1)
 				if c.contentLength {
@@ -86,7 +62,7 @@ func TestLargeAnswersAreMalformedAndNotRead(t *testing.T) {
 				w.WriteHeader(c.status)
 				_, _ = io.WriteString(w, padded(c.body, size))
 			}, func(o *loyalty.Options) { o.HTTPClient = &http.Client{Transport: ct} })
-			defer ct.rt.(*http.Transport).CloseIdleConnections()
+			defer ct.RT.(*http.Transport).CloseIdleConnections()
 			var err error
 			var info loyalty.CallInfo
 			if c.write {
@@ -110,7 +86,7 @@ func TestLargeAnswersAreMalformedAndNotRead(t *testing.T) {
 			if n := calls.Load(); n != 1 || info.Attempts != 1 {
 				t.Errorf("%d requests, %d attempts: want 1", n, info.Attempts)
 			}
-			read, most := ct.read.Load(), int64(limit+1)
+			read, most := ct.Read(), int64(limit+1)
 			if c.contentLength {
 				most = 0
 			}

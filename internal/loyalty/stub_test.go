@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
@@ -74,7 +75,7 @@ func (s *stubAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ok(w, `{"loyaltyId":"LB00000001","transactionId":"t","bitReference":"B"}`)
 }
 
-func newStub(t *testing.T, clk *fakeClock, ttl time.Duration, password string, log *zap.Logger) (*stubAPI, *loyalty.Client, *sleeps) {
+func newStub(t *testing.T, clk *testkit.Clock, ttl time.Duration, password string, log *zap.Logger) (*stubAPI, *loyalty.Client, *sleeps) {
 	t.Helper()
 	s := &stubAPI{now: clk.Now, ttl: ttl, issued: map[string]time.Time{}}
 	srv := httptest.NewServer(s)

@@ -25,28 +25,14 @@ import (
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/signing"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// clock is a settable clock for token lifetimes.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+// newClock is a settable clock for token lifetimes.
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
 }
 
 var (
@@ -80,7 +66,7 @@ type env struct {
 	t      testing.TB
 	sim    *sim.Server
 	srv    *httptest.Server
-	clk    *clock
+	clk    *testkit.Clock
 	client *http.Client
 	access string
 }

@@ -9,35 +9,11 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
-
-type countingTransport struct {
-	rt   *http.Transport
-	read atomic.Int64
-}
-
-func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := c.rt.RoundTrip(r)
-	if err == nil {
-		resp.Body = countingBody{resp.Body, &c.read}
-	}
-	return resp, err
-}
-
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
-}
 
 // TestGrantAnswersAreBounded: an identity provider answering a megabyte is
 // a malformed answer that names the limit, and no more of it is read than
@@ -69,8 +45,8 @@ func TestGrantAnswersAreBounded(t *testing.T) {
 				_, _ = io.WriteString(w, c.body)
 			}))
 			defer ts.Close()
-			ct := &countingTransport{rt: &http.Transport{}}
-			defer ct.rt.CloseIdleConnections()
+			ct := &testkit.CountingTransport{RT: &http.Transport{}}
+			defer ct.RT.(*http.Transport).CloseIdleConnections()
 			p, err := tokensource.NewPassword(tokensource.PasswordOptions{AuthURL: ts.URL, ClientID: "cid", ClientSecret: secret,
 				Username: "user", Password: password, HTTPClient: &http.Client{Transport: ct}})
 			if err != nil {
@@ -91,7 +67,7 @@ func TestGrantAnswersAreBounded(t *testing.T) {
 			if c.contentLength {
 				most = 0
 			}
-			if n := ct.read.Load(); n > most {
+			if n := ct.Read(); n > most {
 				t.Errorf("read %d bytes of the answer, want at most %d", n, most)
 			}
 		})

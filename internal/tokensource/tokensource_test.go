@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/loyalty-bridge/loyalty-bridge/internal/testkit"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/tokensource"
 )
 
@@ -27,22 +28,9 @@ const (
 	password = "pa55-word"
 )
 
-// clock is a fake clock safe for concurrent use.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)} }
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+// newClock is a settable clock for token lifetimes.
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 }
 
 // idp is a tiny identity provider: counts grants, issues numbered tokens.
@@ -99,7 +87,7 @@ func (p *idp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func newPassword(t *testing.T, url string, clk *clock, log *zap.Logger) *tokensource.Password {
+func newPassword(t *testing.T, url string, clk *testkit.Clock, log *zap.Logger) *tokensource.Password {
 	t.Helper()
 	p, err := tokensource.NewPassword(tokensource.PasswordOptions{AuthURL: url, ClientID: "cid", ClientSecret: secret,
 		Username: "user", Password: password, Now: clk.Now, Logger: log})
