@@ -52,21 +52,21 @@ type turns struct {
 }
 
 // turnPoll bounds the next poll, when partitions are paused for others'
-// turn, to turnPollWait: cancel ends it (expired then reports true); stop
-// ends the bound.
-func (e *exactlyOnce) turnPoll(cancel func()) (stop func(), expired func() bool) {
+// turn (turn), to turnPollWait: cancel ends it (expired then reports
+// true); stop ends the bound.
+func (e *exactlyOnce) turnPoll(cancel func()) (stop func(), expired func() bool, turn bool) {
 	e.p.mu.Lock()
 	waiting := len(e.turns.paused) > 0
 	e.p.mu.Unlock()
 	if !waiting {
-		return func() {}, func() bool { return false }
+		return func() {}, func() bool { return false }, false
 	}
 	var fired atomic.Bool
 	t := time.AfterFunc(turnPollWait, func() {
 		fired.Store(true)
 		cancel()
 	})
-	return func() { t.Stop() }, fired.Load
+	return func() { t.Stop() }, fired.Load, true
 }
 
 // takeTurns, after a poll of at most limit records and before the group

@@ -189,8 +189,14 @@ func (e *exactlyOnce) rounds(ctx context.Context) {
 			continue
 		}
 		pollCtx, cancel := e.claim(ctx)
-		stopTurn, expired := e.turnPoll(cancel)
+		stopTurn, expired, turn := e.turnPoll(cancel)
 		fs := e.sess.PollRecords(pollCtx, limit)
+		for turn && fs.NumRecords() == 0 && pollCtx.Err() == nil {
+			// A turn's poll can come back empty before the waiting
+			// partitions' fetch does: they have turnPollWait to
+			// show records before they count as caught up.
+			fs = append(fs, e.sess.PollRecords(pollCtx, limit)...)
+		}
 		stopTurn()
 		cancel()
 		backoff = p.pollBackoff(fs, backoff)
