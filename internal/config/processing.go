@@ -250,7 +250,7 @@ func (d *Delivery) Define(b *flagenv.Binder) {
 		"at-least-once, or exactly-once: outputs and input offsets commit in one Kafka transaction (readers of the reply topics then use isolation.level=read_committed)")
 	fs.StringVar(&d.TransactionalID, "transactional-id", "", "exactly-once: this member's transactional id, unique per live member and kept across its restarts (default loyalty-bridge-<hostname>, the pod name in Kubernetes)")
 	fs.DurationVar(&d.TransactionTimeout, "transaction-timeout", pipeline.DefaultTransactionTimeout, "exactly-once: bound on one transaction")
-	fs.DurationVar(&d.TransactionTime, "transaction-time", pipeline.DefaultRoundTime, "exactly-once: how long one transaction should take: each takes at most the records the last one answered in this time, at most --transaction-records (a slow partner makes transactions smaller, not longer, so results are not held back and a stop's drain can finish one)")
+	fs.DurationVar(&d.TransactionTime, "transaction-time", pipeline.DefaultRoundTime, "exactly-once: how long one transaction should take: the first takes at most 2 × --max-in-flight records, each after it at most what the last one answered in this time, never more than --transaction-records (a slow partner makes transactions smaller, not longer, so results are not held back and a stop's drain can finish one)")
 	fs.IntVar(&d.TransactionRecords, "transaction-records", 0, fmt.Sprintf("exactly-once: records one transaction answers at most; their results are published when the last of them is done (0: %d × --max-in-flight, at most --max-buffered)", pipeline.DefaultRoundsPerInFlight))
 }
 
