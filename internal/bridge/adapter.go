@@ -229,12 +229,20 @@ func retryable(cat events.Category, cause error) bool {
 // it carries and the names of those it dropped.
 func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int, value []byte, carried []kgo.RecordHeader, d drops) *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, 9)
+	// The five values share one buffer (one allocation, not five); each is
+	// a full slice expression, so nothing appends into its neighbour.
+	buf := make([]byte, 0, len(evType)+len(in.Topic)+3*20)
+	buf = append(append(buf, evType...), in.Topic...)
+	typ, src := buf[:len(evType):len(evType)], buf[len(evType):len(buf):len(buf)]
+	part, buf := appendInt(buf, int64(in.Partition))
+	off, buf := appendInt(buf, in.Offset)
+	att, _ := appendInt(buf, int64(attempts))
 	h = append(h,
-		kgo.RecordHeader{Key: HeaderEventType, Value: []byte(evType)},
-		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(in.Topic)},
-		kgo.RecordHeader{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(in.Partition), 10)},
-		kgo.RecordHeader{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, in.Offset, 10)},
-		kgo.RecordHeader{Key: HeaderAttempts, Value: strconv.AppendInt(nil, int64(attempts), 10)},
+		kgo.RecordHeader{Key: HeaderEventType, Value: typ},
+		kgo.RecordHeader{Key: HeaderSourceTopic, Value: src},
+		kgo.RecordHeader{Key: HeaderSourcePartition, Value: part},
+		kgo.RecordHeader{Key: HeaderSourceOffset, Value: off},
+		kgo.RecordHeader{Key: HeaderAttempts, Value: att},
 	)
 	h = append(h, carried...)
 	if len(d.names) > 0 {
@@ -244,6 +252,14 @@ func (b *Bridge) output(in *kgo.Record, topic, key, evType string, attempts int,
 		h = append(h, kgo.RecordHeader{Key: HeaderReplayed, Value: []byte("true")})
 	}
 	return &kgo.Record{Topic: topic, Key: []byte(key), Value: value, Headers: h}
+}
+
+// appendInt appends n's digits to buf, within its capacity, and returns
+// them (capped, so that an append to them copies) and buf grown.
+func appendInt(buf []byte, n int64) (digits, grown []byte) {
+	start := len(buf)
+	buf = strconv.AppendInt(buf, n, 10)
+	return buf[start:len(buf):len(buf)], buf
 }
 
 // partnerTexts is how the partner's texts answering ev are made safe to
@@ -273,13 +289,21 @@ func onboarding(ev events.Event) bool {
 // scrubbed as codes. Values the spec's answers carry pass unchanged.
 func scrubResult(r *events.LoyaltyResult, pt partnertext.Scrubber) {
 	for _, f := range []**string{&r.LoyaltyID, &r.BitReference, &r.RequestID, &r.MemberCode, &r.CreatedAt, &r.APITimestamp} {
-		if *f != nil {
-			*f = optional(pt.ID(**f))
-		}
+		scrubbed(f, pt.ID)
 	}
 	for _, f := range []**string{&r.TierClass, &r.MemberStatus, &r.EKYCStatus, &r.APIErrorCode} {
-		if *f != nil {
-			*f = optional(pt.Code(**f))
-		}
+		scrubbed(f, pt.Code)
+	}
+}
+
+// scrubbed replaces *f by scrub's text of it; a text scrub left as it was
+// keeps its pointer (most do: a new one per field was 4 of a record's
+// allocations).
+func scrubbed(f **string, scrub func(string) string) {
+	if *f == nil {
+		return
+	}
+	if s := scrub(**f); s != **f || s == "" {
+		*f = optional(s) // an empty text is absent
 	}
 }

@@ -421,7 +421,7 @@ func (b *Bridge) handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 	if err := b.checkRefundKey(j); err != nil {
 		return b.failure(j, events.CategoryValidation, events.ReasonRefundKey, err)
 	}
-	h, err := handlerFor(ev, b.o.Profile)
+	h, err := handlerFor(ev, &b.o.Profile)
 	if err != nil {
 		return b.failure(j, events.CategoryInternal, "", err)
 	}
@@ -442,8 +442,8 @@ func (b *Bridge) handle(ctx context.Context, rec *kgo.Record, m pipeline.Meta) (
 		// have been in a round that aborted after this process kept it.
 		return b.succeeded(j, lg, answered(j, settled))
 	}
-	p := clientPartner{c: b.o.Client, signer: b.o.Signer, prof: b.o.Profile,
-		wire: wireCheck{prof: b.o.Profile, accepted: &b.wireAccepted, st: &j.st}}
+	p := clientPartner{c: b.o.Client, signer: b.o.Signer, prof: &b.o.Profile,
+		wire: wireCheck{prof: &b.o.Profile, accepted: &b.wireAccepted, st: &j.st}}
 	r, err := b.policy(&j.st, h)(ctx, p)
 	if ctx.Err() != nil {
 		// Abandoned (revoked, lost, or shutdown past its drain): the next

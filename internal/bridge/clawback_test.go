@@ -283,11 +283,11 @@ func TestClawbackHalfOpenProbeWithTwoRefundsOfAnOriginal(t *testing.T) {
 		when := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 		evA := &events.PurchaseRefunded{TransactionID: "R-A", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 250, RefundDate: when}
 		evB := &events.PurchaseRefunded{TransactionID: "R-B", OriginalTransactionID: "T-1", LoyaltyID: "L-1", RefundAmount: 300, RefundDate: when}
-		hA, err := handlerFor(evA, prof)
+		hA, err := handlerFor(evA, &prof)
 		if err != nil {
 			t.Fatal(err)
 		}
-		hB, err := handlerFor(evB, prof)
+		hB, err := handlerFor(evB, &prof)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,15 +33,17 @@ type partner interface {
 type handler func(ctx context.Context, p partner) (*events.LoyaltyResult, error)
 
 // handlerFor binds ev to its handler; prof is what the partner answers
-// where the spec is silent.
-func handlerFor(ev events.Event, prof partnerprofile.Profile) (handler, error) {
+// where the spec is silent. A pointer: a Profile captured by value was
+// moved to the heap on every call, whatever ev was (half a kilobyte per
+// record).
+func handlerFor(ev events.Event, prof *partnerprofile.Profile) (handler, error) {
 	switch ev := ev.(type) {
 	case *events.PurchaseCompleted:
 		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) { return accrue(ctx, ev, p) }, nil
 	case *events.RedemptionRequested:
-		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) { return redeem(ctx, ev, prof, p) }, nil
+		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) { return redeem(ctx, ev, *prof, p) }, nil
 	case *events.PurchaseRefunded:
-		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) { return refund(ctx, ev, prof, p) }, nil
+		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) { return refund(ctx, ev, *prof, p) }, nil
 	case *events.MemberOnboardRequested:
 		return func(ctx context.Context, p partner) (*events.LoyaltyResult, error) { return onboard(ctx, ev, p) }, nil
 	case *events.MemberLinkRequested:

@@ -234,7 +234,7 @@ func TestPolicyGuardsAfterAmbiguity(t *testing.T) {
 		b := &Bridge{o: Options{RecordAttempts: 3, RetryBackoff: time.Millisecond}}
 		b.log = zap.NewNop()
 		ev := &events.RedemptionRequested{TransactionID: "X-1", LoyaltyID: "L-1", UsedPoint: 5, Sign: ptr("s")}
-		h, err := handlerFor(ev, partnerprofile.Profile{})
+		h, err := handlerFor(ev, &partnerprofile.Profile{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +291,7 @@ func TestGuardReadsStatus(t *testing.T) {
 	} {
 		t.Run(tc.status, func(t *testing.T) {
 			b := &Bridge{o: Options{RecordAttempts: 2, RetryBackoff: time.Millisecond, Profile: prof}, log: zap.NewNop()}
-			h, err := handlerFor(ev, prof)
+			h, err := handlerFor(ev, &prof)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -358,7 +358,7 @@ func TestOriginalGraceEndsAtItsBound(t *testing.T) {
 		b.log = zap.NewNop()
 		ev := &events.PurchaseRefunded{TransactionID: "R-1", OriginalTransactionID: "T-1", LoyaltyID: "L-1",
 			RefundAmount: 10, RefundDate: time.Now()}
-		h, err := handlerFor(ev, partnerprofile.Profile{})
+		h, err := handlerFor(ev, &partnerprofile.Profile{})
 		if err != nil {
 			t.Fatal(err)
 		}

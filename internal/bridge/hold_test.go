@@ -70,7 +70,7 @@ func TestPolicyHoldsRefusedCredentials(t *testing.T) {
 					t.Fatal(err)
 				}
 				b := &Bridge{o: Options{RecordAttempts: 1, RetryBackoff: time.Millisecond, Hold: hold}, log: zap.NewNop()}
-				h, err := handlerFor(&events.MemberLinkRequested{TransactionID: "K-1", LoyaltyID: "L-1", PartnerMemberID: "P-1"}, partnerprofile.Profile{})
+				h, err := handlerFor(&events.MemberLinkRequested{TransactionID: "K-1", LoyaltyID: "L-1", PartnerMemberID: "P-1"}, &partnerprofile.Profile{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -538,7 +538,7 @@ func later(a, b time.Time) time.Time {
 type clientPartner struct {
 	c      *loyalty.Client
 	signer *signing.Signer
-	prof   partnerprofile.Profile
+	prof   *partnerprofile.Profile // the Bridge's: a Profile is 528 bytes, and a copy per record was 1 KB of its allocations
 	wire   wireCheck
 }
 
@@ -558,7 +558,7 @@ func (p clientPartner) Redeem(ctx context.Context, r loyalty.RedemptionRequest) 
 	}
 	res, _, err := p.c.Redeem(ctx, r)
 	if ours {
-		err = signRefused(p.prof, err)
+		err = signRefused(*p.prof, err)
 	}
 	return res, p.wire.after(wireRedemptionDate, err, "transactionDate")
 }

@@ -72,7 +72,7 @@ func (s *statusPartner) Redeem(_ context.Context, r loyalty.RedemptionRequest) (
 // channel.
 func held(t *testing.T, b *Bridge, p partner) (<-chan error, *recordState) {
 	t.Helper()
-	h, err := handlerFor(&events.RedemptionRequested{TransactionID: "H-1", LoyaltyID: "L-1", UsedPoint: 5, Sign: ptr("s")}, prof)
+	h, err := handlerFor(&events.RedemptionRequested{TransactionID: "H-1", LoyaltyID: "L-1", UsedPoint: 5, Sign: ptr("s")}, &prof)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestHeldBackoffOverflowWaitsTheCap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &Bridge{o: Options{RecordAttempts: 1, RetryBackoff: 1 << 48, UnrecognisedHold: 30 * time.Minute, Profile: prof},
 			log: zap.NewNop(), now: time.Now}
-		h, err := handlerFor(&events.RedemptionRequested{TransactionID: "H-1", LoyaltyID: "L-1", UsedPoint: 5, Sign: ptr("s")}, prof)
+		h, err := handlerFor(&events.RedemptionRequested{TransactionID: "H-1", LoyaltyID: "L-1", UsedPoint: 5, Sign: ptr("s")}, &prof)
 		if err != nil {
 			t.Fatal(err)
 		}

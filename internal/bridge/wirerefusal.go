@@ -71,7 +71,7 @@ type wireAccepted [wireChoices]atomic.Uint64
 
 // wireCheck judges the answers to one record's calls.
 type wireCheck struct {
-	prof     partnerprofile.Profile
+	prof     *partnerprofile.Profile
 	accepted *wireAccepted
 	st       *recordState
 }

@@ -148,7 +148,7 @@ func (p poster) post(ctx context.Context, grant, target, contentType string, bod
 	if tr.RefreshToken != "" && lifetime(tr.RefreshExpiresIn, p.unit) > 0 {
 		t.RefreshExpiry = start.Add(lifetime(tr.RefreshExpiresIn, p.unit))
 	}
-	return t, nil
+	return t.sealed(), nil
 }
 
 // MaxLifetime bounds a token's lifetime as the bridge counts it. The spec
