@@ -497,7 +497,10 @@ func decodeData[T any](ep endpoint, ref string, info *CallInfo, res attemptResul
 	}
 	if s >= 200 && s < 300 {
 		var env envelope[T]
-		err := json.Unmarshal(res.body, &env)
+		var err error
+		if !fastDecode(res.body, &env) { // fastdecode.go: the same result, or declined
+			err = json.Unmarshal(res.body, &env)
+		}
 		switch {
 		case err == nil && len(env.Errors) > 0 && string(env.Errors) != "null":
 			if be := businessError(ep, ref, s, res.body); be != nil {
