@@ -352,7 +352,7 @@ func call[T any](ctx context.Context, c *Client, ep endpoint, pathParam, ref str
 	var payload []byte
 	if body != nil {
 		var err error
-		if payload, err = json.Marshal(body); err != nil {
+		if payload, err = encodeBody(body); err != nil { // json.Marshal's bytes and errors (bodyencode.go)
 			return nil, info, &ValidationError{Op: ep.name, Ref: ref, Problems: []string{"body does not encode: " + err.Error()}}
 		}
 	}

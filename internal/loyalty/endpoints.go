@@ -149,7 +149,7 @@ func EncodeRedemption(p partnerprofile.Profile, r RedemptionRequest) (json.RawMe
 	if _, err := date.Format.Parse(r.TransactionDate); err != nil && date.Type == partnerprofile.DateNumber {
 		return nil, fmt.Errorf("transactionDate is not %s: %w", date, err)
 	}
-	b, err := json.Marshal(redemptionBody{RedemptionRequest: r, TransactionDate: date.TextJSON(r.TransactionDate)})
+	b, err := marshalRedemption(redemptionBody{RedemptionRequest: r, TransactionDate: date.TextJSON(r.TransactionDate)})
 	if err != nil {
 		return nil, fmt.Errorf("body does not encode: %w", err)
 	}
