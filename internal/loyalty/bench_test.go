@@ -58,9 +58,9 @@ func benchOverhead(b *testing.B, baseURL string, client *loyalty.Client, token s
 		}
 		req, _ := http.NewRequestWithContext(ctx, method, url, rd)
 		req.Header.Set("Authorization", "Bearer "+token)
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
+		// As the client sends it: the simulator, like a gateway enforcing
+		// the spec, refuses a GET without it.
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := hc.Do(req)
 		if err != nil {
 			b.Fatal(err)

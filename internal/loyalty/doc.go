@@ -13,6 +13,15 @@
 // result structs carry the spec's field names and JSON types; the envelope
 // is decoded in one place (call/decodeData).
 //
+// Bodies are JSON as encoding/json writes and reads them, byte for byte
+// and value for value. On the hot path (accrual, redemption, lookup) the
+// request body is appended without reflection (bodyencode.go) and a
+// success envelope of the spec's exact shape is read without it
+// (fastdecode.go); anything else, or any value those do not handle
+// themselves, goes to encoding/json, so its bytes, values and errors are
+// the only ones. FuzzEncodeBody and FuzzFastDecode compare each with
+// encoding/json.
+//
 // # Retry contract
 //
 // Reads (CustomerInfo, CustomerProfile, LookupTransaction) are retried on
