@@ -3,6 +3,7 @@ package loyalty
 import (
 	"encoding/json"
 	"testing"
+	"time"
 )
 
 // BenchmarkDecodeAccrualAnswer compares the fast path with encoding/json
@@ -23,6 +24,31 @@ func BenchmarkDecodeAccrualAnswer(b *testing.B) {
 		for b.Loop() {
 			var env envelope[accrualWire]
 			if err := json.Unmarshal(body, &env); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkEncodeAccrualBody compares the appended accrual body with
+// json.Marshal's on the bench's purchase.
+func BenchmarkEncodeAccrualBody(b *testing.B) {
+	r := AccrualRequest{LoyaltyID: "LB00001234", TransactionID: "bench-1234567", ItemID: "SKU-42",
+		TransactionDes:    json.RawMessage(`{"channel":"bench","sku":"SKU-42","qty":1}`),
+		TransactionDate:   TransactionDate{Time: time.UnixMilli(1764320000123), Format: DateEpochMillis},
+		TransactionAmount: 250000, TransactionCurrency: "VND"}
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := encodeBody(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(r); err != nil {
 				b.Fatal(err)
 			}
 		}
