@@ -118,7 +118,7 @@ func fastDecode[T any](body []byte, env *envelope[T]) (ok bool) {
 }
 
 // fastScanner reads JSON of the exact common shape; every method returns
-// false (or leaves the position alone) on anything else.
+// false on anything else, and a scanner that said false is dropped.
 type fastScanner struct {
 	b    []byte
 	text string // b as a string, which the values are cut from
