@@ -132,3 +132,20 @@ func TestEncodeBodyAppendsCommonBodies(t *testing.T) {
 	}
 	sameAsMarshal(t, lookup, got, nil)
 }
+
+// TestAppendFloatAsMarshal: at the edges of json.Marshal's two formats
+// (exponent below 1e-6 and from 1e21 on; 1e-6 itself is written
+// 0.000001) and its exponent without padding, appendFloat writes the same
+// text.
+func TestAppendFloatAsMarshal(t *testing.T) {
+	for _, f := range []float64{0, 1e-6, -1e-6, 1e-7, 9.99e-7, 1.5e-6, 1e20, 1e21, -1e21, 9.999e20, 1e-100, 1e100, 0.5, 58001.25} {
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := appendFloat(nil, f)
+		if !ok || string(got) != string(want) {
+			t.Errorf("appendFloat(%g) = %q, %v; json.Marshal: %q", f, got, ok, want)
+		}
+	}
+}
