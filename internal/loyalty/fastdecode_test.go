@@ -292,3 +292,17 @@ func TestFastDecodeSameErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestFastDecodeTruncated: every prefix of the simulator's answers (a
+// body cut off by a dropped connection, or by the size limit) is read as
+// encoding/json reads it or declined, and never read past its end.
+func TestFastDecodeTruncated(t *testing.T) {
+	for _, a := range simAnswers(t) {
+		for n := range len(a.body) {
+			cut := a.body[:n:n]
+			sameAsEncodingJSON[accrualWire](t, cut)
+			sameAsEncodingJSON[redemptionWire](t, cut)
+			sameAsEncodingJSON[transactionWire](t, cut)
+		}
+	}
+}
