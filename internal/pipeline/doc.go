@@ -207,7 +207,13 @@
 // or when an output fails. Its handlers are canceled, the consumer goes
 // back to the committed offsets, and everything the round took is taken
 // again with Meta.Fresh set, since its effects may have happened. A record
-// whose output failed goes to Fallback (ErrProduce) when taken again. An
+// whose output failed goes to Fallback (ErrProduce) when taken again,
+// unless the broker refused the transactional producer's state rather
+// than the record (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
+// UNKNOWN_PRODUCER_ID and the like: producer state lost with a truncated
+// log, a transaction the coordinator aborted): the abort renews the
+// producer (franz-go bumps its epoch) and the records run again as they
+// were; a fourth such round in a row stops Run instead. An
 // error ending a transaction stops Run: franz-go reports only errors it
 // cannot retry (a fenced or failed producer, an unreachable cluster).
 //

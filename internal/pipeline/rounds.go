@@ -2,10 +2,12 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -102,7 +104,9 @@ func (e *exactlyOnce) countOutLocked(j *job, abandoned bool) {
 
 // commitRound produces the round's outputs in one transaction with its
 // offsets, true when it committed. Outputs that fail abort the round;
-// their records fall back when taken again.
+// their records fall back when taken again, unless the broker refused the
+// producer's state rather than the record (producerStateErr): then they
+// run again as they were, for producerRefusalLimit rounds in a row at most.
 func (e *exactlyOnce) commitRound() bool {
 	p := e.p
 	p.mu.Lock()
@@ -145,9 +149,19 @@ func (e *exactlyOnce) commitRound() bool {
 		e.abortRound()
 		return false
 	}
-	failed := 0
+	failed, refused := 0, 0
+	var refusal error
 	for _, j := range jobs {
 		if err := j.produceErr(); err != nil {
+			if producerStateErr(err) {
+				// The producer's fault, not the record's: the record
+				// runs again, not to Fallback.
+				if refusal == nil {
+					refusal = err
+				}
+				refused++
+				continue
+			}
 			p.mu.Lock()
 			m := e.outFailed[j.p.tp]
 			if m == nil {
@@ -163,7 +177,17 @@ func (e *exactlyOnce) commitRound() bool {
 			failed++
 		}
 	}
-	if failed > 0 {
+	if refused > 0 {
+		e.producerRefusals++
+		if e.producerRefusals > producerRefusalLimit {
+			p.stopWith(fmt.Errorf("pipeline: transactional producer (transactional id %q): outputs refused in %d rounds in a row: %w",
+				p.o.TransactionalID, e.producerRefusals, refusal))
+		} else {
+			p.log.Warn("outputs refused for the transactional producer's state, not for their records; the round's transaction is aborted and its records run again",
+				zap.Int("records", refused), zap.Int("rounds_in_a_row", e.producerRefusals), zap.Error(refusal))
+		}
+	}
+	if failed+refused > 0 {
 		e.abortRound()
 		return false
 	}
@@ -184,6 +208,7 @@ func (e *exactlyOnce) commitRound() bool {
 	if ce := p.log.Check(zap.DebugLevel, "transaction committed"); ce != nil {
 		ce.Write(zap.Int("records", len(jobs)), zap.Int("outputs", outputs), zap.Duration("took", time.Since(start)))
 	}
+	e.producerRefusals = 0
 	p.mu.Lock()
 	for _, j := range jobs {
 		if p.parts[j.p.tp] == j.p && j.rec.Offset >= e.txnDone[j.p.tp] {
@@ -196,6 +221,35 @@ func (e *exactlyOnce) commitRound() bool {
 		p.done(j)
 	}
 	return true
+}
+
+// producerRefusalLimit is how many rounds in a row may have their outputs
+// refused for the producer's state (producerStateErr) before Run stops:
+// each such round's abort renews the producer's epoch, after which a
+// healthy cluster takes the next round; one that refuses it again and
+// again is not one a retry mends.
+const producerRefusalLimit = 3
+
+// producerStateErr reports whether a produce error is about the
+// transactional producer's state on the broker rather than about the
+// record: a sequence the partition's leader did not expect (its producer
+// state lost with a truncated log, a leader elected uncleanly, a
+// transaction aborted under the producer), an epoch the coordinator has
+// moved past (a transaction timed out and was aborted), a producer ID it
+// forgot, or a transaction it asks to abort (KIP-890). franz-go fails the
+// producer ID on the first four and recovers it when the transaction
+// aborts (an InitProducerID that bumps the epoch, KIP-360); the abort is
+// all TRANSACTION_ABORTABLE asks for; a fenced producer, or one franz-go
+// cannot recover, makes End fail, which stops Run. None says anything about
+// the record, so none sends it to Fallback: its handler's effect may have
+// happened, and an error output would say it did not.
+func producerStateErr(err error) bool {
+	return errors.Is(err, kerr.OutOfOrderSequenceNumber) ||
+		errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.UnknownProducerID) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping) ||
+		errors.Is(err, kerr.ProducerFenced) ||
+		errors.Is(err, kerr.TransactionAbortable)
 }
 
 // abortRound stops the round's handlers, waits for them (at most

@@ -27,6 +27,10 @@ type exactlyOnce struct {
 	drainFirst bool
 	roundWake  chan struct{}
 	outFailed  map[tp]map[int64]outFailure // outputs that failed in an aborted round (priorFailure)
+	// producerRefusals: rounds in a row whose outputs the broker refused
+	// for the producer's state (producerStateErr); used by the round
+	// loop only.
+	producerRefusals int
 	// txnDone is, per partition owned since, the offset below which this
 	// member's own committed transactions cover every record.
 	txnDone map[tp]int64

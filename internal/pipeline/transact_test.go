@@ -482,6 +482,116 @@ func TestExactlyOnceProduceFailureFallsBack(t *testing.T) {
 	}
 }
 
+// refuseRoundProduces makes kfake answer the round's Produce requests
+// (the transactional ones) with code, every one of them when always, else
+// the next one only, counting them in refused.
+func refuseRoundProduces(e *env, code int16, always bool, refused *atomic.Int32) {
+	e.c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if req.(*kmsg.ProduceRequest).TransactionID == nil {
+			return nil, nil, false // not the pipeline's: kept for the next
+		}
+		if always {
+			e.c.KeepControl()
+		}
+		refused.Add(1)
+		return testkit.RefuseProduce(req, code), nil, true
+	})
+}
+
+// TestExactlyOnceProducerRefusalRunsRecordsAgain: a round whose outputs
+// the broker refuses for the transactional producer's state (a sequence,
+// an epoch, a producer ID it does not know) is aborted and its records run
+// again, Fresh; none goes to Fallback, since nothing was wrong with it, and
+// every record ends with exactly one committed output.
+func TestExactlyOnceProducerRefusalRunsRecordsAgain(t *testing.T) {
+	for _, code := range []int16{kerr.OutOfOrderSequenceNumber.Code, kerr.InvalidProducerEpoch.Code, kerr.UnknownProducerID.Code} {
+		t.Run(kerr.ErrorForCode(code).(*kerr.Error).Message, func(t *testing.T) {
+			e := newEnv(t, 1)
+			const n = 20
+			e.produce(n, strconv.Itoa, func(int) int32 { return 0 })
+			var arm sync.Once
+			var refused, fresh atomic.Int32
+			h := echo(func(_ context.Context, _ *kgo.Record, meta Meta) error {
+				// The first handler call comes after the claim: the
+				// next transactional produce is the round's.
+				arm.Do(func() { refuseRoundProduces(e, code, false, &refused) })
+				if meta.Fresh {
+					fresh.Add(1)
+				}
+				return nil
+			})
+			var fallbacks atomic.Int32
+			core, logs := observer.New(zap.WarnLevel)
+			o := e.eosOpts("g", "refused-"+strconv.Itoa(int(code)), h)
+			o.TakeoverWait = noWait
+			o.Logger = zap.New(core)
+			o.Fallback = func(r *kgo.Record, _ error) ([]*kgo.Record, error) {
+				fallbacks.Add(1)
+				return []*kgo.Record{{Topic: errTopic, Value: []byte(coord(r))}}, nil
+			}
+			r := start(t, o)
+			e.waitCommittedToEnd("g")
+			if err := r.stop(t); err != nil {
+				t.Fatalf("Run: %v, want it to go on after the refused round", err)
+			}
+			if refused.Load() != 1 {
+				t.Fatal("the round's outputs were never refused")
+			}
+			if f := fallbacks.Load(); f != 0 {
+				t.Errorf("%d records went to Fallback; the broker refused the producer, not them", f)
+			}
+			if errs := e.readAll(errTopic, true); len(errs) != 0 {
+				t.Errorf("error outputs %v, want none", errs)
+			}
+			e.checkOutputs(e.readAll(outTopic, true), true)
+			if fresh.Load() == 0 {
+				t.Error("no record ran again Fresh after its round was aborted")
+			}
+			warned := logs.FilterMessageSnippet("transactional producer's state").All()
+			if len(warned) != 1 || !strings.Contains(fmt.Sprint(warned[0].ContextMap()["error"]), kerr.ErrorForCode(code).Error()) {
+				t.Errorf("warnings of the refusal %v, want one naming %v; logged %v", warned, kerr.ErrorForCode(code), logs.All())
+			}
+		})
+	}
+}
+
+// TestExactlyOnceProducerRefusedAgainStops: a broker that refuses the
+// producer's state round after round is not one a retry mends: after
+// producerRefusalLimit aborted rounds Run stops with the refusal, not with
+// a RecordError, no record having gone to Fallback, and nothing committed.
+func TestExactlyOnceProducerRefusedAgainStops(t *testing.T) {
+	e := newEnv(t, 1)
+	const n = 20
+	e.produce(n, strconv.Itoa, func(int) int32 { return 0 })
+	var arm sync.Once
+	var refused atomic.Int32
+	h := echo(func(context.Context, *kgo.Record, Meta) error {
+		arm.Do(func() { refuseRoundProduces(e, kerr.OutOfOrderSequenceNumber.Code, true, &refused) })
+		return nil
+	})
+	var fallbacks atomic.Int32
+	o := e.eosOpts("g", "refused-always", h)
+	o.TakeoverWait = noWait
+	o.Fallback = func(r *kgo.Record, _ error) ([]*kgo.Record, error) {
+		fallbacks.Add(1)
+		return []*kgo.Record{{Topic: errTopic, Value: []byte(coord(r))}}, nil
+	}
+	err := start(t, o).wait(t)
+	var re *RecordError
+	if errors.As(err, &re) || !errors.Is(err, kerr.OutOfOrderSequenceNumber) || !strings.Contains(err.Error(), "transactional producer") {
+		t.Fatalf("Run = %v, want the producer's refusal, not a record's error", err)
+	}
+	if got := refused.Load(); got != producerRefusalLimit+1 {
+		t.Errorf("%d rounds refused before Run stopped, want %d", got, producerRefusalLimit+1)
+	}
+	if f := fallbacks.Load(); f != 0 {
+		t.Errorf("%d records went to Fallback; the broker refused the producer, not them", f)
+	}
+	if got := e.committed("g")[0]; got != 0 {
+		t.Errorf("committed %d, want nothing past the claim", got)
+	}
+}
+
 // TestExactlyOnceFailureStops: a record that neither handler nor fallback
 // can turn into outputs stops Run with a RecordError, and its round is not
 // committed.

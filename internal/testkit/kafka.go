@@ -103,3 +103,23 @@ func RefuseTxnOffsetCommit(req kmsg.Request, code int16) kmsg.Response {
 	}
 	return resp
 }
+
+// RefuseProduce answers a kfake Produce request (a ControlKey function's
+// req) with code for every partition it names: none of its records is
+// written.
+func RefuseProduce(req kmsg.Request, code int16) kmsg.Response {
+	q := req.(*kmsg.ProduceRequest)
+	resp := q.ResponseKind().(*kmsg.ProduceResponse)
+	resp.SetVersion(q.GetVersion())
+	for _, qt := range q.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic, rt.TopicID = qt.Topic, qt.TopicID
+		for _, qp := range qt.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = qp.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
