@@ -62,19 +62,41 @@ func parseReleasedGen(meta string) (int32, bool) {
 func (e *exactlyOnce) onFetched(_ context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
 	p := e.p
 	got := fetchedOffsets(resp)
-	var pause map[string][]int32
+	// Paused first, put in claimAt after: claim resumes what it claimed,
+	// and a pause that came after that resume held the partition for good
+	// (under load the round loop, not polling yet, committed the claim
+	// between this callback's unlock and its pause; no record was fetched
+	// again and Run never ended its round).
+	inherited := make(map[tp]*partition)
+	pause := make(map[string][]int32)
 	p.mu.Lock()
-	for key, f := range got {
-		part := p.parts[key]
-		if part == nil || !e.inheriting[key] {
+	for key := range got {
+		if part := p.parts[key]; part != nil && e.inheriting[key] {
+			inherited[key] = part
+			pause[key.topic] = append(pause[key.topic], key.partition)
+		}
+	}
+	p.mu.Unlock()
+	if len(inherited) == 0 {
+		return nil
+	}
+	cl.PauseFetchPartitions(pause)
+	gone := make(map[string][]int32)
+	p.mu.Lock()
+	for key, part := range inherited {
+		if p.parts[key] != part || !e.inheriting[key] {
+			// Not expected: franz-go revokes after this callback.
+			// A partition dropped meanwhile was not paused for the
+			// core (dropLocked), so it is resumed here; one assigned
+			// again is paused by its own fetch's callback.
+			if p.parts[key] == nil {
+				gone[key.topic] = append(gone[key.topic], key.partition)
+			}
 			continue
 		}
+		f := got[key]
 		delete(e.inheriting, key)
 		e.claimAt[key] = f.at
-		if pause == nil {
-			pause = make(map[string][]int32)
-		}
-		pause[key.topic] = append(pause[key.topic], key.partition)
 		g, released := parseReleasedGen(deref(f.meta))
 		if f.at < 0 {
 			// Nobody ever claimed it, so nobody dispatched a record of
@@ -101,11 +123,11 @@ func (e *exactlyOnce) onFetched(_ context.Context, cl *kgo.Client, resp *kmsg.Of
 	}
 	stopPoll := e.pollCancel
 	p.mu.Unlock()
-	if pause != nil {
-		cl.PauseFetchPartitions(pause)
-		if stopPoll != nil {
-			stopPoll() // claim them now
-		}
+	if len(gone) > 0 {
+		cl.ResumeFetchPartitions(gone)
+	}
+	if stopPoll != nil {
+		stopPoll() // claim them now
 	}
 	return nil
 }
