@@ -327,7 +327,11 @@ func TestConnectErrors(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := stackConfig(t, s, tc.mod)
-			cfg.Ops.StartupTimeout = 5 * time.Second
+			// Each case fails at once at its own step; the bound is for
+			// the steps before it, which on a loaded real broker took
+			// longer than 5 s (the ledger topic's creation, CI run of
+			// 2026-11-28), so that case named the ledger, not its cause.
+			cfg.Ops.StartupTimeout = 30 * time.Second
 			d, err := Connect(ctx, cfg, Options{Logger: zap.NewNop()})
 			if err == nil {
 				d.Close()
