@@ -293,13 +293,22 @@ func TestFastDecodeSameErrors(t *testing.T) {
 	}
 }
 
-// TestFastDecodeTruncated: every prefix of the simulator's answers (a
-// body cut off by a dropped connection, or by the size limit) is read as
+// TestFastDecodeTruncated: every prefix of the simulator's answers and of
+// the fuzz seeds (a body cut off by a dropped connection, or by the size
+// limit; a number cut after its sign, point or exponent mark) is read as
 // encoding/json reads it or declined, and never read past its end.
 func TestFastDecodeTruncated(t *testing.T) {
+	var bodies [][]byte
 	for _, a := range simAnswers(t) {
-		for n := range len(a.body) {
-			cut := a.body[:n:n]
+		bodies = append(bodies, a.body)
+	}
+	for _, s := range fastDecodeSeeds {
+		bodies = append(bodies, []byte(s.body))
+	}
+	bodies = append(bodies, []byte(`{"statusCode":200,"message":"SUCCESS","data":{"sponsorId":-1.5e+3}}`))
+	for _, b := range bodies {
+		for n := range len(b) {
+			cut := b[:n:n]
 			sameAsEncodingJSON[accrualWire](t, cut)
 			sameAsEncodingJSON[redemptionWire](t, cut)
 			sameAsEncodingJSON[transactionWire](t, cut)
