@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -148,4 +149,55 @@ func TestAppendFloatAsMarshal(t *testing.T) {
 			t.Errorf("appendFloat(%g) = %q, %v; json.Marshal: %q", f, got, ok, want)
 		}
 	}
+}
+
+// TestEncodeBodyWritesEveryField: with every field of the bodies set (by
+// reflection, so a field added to a request type is set too), the
+// appended body is json.Marshal's. A field the append functions do not
+// know would be missing from their body and fail here, not go unsent.
+func TestEncodeBodyWritesEveryField(t *testing.T) {
+	var fill func(v reflect.Value)
+	fill = func(v reflect.Value) {
+		for i := range v.NumField() {
+			f := v.Field(i)
+			if !v.Type().Field(i).IsExported() {
+				continue
+			}
+			switch {
+			case f.Kind() == reflect.String:
+				f.SetString("v-" + v.Type().Field(i).Name)
+			case f.Kind() == reflect.Float64:
+				f.SetFloat(1.25)
+			case f.Kind() == reflect.Int64 || f.Kind() == reflect.Int:
+				f.SetInt(7)
+			case f.Type() == reflect.TypeFor[json.RawMessage]():
+				f.SetBytes([]byte(`{"k":1}`))
+			case f.Type() == reflect.TypeFor[TransactionDate]():
+				f.Set(reflect.ValueOf(TransactionDate{Time: time.UnixMilli(1764320000123), Format: DateEpochMillis, Type: partnerprofile.DateNumber}))
+			case f.Kind() == reflect.Struct:
+				fill(f)
+			default:
+				t.Fatalf("%s.%s: a %s this test does not fill; teach it, and the append functions", v.Type(), v.Type().Field(i).Name, f.Type())
+			}
+		}
+	}
+	var accrual AccrualRequest
+	fill(reflect.ValueOf(&accrual).Elem())
+	var lookup LookupRequest
+	fill(reflect.ValueOf(&lookup).Elem())
+	for _, body := range []any{accrual, lookup} {
+		got, ok := appendBody(body)
+		if !ok {
+			t.Fatalf("appendBody declined %+v", body)
+		}
+		sameAsMarshal(t, body, got, nil)
+	}
+	var red redemptionBody
+	fill(reflect.ValueOf(&red).Elem())
+	red.TransactionDate = json.RawMessage(`"20261128"`)
+	got, ok := appendRedemption(nil, red)
+	if !ok {
+		t.Fatalf("appendRedemption declined %+v", red)
+	}
+	sameAsMarshal(t, red, got, nil)
 }
