@@ -189,11 +189,11 @@
 // smaller, not longer: at the bench's 20 ms and 256 in flight on a loaded
 // machine, rounds of 4,096 records had grown to 12 s, so a rolling
 // restart's stop timed out its drain, aborted the round and cut its calls
-// off, and the partition's next owner waited for them to land. And rounds
-// take turns across partitions (fair.go): franz-go's poll takes one
-// partition's fetched records before the next's, so a round full of
-// partitions that still lag pauses them for the next poll whenever another
-// partition may be waiting.
+// off, and the partition's next owner waited for them to land. And a round
+// takes a share of each partition that lags (fair.go): franz-go's poll
+// takes one partition's fetched records before the next's, so a round
+// polls at most its share at a time and pauses, until it has polled, the
+// partitions that had theirs.
 //
 // Outputs are produced only at the end of a round so that a transaction
 // lasts a produce and a commit, not the handlers' API calls: it cannot time

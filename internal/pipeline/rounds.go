@@ -323,7 +323,6 @@ func (e *exactlyOnce) waitHandlers(d time.Duration) bool {
 // took is Fresh again, since its effects may have happened.
 func (e *exactlyOnce) resetRound() {
 	p := e.p
-	e.skipTurn()
 	p.mu.Lock()
 	var ready []*job
 	var cut []string

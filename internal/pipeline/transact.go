@@ -74,7 +74,7 @@ func newExactlyOnce(p *Pipeline) *exactlyOnce {
 		inheriting: make(map[tp]bool),
 		claimAt:    make(map[tp]int64),
 		claimedAt:  make(map[tp]int64),
-		turns:      turns{lag: make(map[tp]int64), paused: make(map[tp]bool), awaited: make(map[tp]bool)},
+		turns:      turns{lag: make(map[tp]int64), paused: make(map[tp]bool)},
 	}
 }
 
@@ -166,9 +166,10 @@ func (e *exactlyOnce) run(ctx context.Context) error {
 	return p.stopped()
 }
 
-// rounds polls and ends rounds until ctx ends. A round is one poll's
-// records, at most RoundRecords; the next poll waits for the round's transaction, because the
-// session commits every offset polled.
+// rounds polls and ends rounds until ctx ends. A round is what one
+// pollRound takes, at most RoundRecords, a share of each lagging partition;
+// the next round's polls wait for its transaction, because the session
+// commits every offset polled.
 func (e *exactlyOnce) rounds(ctx context.Context) {
 	p := e.p
 	var backoff time.Duration
@@ -193,19 +194,9 @@ func (e *exactlyOnce) rounds(ctx context.Context) {
 			continue
 		}
 		pollCtx, cancel := e.claim(ctx)
-		stopTurn, expired, turn := e.turnPoll(cancel)
-		fs := e.sess.PollRecords(pollCtx, limit)
-		for turn && fs.NumRecords() == 0 && pollCtx.Err() == nil {
-			// A turn's poll can come back empty before the waiting
-			// partitions' fetch does: they have turnPollWait to
-			// show records before they count as caught up.
-			fs = append(fs, e.sess.PollRecords(pollCtx, limit)...)
-		}
-		stopTurn()
+		fs := e.pollRound(pollCtx, limit)
 		cancel()
 		backoff = p.pollBackoff(fs, backoff)
-		p.enqueue(fs, false)
-		e.takeTurns(fs, limit, expired())
 		e.sess.AllowRebalance()
 		p.mu.Lock()
 		n := len(e.round)
