@@ -61,6 +61,9 @@ func whole(field string, n json.Number) (int64, error) {
 	if n == "" {
 		return 0, nil
 	}
+	if v, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+		return v, nil // the common case, without big.Rat's allocations
+	}
 	r, err := exact(field, n)
 	switch {
 	case err != nil:
