@@ -50,7 +50,7 @@ func (b *Bridge) success(j *job, r *events.LoyaltyResult) ([]*kgo.Record, error)
 	r.ProcessedAt = b.now().UTC()
 	r.Source = events.Source{Topic: j.rec.Topic, Partition: j.rec.Partition, Offset: j.rec.Offset}
 	scrubResult(r, partnerTexts(j.ev, b.o.Profile.ResultURLParams))
-	out := b.topics.ResultTopic(j.replyBase())
+	out := b.resultTopic(j.replyBase())
 	v, err := b.o.Codec.EncodeResult(out, r)
 	if err != nil {
 		// The effect happened; say so on the error topic rather than lose it.
@@ -153,7 +153,7 @@ func (b *Bridge) errorEvent(j *job, cat events.Category, reason string, cause er
 		e.OriginalValue = j.rec.Value
 	}
 	e.Detail = clip(detail.String(), MaxDetailBytes)
-	out := b.topics.ErrorTopic(j.replyBase())
+	out := b.errorTopic(j.replyBase())
 	v, err := b.o.Codec.EncodeError(out, e)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: error event of %s on %s: %w", e.TransactionID, out, err)

@@ -213,10 +213,11 @@ type Options struct {
 // Bridge handles records. Safe for concurrent use; build one per process
 // (or per replay run) and pass Handle and Fallback to pipeline.New.
 type Bridge struct {
-	o      Options
-	topics codec.Topics
-	log    *zap.Logger
-	now    func() time.Time
+	o       Options
+	topics  codec.Topics
+	replies map[string]replyTopics // by input topic; read-only after New
+	log     *zap.Logger
+	now     func() time.Time
 	// lanes serialise the clawbacks of one original (clawback.go).
 	lanes lanes
 	// wireAccepted counts the calls accepted with each wire setting
@@ -313,7 +314,31 @@ func New(o Options) (*Bridge, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Bridge{o: o, topics: topics, log: o.Logger, now: o.Now}, nil
+	replies := make(map[string]replyTopics, 3)
+	for _, in := range topics.Inputs() {
+		replies[in] = replyTopics{topics.ResultTopic(in), topics.ErrorTopic(in)}
+	}
+	return &Bridge{o: o, topics: topics, replies: replies, log: o.Logger, now: o.Now}, nil
+}
+
+// replyTopics are an input topic's result and error topics.
+type replyTopics struct{ result, error string }
+
+// resultTopic is codec.Topics.ResultTopic, made once per input topic
+// rather than once per record.
+func (b *Bridge) resultTopic(in string) string {
+	if t, ok := b.replies[in]; ok {
+		return t.result
+	}
+	return b.topics.ResultTopic(in)
+}
+
+// errorTopic is codec.Topics.ErrorTopic, as resultTopic.
+func (b *Bridge) errorTopic(in string) string {
+	if t, ok := b.replies[in]; ok {
+		return t.error
+	}
+	return b.topics.ErrorTopic(in)
 }
 
 // Inputs returns the topics the bridge answers (defaults applied): what

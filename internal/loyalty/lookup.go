@@ -100,8 +100,8 @@ func (e *UnrecognisedAnswerError) Unwrap() error { return e.Err }
 
 // IsUnrecognised reports whether err is an *UnrecognisedAnswerError.
 func IsUnrecognised(err error) bool {
-	var ue *UnrecognisedAnswerError
-	return errors.As(err, &ue)
+	_, ok := errors.AsType[*UnrecognisedAnswerError](err) // errors.As's target escaped: an allocation per call
+	return ok
 }
 
 // ClassifyLookup reads the answer of LookupTransaction (t, err) about a
