@@ -22,7 +22,7 @@ import (
 // before the first of another (8.5 s). At-least-once mode takes whole polls
 // of MaxBuffered and runs every partition at once.
 //
-// Until 2026-11-29 rounds took turns: a round full of lagging partitions
+// Until 2026-11-28 rounds took turns: a round full of lagging partitions
 // paused them for the next round. With three partitions each then waited
 // two rounds (about a second each) between its turns, and a rolling
 // restart under exactly-once left a partition without results for 5.9–9.7

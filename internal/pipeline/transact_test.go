@@ -712,7 +712,7 @@ func TestRoundLimit(t *testing.T) {
 // once, and rounds of 50. Polled at once, a round takes the first
 // partition's records, round after round, until they are used up, and the
 // second waits for all 2,000; taking turns, a round at a time (until
-// 2026-11-29), the first round was all one partition's. With shares every
+// 2026-11-28), the first round was all one partition's. With shares every
 // round has records of both. A partition that turns out to have nothing
 // is waited for once, not once a round.
 func TestExactlyOnceRoundsTakeTurns(t *testing.T) {
