@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,7 +96,9 @@ func BenchmarkLedgerIntend(b *testing.B) {
 
 // BenchmarkLedgerMemory keeps LEDGER_ENTRIES (default 1,000,000) settled
 // entries of one partition in a process and reports the heap they take
-// per entry and the process's peak resident size.
+// per entry, the process's peak resident size, and what a garbage
+// collection costs with them kept (gc-ms, gc-cpu-ms: the collector marks
+// whatever pointers the store holds).
 //
 //	LEDGER_ENTRIES=10000000 go test -run '^$' -bench LedgerMemory -benchtime 1x ./internal/ledger
 func BenchmarkLedgerMemory(b *testing.B) {
@@ -129,7 +132,28 @@ func BenchmarkLedgerMemory(b *testing.B) {
 		}
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "heap-bytes/entry")
 		b.ReportMetric(float64(peakRSS())/(1<<20), "peak-RSS-MiB")
+		wall, cpu := gcCost()
+		b.ReportMetric(wall*1000, "gc-ms")
+		b.ReportMetric(cpu*1000, "gc-cpu-ms")
+		runtime.KeepAlive(l)
 	}
+}
+
+// gcCost is what one collection costs with the heap as it is: the mean
+// wall time of runtime.GC and the garbage collector's CPU time (all its
+// workers, as runtime/metrics estimates it) over a few collections.
+func gcCost() (wall, cpu float64) {
+	const runs = 5
+	m := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(m)
+	before := m[0].Value.Float64()
+	start := time.Now()
+	for range runs {
+		runtime.GC()
+	}
+	wall = time.Since(start).Seconds() / runs
+	metrics.Read(m)
+	return wall, (m[0].Value.Float64() - before) / runs
 }
 
 // peakRSS is the process's peak resident set (Linux VmHWM), or 0.
