@@ -226,7 +226,7 @@ func decodeValue(k Kind, id string, v []byte) (*Entry, error) {
 }
 
 // valueAt is the At of a value decodeValue reads, without decoding it.
-func valueAt(v string) int64 {
+func valueAt[V string | []byte](v V) int64 {
 	var x uint64
 	for i := 3; i < headerLen; i++ {
 		x = x<<8 | uint64(v[i])
@@ -288,7 +288,7 @@ func valueTopicBytes(v []byte) ([]byte, bool) {
 }
 
 // valueState is the state byte of such a value.
-func valueState(v string) byte { return v[1] }
+func valueState[V string | []byte](v V) byte { return v[1] }
 
 // reader takes varints and strings off b, remembering the first error.
 type reader struct {

@@ -1,0 +1,388 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/maphash"
+	"math/bits"
+	"slices"
+	"sync"
+)
+
+// memory is the in-memory backend. It holds no pointer per entry, so the
+// garbage collector has nothing of it to mark but a slice header per
+// chunk: a map of strings (two pointers an entry) took 186 heap bytes an
+// entry and most of a collection's marking at a million entries.
+//
+// Each entry (uvarint key length, uvarint value length, key, value) is
+// appended to the chunk being filled, a []byte of up to maxChunk bytes
+// (an entry longer than that has a chunk of its own). An index finds an
+// entry by its key: an open-addressing table (linear probing) of uint64
+// slots, each the entry's chunk and offset and the top bits of the key's
+// hash (tagBits), so that a probe reads the arena only for a key whose
+// tag matches. Two keys with one hash are two slots, told apart by the
+// keys in the arena.
+//
+// A value replaced (an intent by its settled outcome) or an entry
+// forgotten leaves its bytes behind as garbage. Once the garbage exceeds
+// half the live entries' bytes (and compactFloor), the chunks with the
+// smallest live share are evacuated (their live entries copied to the
+// chunk being filled, the chunk dropped) until it is a quarter. So the
+// chunks take at most 1.5 × the live entries' bytes + compactFloor + the
+// chunk being filled (at most maxChunk, and an eighth of the live bytes
+// rounded up to a power of two), and the table 8 bytes a slot at a load
+// of 3/8 to 3/4 (11 to 22 bytes an entry). Each byte of garbage costs at
+// most about four bytes copied.
+//
+// It keeps no checkpoint: a process reads a partition from the log start
+// the first time, and from where it stopped while it keeps the partition.
+type memory struct {
+	mu   sync.Mutex
+	seed maphash.Seed
+	// hash, when not nil, replaces maphash (tests give every key one hash).
+	hash func(key string) uint64
+
+	slots []uint64 // len a power of two (or 0); 0 is an empty slot
+	n     int      // entries
+
+	chunks [][]byte // nil where dropped; cap is the chunk's size
+	live   []int    // bytes of live entries in each chunk
+	free   []int    // indices of dropped chunks, for reuse
+	cur    int      // the chunk being filled, -1 for none
+	arena  int      // the chunks' sizes (their caps) together
+	inUse  int      // live entries' bytes
+	// floor: less garbage than this is not compacted (compactFloor;
+	// tests lower it to compact small stores).
+	floor int
+}
+
+// A slot: used bit, tag, chunk index, offset within the chunk.
+const (
+	offBits   = 20
+	chunkBits = 20
+	tagBits   = 63 - offBits - chunkBits
+	slotUsed  = 1 << 63
+	refMask   = 1<<(offBits+chunkBits) - 1
+
+	minChunk = 4 << 10
+	maxChunk = 1 << offBits
+	// compactFloor: less garbage than this is never worth a compaction
+	// (a small store would copy its entries over and over).
+	compactFloor = 64 << 10
+)
+
+// errStoreFull is a store out of chunk indices: 2^20 chunks, a terabyte.
+var errStoreFull = errors.New("ledger: memory store full")
+
+func newMemory() *memory { return &memory{seed: maphash.MakeSeed(), cur: -1, floor: compactFloor} }
+
+func (m *memory) saved() (checkpoint, error) { return checkpoint{}, nil }
+
+func (m *memory) add(entries []kv, _ *checkpoint) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range entries {
+		h := m.sum(e.k)
+		i, found := find(m, h, e.k)
+		if found {
+			old := m.value(m.slots[i])
+			// The put rule (newer), and no garbage for a value kept already.
+			if (valueState(old) == stateSettled && valueState(e.v) == stateIntent) || string(old) == e.v {
+				continue
+			}
+		} else if (m.n+1)*4 > len(m.slots)*3 {
+			m.grow()
+			i, _ = find(m, h, e.k)
+		}
+		ref, err := m.write(e.k, e.v)
+		if err != nil {
+			return err
+		}
+		if found {
+			m.drop(m.slots[i])
+		} else {
+			m.n++
+		}
+		m.slots[i] = slotUsed | h>>(64-tagBits)<<(offBits+chunkBits) | ref
+	}
+	m.compact()
+	return nil
+}
+
+// newer is the value of the two (older first) a key keeps: the later one,
+// unless a late-read intent would hide its settled outcome. Over a
+// sequence that is the last settled value, or the last when none is
+// settled, however the sequence is grouped: the disk store's merge
+// operator relies on that.
+func newer(older, later string) string {
+	if valueState(older) == stateSettled && valueState(later) == stateIntent {
+		return older
+	}
+	return later
+}
+
+// get copies the value out: the arena's bytes are moved by a compaction.
+func (m *memory) get(key string) (string, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i, found := find(m, m.sum(key), key)
+	if !found {
+		return "", false, nil
+	}
+	return string(m.value(m.slots[i])), true, nil
+}
+
+func (m *memory) holds(key, value []byte) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i, found := find(m, m.sumBytes(key), key)
+	return found && bytes.Equal(m.value(m.slots[i]), value), nil
+}
+
+// forget scans every entry; the caller calls it once per scanShare of the
+// window's movement.
+func (m *memory) forget(since int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := 0; i < len(m.slots); {
+		if s := m.slots[i]; s != 0 && valueAt(m.value(s)) < since {
+			m.drop(s)
+			m.delete(i)
+			continue // a later entry may have moved into slot i
+		}
+		i++
+	}
+	m.compact()
+}
+
+func (m *memory) wipe() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.slots, m.n = nil, 0
+	m.chunks, m.live, m.free, m.cur, m.arena, m.inUse = nil, nil, nil, -1, 0, 0
+	return nil
+}
+
+func (m *memory) size() (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n, nil
+}
+
+func (m *memory) sum(key string) uint64 {
+	if m.hash != nil {
+		return m.hash(key)
+	}
+	return maphash.String(m.seed, key)
+}
+
+func (m *memory) sumBytes(key []byte) uint64 {
+	if m.hash != nil {
+		return m.hash(string(key))
+	}
+	return maphash.Bytes(m.seed, key)
+}
+
+// find is the slot of key (hash h), or the empty slot where it would go.
+func find[K string | []byte](m *memory, h uint64, key K) (int, bool) {
+	if len(m.slots) == 0 {
+		return 0, false
+	}
+	mask := len(m.slots) - 1
+	tag := h >> (64 - tagBits)
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		s := m.slots[i]
+		if s == 0 {
+			return i, false
+		}
+		if s>>(offBits+chunkBits)&(1<<tagBits-1) == tag && string(m.key(s)) == string(key) {
+			return i, true
+		}
+	}
+}
+
+// entry is the bytes of slot s's entry and where its key starts.
+func (m *memory) entry(s uint64) (e []byte, keyAt, keyLen int) {
+	c := m.chunks[s>>offBits&(1<<chunkBits-1)][s&(1<<offBits-1):]
+	kl, n1 := binary.Uvarint(c)
+	vl, n2 := binary.Uvarint(c[n1:])
+	return c[:n1+n2+int(kl)+int(vl)], n1 + n2, int(kl)
+}
+
+func (m *memory) key(s uint64) []byte {
+	e, at, n := m.entry(s)
+	return e[at : at+n]
+}
+
+func (m *memory) value(s uint64) []byte {
+	e, at, n := m.entry(s)
+	return e[at+n:]
+}
+
+// drop counts slot s's entry as garbage.
+func (m *memory) drop(s uint64) {
+	e, _, _ := m.entry(s)
+	m.live[s>>offBits&(1<<chunkBits-1)] -= len(e)
+	m.inUse -= len(e)
+}
+
+// delete empties slot i, moving later entries of its cluster back
+// (Knuth's algorithm R: no tombstones, so probes stay short).
+func (m *memory) delete(i int) {
+	mask := len(m.slots) - 1
+	for j := i; ; {
+		j = (j + 1) & mask
+		s := m.slots[j]
+		if s == 0 {
+			break
+		}
+		home := int(m.sumBytes(m.key(s))) & mask
+		// s stays unless its home is outside the cyclic range (i, j].
+		if i <= j && (home <= i || home > j) || i > j && home <= i && home > j {
+			m.slots[i] = s
+			i = j
+		}
+	}
+	m.slots[i] = 0
+	m.n--
+}
+
+// grow doubles the table (16 slots at first).
+func (m *memory) grow() {
+	old := m.slots
+	m.slots = make([]uint64, max(16, 2*len(old)))
+	mask := len(m.slots) - 1
+	for _, s := range old {
+		if s == 0 {
+			continue
+		}
+		i := int(m.sumBytes(m.key(s))) & mask
+		for m.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		m.slots[i] = s
+	}
+}
+
+// write appends an entry to the arena and returns its place (a slot's
+// chunk and offset bits).
+func (m *memory) write(key, value string) (uint64, error) {
+	n := uvarintLen(len(key)) + uvarintLen(len(value)) + len(key) + len(value)
+	c, err := m.reserve(n)
+	if err != nil {
+		return 0, err
+	}
+	b := m.chunks[c]
+	off := len(b)
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = binary.AppendUvarint(b, uint64(len(value)))
+	b = append(b, key...)
+	m.chunks[c] = append(b, value...)
+	m.live[c] += n
+	m.inUse += n
+	return uint64(c)<<offBits | uint64(off), nil
+}
+
+// reserve returns the chunk that n more bytes go to, a new one when the
+// chunk being filled has no room.
+func (m *memory) reserve(n int) (int, error) {
+	if m.cur >= 0 && cap(m.chunks[m.cur])-len(m.chunks[m.cur]) >= n {
+		return m.cur, nil
+	}
+	c := len(m.chunks)
+	if len(m.free) > 0 {
+		c, m.free = m.free[len(m.free)-1], m.free[:len(m.free)-1]
+	} else if c == 1<<chunkBits {
+		return 0, errStoreFull
+	} else {
+		m.chunks, m.live = append(m.chunks, nil), append(m.live, 0)
+	}
+	// A chunk's size grows with the store: small stores stay small, and
+	// the free end of the one being filled is at most an eighth of the
+	// live bytes (rounded up) or maxChunk.
+	size := min(maxChunk, max(minChunk, 1<<bits.Len(uint(m.inUse/8))))
+	b := make([]byte, 0, max(size, n))
+	m.chunks[c], m.live[c], m.cur = b, 0, c
+	m.arena += cap(b)
+	return c, nil
+}
+
+// garbage is the chunks' bytes that hold no live entry, the free end of
+// the chunk being filled aside.
+func (m *memory) garbage() int {
+	g := m.arena - m.inUse
+	if m.cur >= 0 {
+		g -= cap(m.chunks[m.cur]) - len(m.chunks[m.cur])
+	}
+	return g
+}
+
+// compact evacuates the chunks with the smallest live share once the
+// garbage exceeds half the live bytes, until it is a quarter of them.
+func (m *memory) compact() {
+	if g := m.garbage(); g <= m.inUse/2 || g < m.floor {
+		return
+	}
+	// The chunk being filled is evacuated like the others (its free end
+	// counts as garbage from now): a store whose garbage is all in it
+	// would otherwise compact at every add and free nothing.
+	m.cur = -1
+	var order []int
+	for c, b := range m.chunks {
+		if b != nil {
+			order = append(order, c)
+		}
+	}
+	// Smallest live share first: the least copied for the most freed.
+	slices.SortFunc(order, func(a, b int) int {
+		return m.live[a]*cap(m.chunks[b]) - m.live[b]*cap(m.chunks[a])
+	})
+	for _, c := range order {
+		if m.garbage() <= m.inUse/4 {
+			return
+		}
+		if err := m.evacuate(c); err != nil {
+			return // out of chunk indices: the garbage stays
+		}
+	}
+}
+
+// evacuate copies chunk c's live entries to the chunk being filled and
+// drops c. An entry is live when its key's slot points at it.
+func (m *memory) evacuate(c int) error {
+	b := m.chunks[c]
+	mask := len(m.slots) - 1
+	for off := 0; off < len(b); {
+		kl, n1 := binary.Uvarint(b[off:])
+		vl, n2 := binary.Uvarint(b[off+n1:])
+		keyAt := off + n1 + n2
+		end := keyAt + int(kl) + int(vl)
+		at := uint64(c)<<offBits | uint64(off)
+		for i := int(m.sumBytes(b[keyAt:keyAt+int(kl)])) & mask; len(m.slots) > 0 && m.slots[i] != 0; i = (i + 1) & mask {
+			if m.slots[i]&refMask != at {
+				continue
+			}
+			// Chunk c is not the one being filled, so reserve never
+			// returns it and b's bytes stay where they are.
+			to, err := m.reserve(end - off)
+			if err != nil {
+				return err
+			}
+			o := len(m.chunks[to])
+			m.chunks[to] = append(m.chunks[to], b[off:end]...)
+			m.live[to] += end - off
+			m.live[c] -= end - off
+			m.slots[i] = m.slots[i]&^refMask | uint64(to)<<offBits | uint64(o)
+			break
+		}
+		off = end
+	}
+	// Every live entry moved: nothing of c is in use.
+	m.arena -= cap(b)
+	m.chunks[c], m.live[c] = nil, 0
+	m.free = append(m.free, c)
+	return nil
+}
+
+func uvarintLen(n int) int { return (bits.Len64(uint64(n)|1) + 6) / 7 }
