@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
@@ -15,8 +14,9 @@ import (
 // chunk: a map of strings (two pointers an entry) took 186 heap bytes an
 // entry and most of a collection's marking at a million entries.
 //
-// Each entry (uvarint key length, uvarint value length, key, value) is
-// appended to the chunk being filled, a []byte of up to maxChunk bytes
+// Each entry (uvarint key length × 2 + 1 if the value's topic is left
+// out, uvarint value length, key, value) is appended to the chunk being
+// filled, a []byte of up to maxChunk bytes
 // (an entry longer than that has a chunk of its own). An index finds an
 // entry by its key: an open-addressing table (linear probing) of uint64
 // slots, each the entry's chunk and offset and the top bits of the key's
@@ -52,6 +52,10 @@ type memory struct {
 	cur    int      // the chunk being filled, -1 for none
 	arena  int      // the chunks' sizes (their caps) together
 	inUse  int      // live entries' bytes
+	// topic is the first value's topic, its uvarint length first: a
+	// value of it is kept without it (every value of a store has its
+	// input topic).
+	topic []byte
 	// floor: less garbage than this is not compacted (compactFloor;
 	// tests lower it to compact small stores).
 	floor int
@@ -86,9 +90,9 @@ func (m *memory) add(entries []kv, _ *checkpoint) error {
 		h := m.sum(e.k)
 		i, found := find(m, h, e.k)
 		if found {
-			old := m.value(m.slots[i])
+			old, _ := m.stored(m.slots[i])
 			// The put rule (newer), and no garbage for a value kept already.
-			if (valueState(old) == stateSettled && valueState(e.v) == stateIntent) || string(old) == e.v {
+			if (valueState(old) == stateSettled && valueState(e.v) == stateIntent) || equal(m, m.slots[i], e.v) {
 				continue
 			}
 		} else if (m.n+1)*4 > len(m.slots)*3 {
@@ -130,14 +134,19 @@ func (m *memory) get(key string) (string, bool, error) {
 	if !found {
 		return "", false, nil
 	}
-	return string(m.value(m.slots[i])), true, nil
+	v, elided := m.stored(m.slots[i])
+	if !elided {
+		return string(v), true, nil
+	}
+	at, _ := topicAt(v)
+	return string(v[:at]) + string(m.topic) + string(v[at:]), true, nil
 }
 
 func (m *memory) holds(key, value []byte) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	i, found := find(m, m.sumBytes(key), key)
-	return found && bytes.Equal(m.value(m.slots[i]), value), nil
+	return found && equal(m, m.slots[i], value), nil
 }
 
 // forget scans every entry; the caller calls it once per scanShare of the
@@ -202,27 +211,75 @@ func find[K string | []byte](m *memory, h uint64, key K) (int, bool) {
 	}
 }
 
-// entry is the bytes of slot s's entry and where its key starts.
-func (m *memory) entry(s uint64) (e []byte, keyAt, keyLen int) {
+// entry is the bytes of slot s's entry, where its key starts, and
+// whether its value's topic was left out.
+func (m *memory) entry(s uint64) (e []byte, keyAt, keyLen int, elided bool) {
 	c := m.chunks[s>>offBits&(1<<chunkBits-1)][s&(1<<offBits-1):]
 	kl, n1 := binary.Uvarint(c)
 	vl, n2 := binary.Uvarint(c[n1:])
-	return c[:n1+n2+int(kl)+int(vl)], n1 + n2, int(kl)
+	return c[:n1+n2+int(kl>>1)+int(vl)], n1 + n2, int(kl >> 1), kl&1 == 1
 }
 
 func (m *memory) key(s uint64) []byte {
-	e, at, n := m.entry(s)
+	e, at, n, _ := m.entry(s)
 	return e[at : at+n]
 }
 
+// stored is slot s's value as kept: without its topic when elided. Its
+// header (state, At) is the value's.
+func (m *memory) stored(s uint64) (v []byte, elided bool) {
+	e, at, n, elided := m.entry(s)
+	return e[at+n:], elided
+}
+
 func (m *memory) value(s uint64) []byte {
-	e, at, n := m.entry(s)
-	return e[at+n:]
+	v, _ := m.stored(s)
+	return v
+}
+
+// equal reports whether slot s holds value v, its topic put back.
+func equal[V string | []byte](m *memory, s uint64, v V) bool {
+	kept, elided := m.stored(s)
+	if !elided {
+		return string(kept) == string(v)
+	}
+	at, _ := topicAt(kept)
+	t := len(m.topic)
+	return len(v) == len(kept)+t && string(kept[:at]) == string(v[:at]) &&
+		string(m.topic) == string(v[at:at+t]) && string(kept[at:]) == string(v[at+t:])
+}
+
+// topicAt is where a value's topic (its uvarint length first) starts:
+// after the header and the numbers (entry.go's layout).
+func topicAt[V string | []byte](v V) (int, bool) {
+	if len(v) < headerLen {
+		return 0, false
+	}
+	i, which, ok := uvarintAt(v, headerLen)
+	for b := range 5 { // the numbers present, partition, offset
+		if ok && (b >= 3 || which&(1<<b) != 0) {
+			i, _, ok = uvarintAt(v, i) // a varint has a uvarint's length
+		}
+	}
+	return i, ok
+}
+
+// uvarintAt reads the uvarint at v[i:]: the index after it and its value.
+func uvarintAt[V string | []byte](v V, i int) (next int, x uint64, ok bool) {
+	for shift := 0; shift < 64 && i < len(v); shift += 7 {
+		b := v[i]
+		i++
+		x |= uint64(b&0x7f) << shift
+		if b < 0x80 {
+			return i, x, true
+		}
+	}
+	return 0, 0, false
 }
 
 // drop counts slot s's entry as garbage.
 func (m *memory) drop(s uint64) {
-	e, _, _ := m.entry(s)
+	e, _, _, _ := m.entry(s)
 	m.live[s>>offBits&(1<<chunkBits-1)] -= len(e)
 	m.inUse -= len(e)
 }
@@ -266,19 +323,35 @@ func (m *memory) grow() {
 }
 
 // write appends an entry to the arena and returns its place (a slot's
-// chunk and offset bits).
+// chunk and offset bits). A value of the store's topic is kept without
+// it (with its length, 1 + len(topic) bytes: 17 of about 100 for
+// loyalty.purchase).
 func (m *memory) write(key, value string) (uint64, error) {
-	n := uvarintLen(len(key)) + uvarintLen(len(value)) + len(key) + len(value)
+	kl, head, tail := uint64(len(key))<<1, value, ""
+	if at, ok := topicAt(value); ok {
+		if next, t, ok := uvarintAt(value, at); ok && t <= uint64(len(value)-next) {
+			topic := value[at : next+int(t)]
+			if m.topic == nil {
+				m.topic = []byte(topic)
+			}
+			if string(m.topic) == topic {
+				kl, head, tail = kl|1, value[:at], value[next+int(t):]
+			}
+		}
+	}
+	vl := len(head) + len(tail)
+	n := uvarintLen(int(kl)) + uvarintLen(vl) + len(key) + vl
 	c, err := m.reserve(n)
 	if err != nil {
 		return 0, err
 	}
 	b := m.chunks[c]
 	off := len(b)
-	b = binary.AppendUvarint(b, uint64(len(key)))
-	b = binary.AppendUvarint(b, uint64(len(value)))
+	b = binary.AppendUvarint(b, kl)
+	b = binary.AppendUvarint(b, uint64(vl))
 	b = append(b, key...)
-	m.chunks[c] = append(b, value...)
+	b = append(b, head...)
+	m.chunks[c] = append(b, tail...)
 	m.live[c] += n
 	m.inUse += n
 	return uint64(c)<<offBits | uint64(off), nil
@@ -357,9 +430,9 @@ func (m *memory) evacuate(c int) error {
 		kl, n1 := binary.Uvarint(b[off:])
 		vl, n2 := binary.Uvarint(b[off+n1:])
 		keyAt := off + n1 + n2
-		end := keyAt + int(kl) + int(vl)
+		end := keyAt + int(kl>>1) + int(vl)
 		at := uint64(c)<<offBits | uint64(off)
-		for i := int(m.sumBytes(b[keyAt:keyAt+int(kl)])) & mask; len(m.slots) > 0 && m.slots[i] != 0; i = (i + 1) & mask {
+		for i := int(m.sumBytes(b[keyAt:keyAt+int(kl>>1)])) & mask; len(m.slots) > 0 && m.slots[i] != 0; i = (i + 1) & mask {
 			if m.slots[i]&refMask != at {
 				continue
 			}

@@ -16,7 +16,13 @@ func oneHash(string) uint64 { return 0x5eed_0f_c011_1510 }
 // (Unix ms), settled or not; ref varies the bytes (and the length).
 func memoryValue(t testing.TB, id string, settled bool, at int64, ref string) string {
 	t.Helper()
-	e := Entry{Kind: Accrual, TransactionID: id, State: Intent, At: time.UnixMilli(at), Topic: "loyalty.purchase", BitReference: ref}
+	return topicValue(t, "loyalty.purchase", id, settled, at, ref)
+}
+
+// topicValue is memoryValue of input topic topic.
+func topicValue(t testing.TB, topic, id string, settled bool, at int64, ref string) string {
+	t.Helper()
+	e := Entry{Kind: Accrual, TransactionID: id, State: Intent, At: time.UnixMilli(at), Topic: topic, BitReference: ref}
 	if settled {
 		e.State, e.Outcome = Settled, "APPLIED"
 	}
@@ -94,6 +100,18 @@ func TestMemory(t *testing.T) {
 			}
 			add(t, m, kv{"a/3", s})
 			return map[string]string{"a/3": s}
+		}},
+		{"values of another topic are kept whole, the store's without it", func(t testing.TB, m *memory) map[string]string {
+			want := map[string]string{}
+			for i, topic := range []string{"loyalty.purchase", "other", "", "loyalty.purchase", "loyalty.purchasE", "loyalty.purchase2"} {
+				id := strconv.Itoa(i)
+				want["a/"+id] = topicValue(t, topic, id, i%2 == 0, t0, "B"+id)
+				add(t, m, kv{"a/" + id, want["a/"+id]})
+			}
+			if m.inUse >= len(want["a/0"])*len(want) {
+				t.Errorf("%d bytes kept: no topic left out", m.inUse)
+			}
+			return want
 		}},
 		{"keys of one hash are each kept and found", func(t testing.TB, m *memory) map[string]string {
 			m.hash = oneHash
@@ -182,6 +200,14 @@ func checkMemory(t testing.TB, m *memory, want map[string]string) {
 		if ok, _ := m.holds([]byte(k), []byte(w+"x")); ok {
 			t.Errorf("holds(%q, another value) = true", k)
 		}
+		// The same value of another topic (a store leaves its own out).
+		if at, ok := topicAt(w); ok && at+1 < len(w) && w[at] > 0 {
+			other := []byte(w)
+			other[at+1]++
+			if ok, _ := m.holds([]byte(k), other); ok {
+				t.Errorf("holds(%q, its value of another topic) = true", k)
+			}
+		}
 	}
 	for _, k := range []string{"a/missing", "", "a/1x"} {
 		if _, ok := want[k]; ok {
@@ -248,7 +274,11 @@ func checkAgainstMap(t *testing.T, ops []byte) {
 		default:
 			id := strconv.Itoa(int(op>>4)<<2 | int(arg&3))
 			k := string("arf"[op%3]) + "/" + id
-			v := memoryValue(t, id, arg&4 != 0, at, string(make([]byte, arg&8*3)))
+			topic := "loyalty.purchase"
+			if op%16 >= 9 {
+				topic = "loyalty.refund-redemption"
+			}
+			v := topicValue(t, topic, id, arg&4 != 0, at, string(make([]byte, arg&8*3)))
 			if err := m.add([]kv{{k, v}}, nil); err != nil {
 				t.Fatal(err)
 			}
