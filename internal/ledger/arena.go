@@ -59,6 +59,9 @@ type memory struct {
 	// floor: less garbage than this is not compacted (compactFloor;
 	// tests lower it to compact small stores).
 	floor int
+	// compacting: the garbage passed half the live bytes and is not yet
+	// down to a quarter.
+	compacting bool
 }
 
 // A slot: used bit, tag, chunk index, offset within the chunk.
@@ -86,13 +89,14 @@ func (m *memory) saved() (checkpoint, error) { return checkpoint{}, nil }
 func (m *memory) add(entries []kv, _ *checkpoint) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	written := 0
 	for _, e := range entries {
+		written += len(e.k) + len(e.v)
 		h := m.sum(e.k)
 		i, found := find(m, h, e.k)
 		if found {
-			old, _ := m.stored(m.slots[i])
-			// The put rule (newer), and no garbage for a value kept already.
-			if (valueState(old) == stateSettled && valueState(e.v) == stateIntent) || equal(m, m.slots[i], e.v) {
+			// No garbage for a value kept already.
+			if old, _ := m.stored(m.slots[i]); keepsOlder(old, e.v) || equal(m, m.slots[i], e.v) {
 				continue
 			}
 		} else if (m.n+1)*4 > len(m.slots)*3 {
@@ -110,20 +114,10 @@ func (m *memory) add(entries []kv, _ *checkpoint) error {
 		}
 		m.slots[i] = slotUsed | h>>(64-tagBits)<<(offBits+chunkBits) | ref
 	}
-	m.compact()
+	// Each byte written leaves at most one of garbage; evacuating the
+	// sparsest chunks frees at least one byte for four copied.
+	m.compact(maxChunk + 4*written)
 	return nil
-}
-
-// newer is the value of the two (older first) a key keeps: the later one,
-// unless a late-read intent would hide its settled outcome. Over a
-// sequence that is the last settled value, or the last when none is
-// settled, however the sequence is grouped: the disk store's merge
-// operator relies on that.
-func newer(older, later string) string {
-	if valueState(older) == stateSettled && valueState(later) == stateIntent {
-		return older
-	}
-	return later
 }
 
 // get copies the value out: the arena's bytes are moved by a compaction.
@@ -162,14 +156,14 @@ func (m *memory) forget(since int64) {
 		}
 		i++
 	}
-	m.compact()
+	m.compact(maxChunk)
 }
 
 func (m *memory) wipe() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.slots, m.n = nil, 0
-	m.chunks, m.live, m.free, m.cur, m.arena, m.inUse = nil, nil, nil, -1, 0, 0
+	m.chunks, m.live, m.free, m.cur, m.arena, m.inUse, m.compacting = nil, nil, nil, -1, 0, 0, false
 	return nil
 }
 
@@ -391,19 +385,25 @@ func (m *memory) garbage() int {
 	return g
 }
 
-// compact evacuates the chunks with the smallest live share once the
-// garbage exceeds half the live bytes, until it is a quarter of them.
-func (m *memory) compact() {
-	if g := m.garbage(); g <= m.inUse/2 || g < m.floor {
-		return
+// compact evacuates chunks, the smallest live share first, from when
+// the garbage exceeds half the live bytes to when it is a quarter of
+// them, a few at a time: a call copies about budget bytes at most, so a
+// lookup waits for a few chunks' copy, not the store's (at a million
+// entries a whole compaction held the lock for 190 ms).
+func (m *memory) compact(budget int) {
+	if !m.compacting {
+		if g := m.garbage(); g <= m.inUse/2 || g < m.floor {
+			return
+		}
+		m.compacting = true
+		// The chunk being filled is evacuated like the others (its free
+		// end counts as garbage from now): a store whose garbage is all
+		// in it would otherwise free nothing.
+		m.cur = -1
 	}
-	// The chunk being filled is evacuated like the others (its free end
-	// counts as garbage from now): a store whose garbage is all in it
-	// would otherwise compact at every add and free nothing.
-	m.cur = -1
 	var order []int
 	for c, b := range m.chunks {
-		if b != nil {
+		if b != nil && c != m.cur {
 			order = append(order, c)
 		}
 	}
@@ -413,12 +413,18 @@ func (m *memory) compact() {
 	})
 	for _, c := range order {
 		if m.garbage() <= m.inUse/4 {
+			break
+		}
+		if budget <= 0 {
 			return
 		}
+		budget -= m.live[c]
 		if err := m.evacuate(c); err != nil {
-			return // out of chunk indices: the garbage stays
+			break // out of chunk indices: the garbage stays
 		}
 	}
+	// Done, or nothing left to evacuate but the chunk being filled.
+	m.compacting = false
 }
 
 // evacuate copies chunk c's live entries to the chunk being filled and

@@ -3,6 +3,8 @@ package ledger
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -282,7 +284,7 @@ func checkAgainstMap(t *testing.T, ops []byte) {
 			if err := m.add([]kv{{k, v}}, nil); err != nil {
 				t.Fatal(err)
 			}
-			if old, ok := model[k]; !ok || newer(old, v) != old {
+			if old, ok := model[k]; !ok || !keepsOlder(old, v) {
 				model[k] = v
 			}
 		}
@@ -290,5 +292,69 @@ func checkAgainstMap(t *testing.T, ops []byte) {
 		if t.Failed() {
 			t.FailNow()
 		}
+	}
+}
+
+// BenchmarkMemoryChurn puts LEDGER_ENTRIES (default 1,000,000)
+// transactions into a memory store as the bridge does: each one's intent,
+// and its settled outcome 256 transactions later (in flight meanwhile).
+// It reports the chunks' bytes per entry kept (garbage included, bounded
+// by compaction), the table's, the heap's, and the longest add (a
+// compaction runs inside one, under the store's lock).
+func BenchmarkMemoryChurn(b *testing.B) {
+	n := 1_000_000
+	if s := os.Getenv("LEDGER_ENTRIES"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const t0, lag = 1_795_000_000_000, 256
+	value := func(i int, st State) string {
+		points := int64(100 + i%900)
+		e := Entry{Kind: Accrual, TransactionID: fmt.Sprintf("%016d", i), State: st, At: time.UnixMilli(t0 + int64(i)), Topic: "loyalty.purchase", Offset: int64(i)}
+		if st == Settled {
+			e.Outcome, e.Points = "APPLIED", &points
+			e.BitReference, e.RequestID, e.APITimestamp = fmt.Sprintf("BIT%012d", i), fmt.Sprintf("req-%012d", i), "2026-11-27T10:00:00.000Z"
+		}
+		v, err := e.encode()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return string(v)
+	}
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		m := newMemory()
+		var longest time.Duration
+		put := func(i int, st State) {
+			e := []kv{{Key(Accrual, fmt.Sprintf("%016d", i)), value(i, st)}}
+			start := time.Now()
+			if err := m.add(e, nil); err != nil {
+				b.Fatal(err)
+			}
+			longest = max(longest, time.Since(start))
+		}
+		for i := range n + lag {
+			if i < n {
+				put(i, Intent)
+			}
+			if i >= lag {
+				put(i-lag, Settled)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if m.n != n {
+			b.Fatalf("%d entries kept, want %d", m.n, n)
+		}
+		b.ReportMetric(float64(m.arena)/float64(n), "chunk-bytes/entry")
+		b.ReportMetric(float64(m.inUse)/float64(n), "live-bytes/entry")
+		b.ReportMetric(float64(8*len(m.slots))/float64(n), "table-bytes/entry")
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "heap-bytes/entry")
+		b.ReportMetric(float64(longest.Microseconds())/1000, "longest-add-ms")
+		runtime.KeepAlive(m)
 	}
 }

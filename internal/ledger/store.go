@@ -38,6 +38,15 @@ type backend interface {
 // kv is one entry: its record key and value.
 type kv struct{ k, v string }
 
+// keepsOlder is the put rule: of a key's two values (older first) it
+// keeps the later one, unless a late-read intent would hide its settled
+// outcome. Over a sequence that is the last settled value, or the last
+// when none is settled, however the sequence is grouped: the disk
+// store's merge operator relies on that.
+func keepsOlder[A, B string | []byte](older A, later B) bool {
+	return valueState(older) == stateSettled && valueState(later) == stateIntent
+}
+
 // checkpoint is how far a store has read its ledger partition: the next
 // ledger offset to read, the earliest entry's time (Unix ms, for Covers)
 // and the ledger topic's id (zero when the broker has none), so that a
