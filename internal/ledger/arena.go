@@ -43,8 +43,13 @@ type memory struct {
 	// hash, when not nil, replaces maphash (tests give every key one hash).
 	hash func(key string) uint64
 
-	slots []uint64 // len a power of two (or 0); 0 is an empty slot
-	n     int      // entries
+	// The index (index.go).
+	tables [][]uint64 // each a power of two long
+	counts []int      // entries in each table
+	depth  []uint     // the hash bits each table's entries agree in
+	dir    []int32    // the table for each value of the hash's top global bits
+	global uint
+	n      int // entries
 
 	chunks [][]byte // nil where dropped; cap is the chunk's size
 	live   []int    // bytes of live entries in each chunk
@@ -82,7 +87,11 @@ const (
 // errStoreFull is a store out of chunk indices: 2^20 chunks, a terabyte.
 var errStoreFull = errors.New("ledger: memory store full")
 
-func newMemory() *memory { return &memory{seed: maphash.MakeSeed(), cur: -1, floor: compactFloor} }
+func newMemory() *memory {
+	m := &memory{seed: maphash.MakeSeed(), cur: -1, floor: compactFloor}
+	m.resetIndex()
+	return m
+}
 
 func (m *memory) saved() (checkpoint, error) { return checkpoint{}, nil }
 
@@ -93,26 +102,27 @@ func (m *memory) add(entries []kv, _ *checkpoint) error {
 	for _, e := range entries {
 		written += len(e.k) + len(e.v)
 		h := m.sum(e.k)
-		i, found := find(m, h, e.k)
+		t, i, found := find(m, h, e.k)
 		if found {
 			// No garbage for a value kept already.
-			if old, _ := m.stored(m.slots[i]); keepsOlder(old, e.v) || equal(m, m.slots[i], e.v) {
+			if old, _ := m.stored(m.tables[t][i]); keepsOlder(old, e.v) || equal(m, m.tables[t][i], e.v) {
 				continue
 			}
-		} else if (m.n+1)*4 > len(m.slots)*3 {
-			m.grow()
-			i, _ = find(m, h, e.k)
+		} else if m.full(t) {
+			m.grow(t)
+			t, i, _ = find(m, h, e.k)
 		}
 		ref, err := m.write(e.k, e.v)
 		if err != nil {
 			return err
 		}
 		if found {
-			m.drop(m.slots[i])
+			m.drop(m.tables[t][i])
 		} else {
 			m.n++
+			m.counts[t]++
 		}
-		m.slots[i] = slotUsed | h>>(64-tagBits)<<(offBits+chunkBits) | ref
+		m.tables[t][i] = slotUsed | tagOf(h)<<(offBits+chunkBits) | ref
 	}
 	// Each byte written leaves at most one of garbage; evacuating the
 	// sparsest chunks frees at least one byte for four copied.
@@ -124,11 +134,11 @@ func (m *memory) add(entries []kv, _ *checkpoint) error {
 func (m *memory) get(key string) (string, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	i, found := find(m, m.sum(key), key)
+	t, i, found := find(m, m.sum(key), key)
 	if !found {
 		return "", false, nil
 	}
-	v, elided := m.stored(m.slots[i])
+	v, elided := m.stored(m.tables[t][i])
 	if !elided {
 		return string(v), true, nil
 	}
@@ -139,8 +149,8 @@ func (m *memory) get(key string) (string, bool, error) {
 func (m *memory) holds(key, value []byte) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	i, found := find(m, m.sumBytes(key), key)
-	return found && equal(m, m.slots[i], value), nil
+	t, i, found := find(m, m.sumBytes(key), key)
+	return found && equal(m, m.tables[t][i], value), nil
 }
 
 // forget scans every entry; the caller calls it once per scanShare of the
@@ -148,13 +158,15 @@ func (m *memory) holds(key, value []byte) (bool, error) {
 func (m *memory) forget(since int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i := 0; i < len(m.slots); {
-		if s := m.slots[i]; s != 0 && valueAt(m.value(s)) < since {
-			m.drop(s)
-			m.delete(i)
-			continue // a later entry may have moved into slot i
+	for t, tab := range m.tables {
+		for i := 0; i < len(tab); {
+			if s := tab[i]; s != 0 && valueAt(m.value(s)) < since {
+				m.drop(s)
+				m.delete(t, i)
+				continue // a later entry may have moved into slot i
+			}
+			i++
 		}
-		i++
 	}
 	m.compact(maxChunk)
 }
@@ -162,7 +174,7 @@ func (m *memory) forget(since int64) {
 func (m *memory) wipe() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.slots, m.n = nil, 0
+	m.resetIndex()
 	m.chunks, m.live, m.free, m.cur, m.arena, m.inUse, m.compacting = nil, nil, nil, -1, 0, 0, false
 	return nil
 }
@@ -185,24 +197,6 @@ func (m *memory) sumBytes(key []byte) uint64 {
 		return m.hash(string(key))
 	}
 	return maphash.Bytes(m.seed, key)
-}
-
-// find is the slot of key (hash h), or the empty slot where it would go.
-func find[K string | []byte](m *memory, h uint64, key K) (int, bool) {
-	if len(m.slots) == 0 {
-		return 0, false
-	}
-	mask := len(m.slots) - 1
-	tag := h >> (64 - tagBits)
-	for i := int(h) & mask; ; i = (i + 1) & mask {
-		s := m.slots[i]
-		if s == 0 {
-			return i, false
-		}
-		if s>>(offBits+chunkBits)&(1<<tagBits-1) == tag && string(m.key(s)) == string(key) {
-			return i, true
-		}
-	}
 }
 
 // entry is the bytes of slot s's entry, where its key starts, and
@@ -276,44 +270,6 @@ func (m *memory) drop(s uint64) {
 	e, _, _, _ := m.entry(s)
 	m.live[s>>offBits&(1<<chunkBits-1)] -= len(e)
 	m.inUse -= len(e)
-}
-
-// delete empties slot i, moving later entries of its cluster back
-// (Knuth's algorithm R: no tombstones, so probes stay short).
-func (m *memory) delete(i int) {
-	mask := len(m.slots) - 1
-	for j := i; ; {
-		j = (j + 1) & mask
-		s := m.slots[j]
-		if s == 0 {
-			break
-		}
-		home := int(m.sumBytes(m.key(s))) & mask
-		// s stays unless its home is outside the cyclic range (i, j].
-		if i <= j && (home <= i || home > j) || i > j && home <= i && home > j {
-			m.slots[i] = s
-			i = j
-		}
-	}
-	m.slots[i] = 0
-	m.n--
-}
-
-// grow doubles the table (16 slots at first).
-func (m *memory) grow() {
-	old := m.slots
-	m.slots = make([]uint64, max(16, 2*len(old)))
-	mask := len(m.slots) - 1
-	for _, s := range old {
-		if s == 0 {
-			continue
-		}
-		i := int(m.sumBytes(m.key(s))) & mask
-		for m.slots[i] != 0 {
-			i = (i + 1) & mask
-		}
-		m.slots[i] = s
-	}
 }
 
 // write appends an entry to the arena and returns its place (a slot's
@@ -431,17 +387,13 @@ func (m *memory) compact(budget int) {
 // drops c. An entry is live when its key's slot points at it.
 func (m *memory) evacuate(c int) error {
 	b := m.chunks[c]
-	mask := len(m.slots) - 1
 	for off := 0; off < len(b); {
 		kl, n1 := binary.Uvarint(b[off:])
 		vl, n2 := binary.Uvarint(b[off+n1:])
 		keyAt := off + n1 + n2
 		end := keyAt + int(kl>>1) + int(vl)
-		at := uint64(c)<<offBits | uint64(off)
-		for i := int(m.sumBytes(b[keyAt:keyAt+int(kl>>1)])) & mask; len(m.slots) > 0 && m.slots[i] != 0; i = (i + 1) & mask {
-			if m.slots[i]&refMask != at {
-				continue
-			}
+		t, i, live := m.slot(m.sumBytes(b[keyAt:keyAt+int(kl>>1)]), uint64(c)<<offBits|uint64(off))
+		if live {
 			// Chunk c is not the one being filled, so reserve never
 			// returns it and b's bytes stay where they are.
 			to, err := m.reserve(end - off)
@@ -452,8 +404,7 @@ func (m *memory) evacuate(c int) error {
 			m.chunks[to] = append(m.chunks[to], b[off:end]...)
 			m.live[to] += end - off
 			m.live[c] -= end - off
-			m.slots[i] = m.slots[i]&^refMask | uint64(to)<<offBits | uint64(o)
-			break
+			m.tables[t][i] = m.tables[t][i]&^refMask | uint64(to)<<offBits | uint64(o)
 		}
 		off = end
 	}

@@ -185,6 +185,44 @@ func TestMemory(t *testing.T) {
 	}
 }
 
+// The index grows by splitting tables of maxTable slots, so that growing
+// moves at most maxTable entries; keys of one hash, which no split
+// separates, stay in one table that doubles.
+func TestMemoryIndexSplits(t *testing.T) {
+	const t0 = 1_795_000_000_000
+	for _, tc := range []struct {
+		name   string
+		hash   func(string) uint64
+		n      int
+		tables func(int) bool
+	}{
+		{"maphash", nil, 20_000, func(n int) bool { return n >= 20_000/maxTable }},
+		{"one hash", oneHash, 2_000, func(n int) bool { return n <= 2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMemory()
+			m.hash = tc.hash
+			want := map[string]string{}
+			for i := range tc.n {
+				id := strconv.Itoa(i)
+				want["a/"+id] = memoryValue(t, id, true, t0, "")
+				if err := m.add([]kv{{"a/" + id, want["a/"+id]}}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkMemory(t, m, want)
+			if !tc.tables(len(m.tables)) {
+				t.Errorf("%d tables", len(m.tables))
+			}
+			for i, tab := range m.tables {
+				if tc.hash == nil && len(tab) > maxTable {
+					t.Errorf("table %d has %d slots", i, len(tab))
+				}
+			}
+		})
+	}
+}
+
 // checkMemory fails t unless m holds exactly want.
 func checkMemory(t testing.TB, m *memory, want map[string]string) {
 	t.Helper()
@@ -352,7 +390,11 @@ func BenchmarkMemoryChurn(b *testing.B) {
 		}
 		b.ReportMetric(float64(m.arena)/float64(n), "chunk-bytes/entry")
 		b.ReportMetric(float64(m.inUse)/float64(n), "live-bytes/entry")
-		b.ReportMetric(float64(8*len(m.slots))/float64(n), "table-bytes/entry")
+		slots := 0
+		for _, tab := range m.tables {
+			slots += len(tab)
+		}
+		b.ReportMetric(float64(8*slots+4*len(m.dir))/float64(n), "table-bytes/entry")
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "heap-bytes/entry")
 		b.ReportMetric(float64(longest.Microseconds())/1000, "longest-add-ms")
 		runtime.KeepAlive(m)
