@@ -337,8 +337,9 @@ func checkAgainstMap(t *testing.T, ops []byte) {
 // transactions into a memory store as the bridge does: each one's intent,
 // and its settled outcome 256 transactions later (in flight meanwhile).
 // It reports the chunks' bytes per entry kept (garbage included, bounded
-// by compaction), the table's, the heap's, and the longest add (a
-// compaction runs inside one, under the store's lock).
+// by compaction), the index's, the heap's, the longest add (a compaction
+// step runs inside one, under the store's lock), and the time of a forget
+// that drops a 24th of the entries (a scan of all, under the lock).
 func BenchmarkMemoryChurn(b *testing.B) {
 	n := 1_000_000
 	if s := os.Getenv("LEDGER_ENTRIES"); s != "" {
@@ -397,6 +398,9 @@ func BenchmarkMemoryChurn(b *testing.B) {
 		b.ReportMetric(float64(8*slots+4*len(m.dir))/float64(n), "table-bytes/entry")
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "heap-bytes/entry")
 		b.ReportMetric(float64(longest.Microseconds())/1000, "longest-add-ms")
+		start := time.Now()
+		m.forget(t0 + int64(n)/24) // an hour of a day's entries
+		b.ReportMetric(float64(time.Since(start).Microseconds())/1000, "forget-ms")
 		runtime.KeepAlive(m)
 	}
 }
