@@ -132,19 +132,20 @@ func (m *memory) add(entries []kv, _ *checkpoint) error {
 }
 
 // get copies the value out: the arena's bytes are moved by a compaction.
-func (m *memory) get(key string) (string, bool, error) {
+func (m *memory) get(key string) ([]byte, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, i, found := find(m, m.sum(key), key)
 	if !found {
-		return "", false, nil
+		return nil, false, nil
 	}
 	v, elided := m.stored(m.tables[t][i])
 	if !elided {
-		return string(v), true, nil
+		return slices.Clone(v), true, nil
 	}
 	at, _ := topicAt(v)
-	return string(v[:at]) + string(m.topic) + string(v[at:]), true, nil
+	out := make([]byte, 0, len(v)+len(m.topic))
+	return append(append(append(out, v[:at]...), m.topic...), v[at:]...), true, nil
 }
 
 func (m *memory) holds(key, value []byte) (bool, error) {

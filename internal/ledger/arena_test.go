@@ -231,7 +231,7 @@ func checkMemory(t testing.TB, m *memory, want map[string]string) {
 	}
 	for k, w := range want {
 		v, found, err := m.get(k)
-		if err != nil || !found || v != w {
+		if err != nil || !found || string(v) != w {
 			t.Errorf("get(%q) = %x, %v, %v; want %x", k, v, found, err, w)
 		}
 		if ok, err := m.holds([]byte(k), []byte(w)); err != nil || !ok {

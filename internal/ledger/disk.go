@@ -253,7 +253,7 @@ func (p *diskPartition) add(entries []kv, cp *checkpoint) error {
 	})
 }
 
-func (p *diskPartition) get(key string) (v string, found bool, err error) {
+func (p *diskPartition) get(key string) (v []byte, found bool, err error) {
 	err = p.d.use(func(db *pebble.DB) error {
 		b, closer, err := db.Get(p.key(tagEntry, key))
 		if errors.Is(err, pebble.ErrNotFound) {
@@ -262,7 +262,7 @@ func (p *diskPartition) get(key string) (v string, found bool, err error) {
 		if err != nil {
 			return err
 		}
-		v, found = string(b), len(b) >= headerLen
+		v, found = bytes.Clone(b), len(b) >= headerLen
 		return closer.Close()
 	})
 	return v, found, err
@@ -270,7 +270,7 @@ func (p *diskPartition) get(key string) (v string, found bool, err error) {
 
 func (p *diskPartition) holds(key, value []byte) (bool, error) {
 	v, found, err := p.get(string(key))
-	return found && v == string(value), err
+	return found && bytes.Equal(v, value), err
 }
 
 func (p *diskPartition) wipe() error {

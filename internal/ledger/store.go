@@ -21,8 +21,9 @@ type backend interface {
 	// its settled outcome) and, when cp is not nil, records cp with them:
 	// both are kept, or neither.
 	add(entries []kv, cp *checkpoint) error
-	// get is key's value, found or not.
-	get(key string) (value string, found bool, err error)
+	// get is key's value, found or not: a copy, the caller's (decodeValue
+	// copies what it keeps, so one copy is all a lookup makes).
+	get(key string) (value []byte, found bool, err error)
 	// holds reports whether key's value is value (the tail's check of
 	// each entry it reads back: no copy of either in memory).
 	holds(key, value []byte) (bool, error)
@@ -151,7 +152,7 @@ func (s *store) get(key string, since time.Time, window time.Duration) (*Entry, 
 	if err != nil {
 		return nil, nil
 	}
-	e, err := decodeValue(kind, id, []byte(v))
+	e, err := decodeValue(kind, id, v)
 	if err != nil {
 		return nil, nil // only values encode made are kept
 	}

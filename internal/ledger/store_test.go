@@ -94,7 +94,7 @@ func TestSweepKeepsAnEntryWrittenMeanwhile(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the sweep never ended")
 		}
-		if v, found, err := p.get(key); err != nil || !found || v != string(value(tc.at)) {
+		if v, found, err := p.get(key); err != nil || !found || string(v) != string(value(tc.at)) {
 			t.Errorf("%s: an entry written during the sweep: found %v (%v), want it kept", tc.name, found, err)
 		}
 	}
