@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/codec"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/config"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/devstack"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/topicseed"
 )
@@ -100,7 +101,7 @@ func (s *stack) Close() {
 			if strings.Contains(g, bridgeGroup) {
 				// The bridge's own topics, named after its group (the
 				// defaults of --ledger-topic and --parked-topic).
-				topics = append(topics, g+".ledger", g+".parked")
+				topics = append(topics, config.DefaultLedgerTopic(g), config.DefaultParkedTopic(g))
 			}
 		}
 		s.deleteExternal(topics, s.groups...)

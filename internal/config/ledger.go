@@ -14,6 +14,11 @@ import (
 // only for records younger than the window less ledger.DefaultSkew.
 const minDedupWindow = time.Hour
 
+// DefaultLedgerTopic is --ledger-topic when it is not given: named after
+// the consumer group, so that each deployment has its own. loyalty-bench
+// reads it to prepare and delete the topic of the bridge it runs.
+func DefaultLedgerTopic(group string) string { return group + ".ledger" }
+
 // Ledger is the transaction ledger (package ledger): on or off, its topic
 // and how long it remembers.
 type Ledger struct {
@@ -41,7 +46,7 @@ func (l *Ledger) Define(b *flagenv.Binder) {
 func (l *Ledger) validate(group string) error {
 	var errs []error
 	if l.Topic == "" && group != "" {
-		l.Topic = group + ".ledger"
+		l.Topic = DefaultLedgerTopic(group)
 	}
 	if l.On {
 		if l.Window < minDedupWindow {

@@ -14,6 +14,10 @@ import (
 // parked topic keeps by default.
 const maxOriginalWait = 24 * time.Hour
 
+// DefaultParkedTopic is --parked-topic when it is not given, named after
+// the consumer group as DefaultLedgerTopic is.
+func DefaultParkedTopic(group string) string { return group + ".parked" }
+
 // Parking is where refunds whose original purchase the partner does not
 // know yet wait (package parking): the parked topic, how long a refund
 // waits for its original, and how often it looks again.
@@ -39,7 +43,7 @@ func (p *Parking) Define(b *flagenv.Binder) {
 func (p *Parking) validate(group string, inputs []string) error {
 	var errs []error
 	if p.Topic == "" && group != "" {
-		p.Topic = group + ".parked"
+		p.Topic = DefaultParkedTopic(group)
 	}
 	if err := checkTopicName(p.Topic); err != nil {
 		errs = append(errs, fmt.Errorf("--parked-topic: %w", err))
