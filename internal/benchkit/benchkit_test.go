@@ -175,15 +175,20 @@ func TestScenarioValidate(t *testing.T) {
 	if err := DefaultScenario().Validate(); err != nil {
 		t.Fatal(err)
 	}
-	bad := Scenario{LatencyP99: time.Millisecond, Rate: -1}
+	bad := Scenario{LatencyP99: time.Millisecond, Rate: -1, LedgerAge: -time.Hour}
 	err := bad.Validate()
 	if err == nil {
 		t.Fatal("invalid scenario accepted")
 	}
-	for _, want := range []string{"events", "partitions", "keys", "in-flight", "rate", "LatencyP99"} {
+	for _, want := range []string{"events", "partitions", "keys", "in-flight", "rate", "LatencyP99", "ledger age -1h0m0s"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}
+	}
+	old := DefaultScenario()
+	old.LedgerAge = 25 * time.Hour
+	if err := old.Validate(); err == nil || !strings.Contains(err.Error(), "less than the ledger's window") {
+		t.Errorf("a ledger older than its window: %v", err)
 	}
 }
 

@@ -144,6 +144,14 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("scenario %s: a profiled bridge runs as one process, not %d replicas", n.Name, n.Scenario.replicas()))
 		}
 	}
+	if ledgerAged(*c) {
+		for _, a := range c.BridgeArgs {
+			if name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); strings.HasPrefix(a, "-") &&
+				(name == "ledger" || name == "ledger-topic" || name == "dedup-window") {
+				errs = append(errs, fmt.Errorf("bridge argument %s: a ledger age is written to the bridge's default ledger, with its default window", a))
+			}
+		}
+	}
 	if c.Stall <= 0 {
 		c.Stall = 60 * time.Second
 	}
@@ -304,6 +312,12 @@ func measureInto(ctx context.Context, cfg Config, sc Scenario, res *Result, poin
 			return err
 		}
 		defer coll.close()
+	}
+	if res.Kind == Bridge && sc.LedgerAge > 0 {
+		if err := st.ageLedger(ctx, st.bridgeGroupOf(res.Mode), sc.Partitions, sc.LedgerAge); err != nil {
+			return err
+		}
+		fmt.Fprintf(cfg.Log, "  the bridge's ledger made %s old\n", sc.LedgerAge)
 	}
 	// Start from a clean heap so that the harness CPU of one contestant
 	// does not pay for the garbage of the previous one.
@@ -523,7 +537,7 @@ func launch(cfg Config, sc Scenario, st *stack, res *Result, logPath, metricsAdd
 	if res.Kind == Bridge {
 		args := []string{"run",
 			"--brokers", strings.Join(st.Brokers, ","),
-			"--group", st.group(bridgeGroup + res.Mode),
+			"--group", st.bridgeGroupOf(res.Mode),
 			"--purchase-topic", st.topics.Purchase,
 			"--refund-redemption-topic", st.topics.RefundRedemption,
 			"--member-onboarding-topic", st.topics.MemberOnboarding,

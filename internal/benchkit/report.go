@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
 )
 
 // Sweep parameters.
@@ -103,6 +105,9 @@ type ScenarioReport struct {
 	// RollingRestart: the bridge's processes were restarted one after
 	// another mid-run.
 	RollingRestart bool `json:"rollingRestart,omitempty"`
+	// LedgerAge is how old the bridge's ledger was made before it started
+	// (Scenario.LedgerAge), e.g. "2h0m0s"; empty: new.
+	LedgerAge string `json:"ledgerAge,omitempty"`
 	// CapacityPerSec is the most calls a second the simulator can handle
 	// with its capacity and fixed latency (capacity ÷ latency); 0: no
 	// such limit.
@@ -117,6 +122,9 @@ func scenarioReport(sc Scenario) ScenarioReport {
 		r.Replicas = sc.replicas()
 	}
 	r.Delivery, r.RollingRestart = sc.Delivery, sc.RollingRestart
+	if sc.LedgerAge > 0 {
+		r.LedgerAge = sc.LedgerAge.String()
+	}
 	if sc.Capacity > 0 && sc.Latency > 0 {
 		r.CapacityPerSec = float64(sc.Capacity) / sc.Latency.Seconds()
 	}
@@ -344,7 +352,28 @@ func newReport(cfg Config) *Report {
 				"partition gap s: the longest time any input partition went without a reply between its first and its last (backlogs only), "+
 				"by the replies' producer timestamps: a rebalance, a restart or an exactly-once round shows there.")
 	}
+	if ledgerAged(cfg) {
+		r.Notes = append(r.Notes,
+			fmt.Sprintf("ledger-age=D: before each bridge process starts, the bench creates the bridge's ledger topic and writes one settled entry per input partition dated D ago "+
+				"(transactionIds no event uses), as a deployment whose ledger has run for D has. Once D exceeds the ledger's rollout margin (%s) its silence about a record means never sent, "+
+				"so a partition's new owner (a restart, a rebalance) looks up at the partner only the records the ledger has intents for. "+
+				"Without it the ledger is new, as in the first %s after its rollout, and every record a new owner takes as possibly sent is looked up: API calls/record shows the difference.",
+				ledger.RolloutMargin, ledger.RolloutMargin))
+	}
 	return r
+}
+
+// ledgerAged reports whether any of cfg's runs ages the bridge's ledger.
+func ledgerAged(cfg Config) bool {
+	if len(cfg.Scenarios) == 0 {
+		return cfg.Scenario.LedgerAge > 0 // a sweep keeps it
+	}
+	for _, n := range cfg.Scenarios {
+		if n.Scenario.LedgerAge > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func latencyNote(rate bool) string {
@@ -399,6 +428,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		if sc.RollingRestart {
 			b.WriteString(", restarted one after another mid-run")
+		}
+		if sc.LedgerAge != "" {
+			fmt.Fprintf(&b, ", the bridge's ledger %s old", sc.LedgerAge)
 		}
 		b.WriteString("\n\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)

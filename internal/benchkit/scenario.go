@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loyalty-bridge/loyalty-bridge/internal/events"
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/loyalty"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/pipeline"
 	"github.com/loyalty-bridge/loyalty-bridge/internal/sim"
@@ -78,6 +79,17 @@ type Scenario struct {
 	// answered, and a new process takes its place as soon as it has
 	// exited. Bridge only.
 	RollingRestart bool `json:"rollingRestart,omitempty"`
+	// LedgerAge, when positive, makes the bridge's ledger as old as a
+	// deployment's this long after the ledger's rollout: before the bridge
+	// starts, the bench creates the ledger topic and writes into it one
+	// settled entry per input partition dated LedgerAge ago. Past
+	// ledger.RolloutMargin, the ledger's silence about a record then means
+	// "never sent" (ledger.Covers), and a partition's new owner looks up
+	// at the partner only the records the ledger has intents for. 0: the
+	// bridge creates the ledger at start-up, and the run measures the
+	// first hour after a rollout. Less than ledger.DefaultWindow. The
+	// ceiling and the baseline have no ledger.
+	LedgerAge time.Duration `json:"ledgerAge,omitempty"`
 }
 
 // The bridge's --delivery values a scenario can set.
@@ -132,6 +144,9 @@ func (s Scenario) Validate() error {
 	}
 	if s.CredentialsOutage < 0 {
 		errs = append(errs, errors.New("credentials outage must not be negative"))
+	}
+	if s.LedgerAge < 0 || s.LedgerAge >= ledger.DefaultWindow {
+		errs = append(errs, fmt.Errorf("ledger age %s: want at least 0 and less than the ledger's window, %s", s.LedgerAge, ledger.DefaultWindow))
 	}
 	switch s.OverCapacityStatus {
 	case 0, 429, 503:

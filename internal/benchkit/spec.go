@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/loyalty-bridge/loyalty-bridge/internal/ledger"
 )
 
 // Scenario specs: several partner behaviours measured in one run, each
@@ -27,6 +29,7 @@ const (
 	KnobCredentialsOutage  = "credentials-outage"   // Scenario.CredentialsOutage; bare: DefaultCredentialsOutage
 	KnobDelivery           = "delivery"             // Scenario.Delivery: at-least-once or exactly-once
 	KnobRollingRestart     = "rolling-restart"      // Scenario.RollingRestart; bare
+	KnobLedgerAge          = "ledger-age"           // Scenario.LedgerAge
 )
 
 // DefaultCredentialsOutage is how long a bare credentials-outage knob
@@ -50,11 +53,12 @@ func (n NamedScenario) Clean() bool { return n.Name == ScenarioClean }
 // knobList names the knobs for error messages.
 var knobList = "STATUS=RATE (e.g. 503=0.1), " + strings.Join([]string{KnobRetryAfter + "=1s|none", KnobCapacity + "=N",
 	KnobOverCapacityStatus + "=429|503", KnobLatency + "=10ms", KnobMaxInFlight + "=N", KnobReplicas + "=N",
-	KnobCredentialsOutage + "[=30s]", KnobDelivery + "=at-least-once|exactly-once", KnobRollingRestart}, ", ")
+	KnobCredentialsOutage + "[=30s]", KnobDelivery + "=at-least-once|exactly-once", KnobRollingRestart,
+	KnobLedgerAge + "=2h"}, ", ")
 
 // ParseScenario reads a scenario spec and applies it to base with base's
 // faults cleared (error rates, Retry-After, capacity, replicas, outage,
-// delivery, restarts):
+// delivery, restarts, ledger age):
 // a spec states the whole of its partner's misbehaviour.
 //
 // A spec is "clean" (no faults) or comma-separated knobs:
@@ -66,6 +70,7 @@ var knobList = "STATUS=RATE (e.g. 503=0.1), " + strings.Join([]string{KnobRetryA
 //	credentials-outage=30s      the bridge's credentials refused for 30 s mid-run
 //	delivery=exactly-once       the bridge's --delivery (the others have none)
 //	replicas=3,rolling-restart  the three restarted one after another mid-run
+//	ledger-age=2h               the bridge's ledger as a deployment's two hours after its rollout
 //
 // The error names the spec and the part that is wrong.
 func ParseScenario(spec string, base Scenario) (NamedScenario, error) {
@@ -73,6 +78,7 @@ func ParseScenario(spec string, base Scenario) (NamedScenario, error) {
 	sc := base
 	sc.ErrorRates, sc.RetryAfter, sc.Capacity, sc.OverCapacityStatus = nil, 0, 0, 0
 	sc.Replicas, sc.CredentialsOutage, sc.Delivery, sc.RollingRestart = 0, 0, "", false
+	sc.LedgerAge = 0
 	if name == ScenarioClean {
 		return NamedScenario{Name: name, Scenario: sc}, nil
 	}
@@ -190,6 +196,16 @@ func ParseScenario(spec string, base Scenario) (NamedScenario, error) {
 				break
 			}
 			sc.CredentialsOutage = d
+		case KnobLedgerAge:
+			d, err := time.ParseDuration(val)
+			switch {
+			case err != nil || d <= 0:
+				bad(part, "want a positive duration such as 2h")
+			case d >= ledger.DefaultWindow:
+				bad(part, "want less than the ledger's window, %s: older entries are forgotten", ledger.DefaultWindow)
+			default:
+				sc.LedgerAge = d
+			}
 		default:
 			bad(part, "unknown knob %q; want %s, or %s alone", key, knobList, ScenarioClean)
 		}
@@ -213,7 +229,7 @@ func ParseScenario(spec string, base Scenario) (NamedScenario, error) {
 func isKnob(k string) bool {
 	switch k {
 	case KnobRetryAfter, KnobCapacity, KnobOverCapacityStatus, KnobLatency, KnobMaxInFlight, KnobReplicas, KnobCredentialsOutage, KnobDelivery,
-		KnobRollingRestart:
+		KnobRollingRestart, KnobLedgerAge:
 		return true
 	}
 	return false

@@ -15,10 +15,10 @@ func TestParseScenario(t *testing.T) {
 	base.Latency, base.MaxInFlight = 5*time.Millisecond, 64
 	// The base's own faults never leak into a scenario.
 	base.ErrorRates, base.Capacity, base.RetryAfter = map[int]float64{500: 0.5}, 4, time.Minute
-	base.RollingRestart = true
+	base.RollingRestart, base.LedgerAge = true, time.Hour
 	with := func(f func(*Scenario)) Scenario {
 		sc := base
-		sc.ErrorRates, sc.Capacity, sc.RetryAfter, sc.RollingRestart = nil, 0, 0, false
+		sc.ErrorRates, sc.Capacity, sc.RetryAfter, sc.RollingRestart, sc.LedgerAge = nil, 0, 0, false, 0
 		f(&sc)
 		return sc
 	}
@@ -46,6 +46,11 @@ func TestParseScenario(t *testing.T) {
 		{"delivery=exactly-once,replicas=3", "delivery=exactly-once,replicas=3", with(func(s *Scenario) { s.Delivery, s.Replicas = DeliveryExactlyOnce, 3 })},
 		{"credentials-outage", "credentials-outage", with(func(s *Scenario) { s.CredentialsOutage = DefaultCredentialsOutage })},
 		{"replicas=3, rolling-restart", "replicas=3,rolling-restart", with(func(s *Scenario) { s.Replicas, s.RollingRestart = 3, true })},
+		{"ledger-age=2h", "ledger-age=2h", with(func(s *Scenario) { s.LedgerAge = 2 * time.Hour })},
+		{"replicas=3,rolling-restart,delivery=exactly-once,ledger-age=90m", "replicas=3,rolling-restart,delivery=exactly-once,ledger-age=90m",
+			with(func(s *Scenario) {
+				s.Replicas, s.RollingRestart, s.Delivery, s.LedgerAge = 3, true, DeliveryExactlyOnce, 90*time.Minute
+			})},
 		{"credentials-outage=5s,latency=0s", "credentials-outage=5s,latency=0s", with(func(s *Scenario) {
 			s.CredentialsOutage, s.Latency = 5*time.Second, 0
 		})},
@@ -95,6 +100,12 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"delivery=twice", `"delivery=twice": want at-least-once or exactly-once`},
 		{"rolling-restart=yes", `"rolling-restart=yes": rolling-restart takes no value`},
 		{"rolling-restart,rolling-restart", `"rolling-restart": rolling-restart given twice`},
+		{"ledger-age", `"ledger-age": ledger-age needs a value`},
+		{"ledger-age=-2h", `"ledger-age=-2h": want a positive duration`},
+		{"ledger-age=0s", `"ledger-age=0s": want a positive duration`},
+		{"ledger-age=old", `"ledger-age=old": want a positive duration`},
+		{"ledger-age=24h", `"ledger-age=24h": want less than the ledger's window, 24h0m0s`},
+		{"ledger-age=2h,ledger-age=3h", `"ledger-age=3h": ledger-age given twice`},
 	} {
 		_, err := ParseScenario(tc.spec, DefaultScenario())
 		if err == nil {
@@ -151,6 +162,16 @@ func TestConfigScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	aged, err := ParseScenarios([]string{"ledger-age=2h"}, DefaultScenario())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bridge arguments that leave the ledger alone go with a ledger age.
+	ok := Config{Scenario: DefaultScenario(), Scenarios: aged, Contestants: []string{Bridge},
+		BridgeArgs: []string{"--ledger-dir=/tmp/l", "--ledger-replication-factor", "1"}}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("Validate() = %v", err)
+	}
 	for _, tc := range []struct {
 		cfg  Config
 		want string
@@ -158,6 +179,9 @@ func TestConfigScenarios(t *testing.T) {
 		{Config{Scenarios: ns, Sweep: &Sweep{Param: SweepBacklog, Values: []int{10}}}, "do not go together"},
 		{Config{Scenarios: ns[1:]}, "first scenario must be clean"},
 		{Config{Scenarios: ns, BridgeProfile: "p", WorkerCommand: []string{"w"}}, "not 2 replicas"},
+		{Config{Scenarios: aged, BridgeArgs: []string{"--linger=5ms", "--ledger-topic", "x"}}, "bridge argument --ledger-topic: a ledger age"},
+		{Config{Scenarios: aged, BridgeArgs: []string{"--dedup-window=48h"}}, "bridge argument --dedup-window=48h"},
+		{Config{Scenarios: aged, BridgeArgs: []string{"-ledger=false"}}, "bridge argument -ledger=false"},
 	} {
 		tc.cfg.Scenario = DefaultScenario()
 		tc.cfg.Contestants = []string{Bridge}
@@ -188,7 +212,7 @@ func TestOutageFill(t *testing.T) {
 }
 
 func TestScenarioReport(t *testing.T) {
-	ns, err := ParseScenarios([]string{"503=0.1,retry-after=1s", "capacity=32,latency=10ms,replicas=3", "credentials-outage=30s"}, DefaultScenario())
+	ns, err := ParseScenarios([]string{"503=0.1,retry-after=1s", "capacity=32,latency=10ms,replicas=3", "credentials-outage=30s,ledger-age=2h"}, DefaultScenario())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +247,8 @@ func TestScenarioReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"scenario 503=0.1,retry-after=1s:", "scenarios side by side", "0.80×", "10.0%",
-		"bridge/key ×3", "3 bridge replicas", "0.28×", "0.90×", "1.80×", "steady × capacity", "credentials refused for 30.0 s: 0 error events", "1.50", "capacity 32"} {
+		"bridge/key ×3", "3 bridge replicas", "0.28×", "0.90×", "1.80×", "steady × capacity", "credentials refused for 30.0 s: 0 error events", "1.50", "capacity 32",
+		"the bridge's ledger 2h0m0s old", "ledger-age=D: before each bridge process starts"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}

@@ -91,6 +91,9 @@ func (s *stack) group(name string) string {
 	return g
 }
 
+// bridgeGroupOf is the consumer group of the bridge in ordering mode mode.
+func (s *stack) bridgeGroupOf(mode string) string { return s.group(bridgeGroup + mode) }
+
 // Close stops the stack; on an external cluster it deletes the stack's
 // topics and groups, which would otherwise fill the cluster run by run.
 func (s *stack) Close() {
