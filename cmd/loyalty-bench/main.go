@@ -161,11 +161,13 @@ func parse(e env, args []string) (*options, error) {
 	fs.IntVar(&sc.Rate, "rate", 0, "write the events at this many per second while each contestant runs (open loop; latency then measures the pipeline); 0: a backlog written before it starts")
 	fs.IntVar(&sc.BaselineEvents, "baseline-events", sc.BaselineEvents, "the baseline drains at most this many events (0: all); it is slow by design")
 	fs.Int64Var(&sc.Seed, "seed", sc.Seed, "seed of keys, amounts and latency samples")
+	fs.DurationVar(&sc.LedgerAge, "ledger-age", 0, "make the bridge's transaction ledger this old before it starts, as a deployment's is this long after the ledger's rollout: "+
+		"past the ledger's rollout margin (1h) a partition's new owner looks up at the partner only the records the ledger has intents for (0: a new ledger, the first hour after a rollout; less than the ledger's window, 24h)")
 	fs.Var(&contestants, "contestants", "comma-separated: ceiling, baseline, bridge")
 	fs.Var(&modes, "modes", "bridge ordering modes to run, comma-separated: key, partition, unordered")
 	fs.Var(&scenarios, "scenario", "`SPEC`: run this partner behaviour too, beside a fault-free run of the same invocation (repeatable; default contestants: bridge). "+
 		"SPEC is clean, or comma-separated knobs: STATUS=RATE (as --error-rate), retry-after=1s|none, capacity=N, over-capacity-status=429|503, "+
-		"latency=10ms, max-in-flight=N, replicas=N (bridge processes in one group), credentials-outage[=30s] (credentials refused mid-run); "+
+		"latency=10ms, max-in-flight=N, replicas=N (bridge processes in one group), credentials-outage[=30s] (credentials refused mid-run), ledger-age=2h (as --ledger-age); "+
 		"the other flags are the base of every scenario, e.g. --scenario 503=0.1,retry-after=1s --scenario capacity=32,replicas=3")
 	fs.Var(&brokers, "brokers", "`HOST:PORT,...`: run the contestants against this Kafka cluster instead of an in-process kfake (each gets topics and groups of its own, deleted after it; e.g. scripts/kafka start)")
 	fs.StringVar(&sweep, "sweep", "", "run once per value: backlog=10000,100000,1000000 or in-flight=16,64,256")
@@ -213,6 +215,9 @@ func parse(e env, args []string) (*options, error) {
 			if given[name] {
 				errs = append(errs, fmt.Errorf("--%s with --scenario: give the partner's faults in each scenario instead, e.g. --scenario 503=0.1,retry-after=1s", name))
 			}
+		}
+		if given["ledger-age"] {
+			errs = append(errs, errors.New("--ledger-age with --scenario: give it in each scenario instead, e.g. --scenario replicas=3,rolling-restart,ledger-age=2h"))
 		}
 		if !given["contestants"] {
 			o.cfg.Contestants = []string{benchkit.Bridge}

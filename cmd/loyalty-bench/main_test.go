@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -183,11 +184,83 @@ func TestUsageErrors(t *testing.T) {
 		{"--scenario", "capacity=8", "--capacity", "8"},
 		{"--scenario", "503=0.1", "--sweep", "backlog=10,20"},
 		{"--scenario", "503=0.1", "--scenario", "503=0.1"},
+		{"--ledger-age", "-1h"},
+		{"--ledger-age", "24h"},
+		{"--ledger-age", "2h", "--scenario", "replicas=3,rolling-restart"},
+		{"--ledger-age", "2h", "--bridge-arg=--ledger-topic=other"},
+		{"--scenario", "ledger-age"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), testEnv(t, &stdout, &stderr), args); code != exitUsage {
 			t.Errorf("%q: exit %d, want %d (stderr %q)", args, code, exitUsage, stderr.String())
 		}
+	}
+}
+
+// --ledger-age, or its variable, ages the base scenario's ledger; a
+// scenario's ledger-age knob its own.
+func TestLedgerAgeFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []time.Duration // the base, or each scenario
+	}{
+		{"default", nil, nil, []time.Duration{0}},
+		{"flag", []string{"--ledger-age", "2h"}, nil, []time.Duration{2 * time.Hour}},
+		{"variable", nil, map[string]string{"LOYALTY_BENCH_LEDGER_AGE": "90m"}, []time.Duration{90 * time.Minute}},
+		{"scenarios", []string{"--scenario", "replicas=3,rolling-restart", "--scenario", "replicas=3,rolling-restart,ledger-age=2h"}, nil,
+			[]time.Duration{0, 0, 2 * time.Hour}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := testEnv(t, io.Discard, io.Discard)
+			e.lookup = func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
+			o, err := parse(e, append([]string{"--contestants", "bridge"}, tc.args...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []time.Duration
+			if len(o.cfg.Scenarios) == 0 {
+				got = append(got, o.cfg.Scenario.LedgerAge)
+			}
+			for _, n := range o.cfg.Scenarios {
+				got = append(got, n.Scenario.LedgerAge)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("ledger ages %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLedgerAge runs the bridge on a ledger the bench made two hours old:
+// the bridge accepts the topic the bench created (it creates none) and
+// answers every record, and the report says how old its ledger was.
+func TestLedgerAge(t *testing.T) {
+	ctx, dir, bridgeBin := endToEnd(t)
+	jsonPath := filepath.Join(dir, "report.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"--events", "300", "--partitions", "4", "--keys", "50", "--latency", "0", "--max-in-flight", "32",
+		"--contestants", "bridge", "--ledger-age", "2h", "--stall", "30s", "--bridge-bin", bridgeBin,
+		"--work-dir", filepath.Join(dir, "work"), "--json", jsonPath}
+	rep := runBench(ctx, t, args, jsonPath, &stdout, &stderr)
+	if len(rep.Points) != 1 || rep.Points[0].Scenario.LedgerAge != "2h0m0s" || len(rep.Points[0].Results) != 1 {
+		t.Fatalf("points %+v, want one with the bridge on a ledger 2h old", rep.Points)
+	}
+	if r := rep.Points[0].Results[0]; !r.OK() || r.Done != 300 || r.Results != 300 || r.Duplicates != 0 {
+		t.Errorf("done %d, results %d, errors %d (%s), %d duplicates, error %q: want every record answered once", r.Done, r.Results,
+			r.Errors, r.FirstError, r.Duplicates, r.Error)
+	}
+	if !strings.Contains(stderr.String(), "the bridge's ledger made 2h0m0s old") || !strings.Contains(stdout.String(), "the bridge's ledger 2h0m0s old") {
+		t.Errorf("the run does not say the ledger was aged:\n%s", stderr.String())
+	}
+	// The bridge found the topic made: it did not create its own.
+	log, err := os.ReadFile(filepath.Join(dir, "work", "00-bridge-key.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(log, []byte("ledger topic created")) {
+		t.Errorf("the bridge created its ledger topic:\n%s", log)
 	}
 }
 
