@@ -63,7 +63,8 @@
 // Config.Scenarios measures several partner behaviours in one run, each
 // on a fresh stack, beside the fault-free one (ParseScenario reads the
 // specs: error rates, Retry-After, capacity, latency, in-flight,
-// replicas, a credentials outage). Every result then carries its
+// replicas, a credentials outage, the delivery mode, a rolling restart,
+// the ledger's age). Every result then carries its
 // throughput as a ratio of the same contestant's in the clean scenario,
 // and the share of business calls the simulator answered 429 or 503
 // (from its counters). Replicas are several bridge processes in one
@@ -72,7 +73,13 @@
 // outage rotates the simulator's client secret and password (revoking
 // every token) once a quarter of the records are answered and restores
 // them later; the result says how many records became error events and
-// how long after the restore the first reply came.
+// how long after the restore the first reply came. A ledger age writes,
+// before the bridge starts, one settled entry per input partition dated
+// that long ago into the bridge's ledger topic (created by the bench
+// then), so that the run measures a deployment whose ledger has run that
+// long rather than the first hour after its rollout: past
+// ledger.RolloutMargin a new owner of a partition no longer looks up
+// records the ledger has no intents for.
 //
 // The package never asserts on speed: figures are measurements for people.
 package benchkit
