@@ -102,13 +102,7 @@ func BenchmarkLedgerIntend(b *testing.B) {
 //
 //	LEDGER_ENTRIES=10000000 go test -run '^$' -bench LedgerMemory -benchtime 1x ./internal/ledger
 func BenchmarkLedgerMemory(b *testing.B) {
-	n := 1_000_000
-	if s := os.Getenv("LEDGER_ENTRIES"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil {
-			b.Fatal(err)
-		}
-	}
+	n := envInt(b, "LEDGER_ENTRIES", 1_000_000)
 	for b.Loop() {
 		runtime.GC()
 		var before runtime.MemStats
