@@ -272,18 +272,26 @@ func keyValues(s, low string) string {
 	}
 	slices.Sort(starts)
 	var b strings.Builder
-	at := 0
+	// value is where the last redacted value starts, at where it ends.
+	value, at := 0, 0
 	for _, i := range starts {
-		if i < at {
-			continue // inside the previous match
-		}
 		m := keyValueAt.FindStringSubmatchIndex(s[i:])
 		if m == nil {
 			continue
 		}
+		if i < at {
+			// A key inside the value just redacted ("token= \"id_token\":
+			// \"…\"": the first value is the next key) has a value of its
+			// own, which may run past the first; the redaction covers both.
+			// A key inside the key part is no start (keys are one word).
+			if i >= value {
+				at = max(at, i+m[1])
+			}
+			continue
+		}
 		b.WriteString(s[at : i+m[3]])
 		b.WriteString(events.Redacted)
-		at = i + m[1]
+		value, at = i+m[3], i+m[1]
 	}
 	if at == 0 {
 		return s

@@ -31,6 +31,8 @@ func TestText(t *testing.T) {
 		{"json", `{"client_secret":"` + secret + `","password": "two words","sign":"` + secret + `"}`,
 			`{"client_secret":[redacted],"password": [redacted],"sign":[redacted]}`},
 		{"escaped json", `body "{\"password\":\"` + secret + `\"}"`, `body "{\"password\":[redacted]}"`},
+		{"value is a key", `token= "id_token":"` + secret + `" end`, `token= [redacted] end`},
+		{"chain of keys", `sign=x&password='token':` + secret + ` end`, `sign=[redacted]&password=[redacted] end`},
 		{"colon form", "password: " + secret + " rejected", "password: [redacted] rejected"},
 		{"design is not sign", "design=blue", "design=blue"},
 		{"userinfo", "at https://bridge:" + secret + "@p.example/x", "at https://[redacted]@p.example/x"},
