@@ -338,8 +338,9 @@ func checkAgainstMap(t *testing.T, ops []byte) {
 // and its settled outcome 256 transactions later (in flight meanwhile).
 // It reports the chunks' bytes per entry kept (garbage included, bounded
 // by compaction), the index's, the heap's, the longest add (a compaction
-// step runs inside one, under the store's lock), and the time of a forget
-// that drops a 24th of the entries (a scan of all, under the lock).
+// step runs inside one, under the store's lock), the time of a forget
+// that drops a 24th of the entries (a scan of all), and the longest a
+// lookup beside it waited (the forget takes the lock a chunk at a time).
 func BenchmarkMemoryChurn(b *testing.B) {
 	n := 1_000_000
 	if s := os.Getenv("LEDGER_ENTRIES"); s != "" {
@@ -398,9 +399,85 @@ func BenchmarkMemoryChurn(b *testing.B) {
 		b.ReportMetric(float64(8*slots+4*len(m.dir))/float64(n), "table-bytes/entry")
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "heap-bytes/entry")
 		b.ReportMetric(float64(longest.Microseconds())/1000, "longest-add-ms")
+		// A lookup beside the forget waits for what it holds the lock for.
+		done, waited := make(chan struct{}), make(chan time.Duration)
+		go func() {
+			var longest time.Duration
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					waited <- longest
+					return
+				default:
+				}
+				start := time.Now()
+				if _, _, err := m.get(Key(Accrual, fmt.Sprintf("%016d", i*7919%n))); err != nil {
+					b.Error(err)
+				}
+				longest = max(longest, time.Since(start))
+			}
+		}()
 		start := time.Now()
 		m.forget(t0 + int64(n)/24) // an hour of a day's entries
 		b.ReportMetric(float64(time.Since(start).Microseconds())/1000, "forget-ms")
+		close(done)
+		b.ReportMetric(float64((<-waited).Microseconds())/1000, "longest-get-in-forget-ms")
 		runtime.KeepAlive(m)
+	}
+}
+
+// A forget takes the lock a chunk at a time, so adds, lookups and
+// compactions run between its chunks: none of them may lose a new entry or
+// keep a stale slot, and an old entry a compaction moved past the forget
+// is gone after the next one. Run with -race.
+func TestMemoryForgetBesideAdds(t *testing.T) {
+	const t0, n = 1_795_000_000_000, 20_000
+	for _, h := range []struct {
+		name string
+		hash func(string) uint64
+	}{{"maphash", nil}, {"one hash", oneHash}} {
+		t.Run(h.name, func(t *testing.T) {
+			count := n
+			if h.hash != nil {
+				count = 600 // every key in one table: each lookup scans them all
+			}
+			m := newMemory()
+			m.hash, m.floor = h.hash, 0
+			for i := range count {
+				id := strconv.Itoa(i)
+				if err := m.add([]kv{{"a/" + id, memoryValue(t, id, false, t0, "")}}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The adds settle the old intents (new values of old keys,
+			// garbage that compaction evacuates) and add new keys.
+			want := map[string]string{}
+			added := make(chan error, 1)
+			go func() {
+				for i := range count {
+					id := strconv.Itoa(i)
+					for _, e := range []kv{{"a/" + id, memoryValue(t, id, true, t0+10, "B"+id)}, {"r/" + id, memoryValue(t, id, false, t0+10, "")}} {
+						if err := m.add([]kv{e}, nil); err != nil {
+							added <- err
+							return
+						}
+					}
+				}
+				added <- nil
+			}()
+			for i := range count {
+				id := strconv.Itoa(i)
+				want["a/"+id] = memoryValue(t, id, true, t0+10, "B"+id)
+				want["r/"+id] = memoryValue(t, id, false, t0+10, "")
+			}
+			for range 3 {
+				m.forget(t0 + 1)
+			}
+			if err := <-added; err != nil {
+				t.Fatal(err)
+			}
+			m.forget(t0 + 1)
+			checkMemory(t, m, want)
+		})
 	}
 }
