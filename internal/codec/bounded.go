@@ -123,7 +123,8 @@ var errShort = errors.New("value ends inside the writer schema")
 // scanBounded walks value as an Avro encoding of w without decoding it,
 // refusing a block that declares more items than bytes remain (with
 // checkBounded, every item takes a byte at least, so the walk is linear in
-// the value's size).
+// the value's size) or a block size other than its items' (the decoder
+// skips by the size, and must land where this walk did).
 func scanBounded(w avro.Schema, value []byte) error {
 	s := scanner{b: value}
 	return s.value(w, 0)
@@ -228,12 +229,12 @@ func (s *scanner) blocks(item func() error) error {
 		if l == 0 {
 			return nil
 		}
+		var size int64
 		if l < 0 { // a count with the block's size in bytes
 			if l = -l; l < 0 {
 				return errors.New("block count out of range")
 			}
-			size, err := s.long()
-			if err != nil {
+			if size, err = s.long(); err != nil {
 				return err
 			}
 			if size < 0 || size > int64(len(s.b)-s.i) {
@@ -243,10 +244,19 @@ func (s *scanner) blocks(item func() error) error {
 		if l > int64(len(s.b)-s.i) {
 			return fmt.Errorf("a block declares %d items with %d bytes left", l, len(s.b)-s.i)
 		}
+		start := s.i
 		for range l {
 			if err := item(); err != nil {
 				return err
 			}
+		}
+		// hamba/avro skips a block by its size when it has one, without
+		// reading its items: a size other than the items' would have it
+		// read the next block header where this walk did not, and that
+		// header was never checked (a 60-byte value had it skip items at
+		// the value's end for 4.6 s).
+		if size > 0 && int64(s.i-start) != size {
+			return fmt.Errorf("a block of %d bytes holds %d bytes of items", size, s.i-start)
 		}
 	}
 }
