@@ -5,8 +5,10 @@ import (
 	"errors"
 	"hash/maphash"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // memory is the in-memory backend. It holds no pointer per entry, so the
@@ -36,6 +38,15 @@ import (
 // bytes an entry). Each byte of garbage costs at most about four bytes
 // copied.
 //
+// The chunks are mapped outside the Go heap (mmap; a heap slice where
+// there is none). In the heap they counted toward the collector's goal,
+// which is twice the live heap, so a million entries took about twice
+// their bytes of RSS; outside it they take their own. Every read of a
+// chunk's bytes happens under mu, and a chunk is unmapped under mu when
+// it is evacuated or the store wiped; the rest are unmapped once the store
+// is unreachable (a cleanup on the memory, which Forget drops while a
+// lookup may still hold it).
+//
 // It keeps no checkpoint: a process reads a partition from the log start
 // the first time, and from where it stopped while it keeps the partition.
 type memory struct {
@@ -58,6 +69,10 @@ type memory struct {
 	cur    int      // the chunk being filled, -1 for none
 	arena  int      // the chunks' sizes (their caps) together
 	inUse  int      // live entries' bytes
+	// mapped holds each chunk's mapping, for unmapping: apart from the
+	// memory, so that the cleanup can have it without keeping the
+	// memory reachable.
+	*mapped
 	// topic is the first value's topic, its uvarint length first: a
 	// value of it is kept without it (every value of a store has its
 	// input topic).
@@ -89,9 +104,38 @@ const (
 var errStoreFull = errors.New("ledger: memory store full")
 
 func newMemory() *memory {
-	m := &memory{seed: maphash.MakeSeed(), cur: -1, floor: compactFloor}
+	m := &memory{seed: maphash.MakeSeed(), cur: -1, floor: compactFloor, mapped: &mapped{}}
 	m.resetIndex()
+	runtime.AddCleanup(m, (*mapped).release, m.mapped)
 	return m
+}
+
+// mapped is the mappings of a memory's chunks, by chunk index (nil where
+// unmapped).
+type mapped struct {
+	regions [][]byte
+	// released is set once the cleanup has run (tests wait for it).
+	released atomic.Bool
+}
+
+func (p *mapped) unmap(c int) {
+	if c < len(p.regions) && p.regions[c] != nil {
+		unmapChunk(p.regions[c])
+		p.regions[c] = nil
+	}
+}
+
+func (p *mapped) unmapAll() {
+	for c := range p.regions {
+		p.unmap(c)
+	}
+	p.regions = nil
+}
+
+// release is the cleanup of an unreachable memory.
+func (p *mapped) release() {
+	p.unmapAll()
+	p.released.Store(true)
 }
 
 func (m *memory) saved() (checkpoint, error) { return checkpoint{}, nil }
@@ -202,6 +246,7 @@ func (m *memory) wipe() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.resetIndex()
+	m.unmapAll()
 	m.chunks, m.live, m.free, m.cur, m.arena, m.inUse, m.compacting = nil, nil, nil, -1, 0, 0, false
 	return nil
 }
@@ -341,14 +386,21 @@ func (m *memory) reserve(n int) (int, error) {
 	} else if c == 1<<chunkBits {
 		return 0, errStoreFull
 	} else {
-		m.chunks, m.live = append(m.chunks, nil), append(m.live, 0)
+		m.chunks, m.live, m.regions = append(m.chunks, nil), append(m.live, 0), append(m.regions, nil)
 	}
 	// A chunk's size grows with the store: small stores stay small, and
 	// the free end of the one being filled is at most an eighth of the
 	// live bytes (rounded up) or maxChunk.
 	size := min(maxChunk, max(minChunk, 1<<bits.Len(uint(m.inUse/8))))
-	b := make([]byte, 0, max(size, n))
-	m.chunks[c], m.live[c], m.cur = b, 0, c
+	b, err := mapChunk(max(size, n))
+	if err != nil {
+		m.free = append(m.free, c)
+		return 0, err
+	}
+	// The chunk's bytes are only ever appended within its capacity
+	// (reserve's n is what the caller appends), so m.chunks[c] stays a
+	// view of this mapping.
+	m.chunks[c], m.regions[c], m.live[c], m.cur = b, b, 0, c
 	m.arena += cap(b)
 	return c, nil
 }
@@ -398,7 +450,7 @@ func (m *memory) compact(budget int) {
 		}
 		budget -= m.live[c]
 		if err := m.evacuate(c); err != nil {
-			break // out of chunk indices: the garbage stays
+			break // out of chunk indices or memory: the garbage stays
 		}
 	}
 	// Done, or nothing left to evacuate but the chunk being filled.
@@ -432,6 +484,7 @@ func (m *memory) evacuate(c int) error {
 	}
 	// Every live entry moved: nothing of c is in use.
 	m.arena -= cap(b)
+	m.unmap(c)
 	m.chunks[c], m.live[c] = nil, 0
 	m.free = append(m.free, c)
 	return nil

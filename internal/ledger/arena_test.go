@@ -481,3 +481,50 @@ func TestMemoryForgetBesideAdds(t *testing.T) {
 		})
 	}
 }
+
+// A memory store's chunks are mapped outside the heap: one the process
+// drops (Forget) has them unmapped once it is unreachable, and a wiped
+// one at once; evacuated chunks are unmapped as they go (the other tests
+// read every entry after compactions, which would fault on an unmapped
+// chunk still in use).
+func TestMemoryUnmapsItsChunks(t *testing.T) {
+	const t0 = 1_795_000_000_000
+	fill := func(m *memory) {
+		for i := range 5_000 {
+			id := strconv.Itoa(i)
+			if err := m.add([]kv{{"a/" + id, memoryValue(t, id, true, t0, "B"+id)}}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	m := newMemory()
+	fill(m)
+	regions := func() (n int) {
+		for _, r := range m.regions {
+			if r != nil {
+				n++
+			}
+		}
+		return n
+	}
+	if n := regions(); n < 2 {
+		t.Fatalf("%d chunks mapped for 5,000 entries, want several", n)
+	}
+	if err := m.wipe(); err != nil {
+		t.Fatal(err)
+	}
+	if n := regions(); n != 0 {
+		t.Fatalf("%d chunks mapped after wipe", n)
+	}
+	fill(m)
+	p := m.mapped
+	m = nil
+	deadline := time.Now().Add(10 * time.Second)
+	for !p.released.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("a dropped store's chunks were not unmapped within 10 s of collections")
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond) // the cleanup runs on its own goroutine
+	}
+}

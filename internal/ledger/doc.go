@@ -21,9 +21,10 @@
 // keeps is a copy (Kafka Streams' shape), in one of two stores behind one
 // interface (backend), sharing the restore and lookup code:
 //
-//   - in memory (the default): the record values in byte chunks, found
-//     by a hash index of uint64 slots (nothing per entry for the garbage
-//     collector to mark; arena.go), read from the log start on the first
+//   - in memory (the default): the record values in byte chunks mapped
+//     outside the Go heap, found by a hash index of uint64 slots (nothing
+//     per entry for the garbage collector to mark, and no entry bytes in
+//     its heap goal; arena.go), read from the log start on the first
 //     assignment, caught up when the partition is assigned again, read
 //     again from the start once Forget dropped it;
 //   - on disk (Options.Dir): one Pebble DB for the process, each input
