@@ -198,18 +198,19 @@ var (
 	// jwtLike: a base64url JSON object ("eyJ" is `{"`), alone or as the
 	// first part of a JWS or JWE; also base64 with '+' and '/'.
 	jwtLike = regexp.MustCompile(`eyJ[A-Za-z0-9_+/=-]{6,}(?:\.[A-Za-z0-9_+/=-]*)*`)
-	// bearer: an Authorization credential of the bearer scheme.
-	bearer = regexp.MustCompile(`(?i)\bbearer(?:\s+|%20|\+)[A-Za-z0-9._~+/=-]+`)
+	// bearer: an Authorization credential of the bearer scheme. The
+	// scheme's word repeated ("bearer Bearer x") is not the credential.
+	bearer = regexp.MustCompile(`(?i)\bbearer(?:(?:\s+|%20|\+)bearer\b)*(?:\s+|%20|\+)[A-Za-z0-9._~+/=-]+`)
 	// basic: a Basic credential; only redacted when it decodes to
 	// user:password, so that "Basic information missing" survives.
-	basic = regexp.MustCompile(`(?i)\bbasic(?:\s+|%20|\+)([A-Za-z0-9+/]+={0,2})`)
+	basic = regexp.MustCompile(`(?i)\bbasic(?:(?:\s+|%20|\+)basic\b)*(?:\s+|%20|\+)([A-Za-z0-9+/]+={0,2})`)
 	// keyValueAt: a secret as key=value, key: value, "key":"value" (also
 	// JSON inside a JSON string, \"key\":\"value\") or a query parameter,
 	// at the start of the text; group 1 is the key and separator, which
 	// are kept. Tried where a secretKeys entry starts a word.
 	keyValueAt = regexp.MustCompile(`^(?i)((?:access_token|refresh_token|id_token|token|client_secret|secret|password|passwd|pwd|signature|sign|api_?key|authorization|private_key)` +
 		`(?:\\?["'])?\s*(?:[:=]|%3A|%3D)\s*)` +
-		`(?:"(?:[^"\\]|\\.)*"?|'[^']*'?|\\"(?:[^"\\]|\\[^"])*(?:\\")?|(?:bearer|basic)\s+[^\s"'&,;}<>\\]+|[^\s"'&,;}<>\\]+)`)
+		`(?:"(?:[^"\\]|\\.)*"?|'[^']*'?|\\"(?:[^"\\]|\\[^"])*(?:\\")?|(?:bearer|basic)(?:\s+(?:bearer|basic)\b)*\s+[^\s"'&,;}<>\\]+|[^\s"'&,;}<>\\]+)`)
 	// userinfo: credentials in a URL, scheme://user:pass@host.
 	userinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]+@`)
 )
@@ -223,6 +224,13 @@ var secretKeys = []string{"access_token", "refresh_token", "id_token", "token", 
 // credentials), secret key=value pair value and URL userinfo replaced by
 // events.Redacted. It does not clean or cap s.
 func Secrets(s string) string {
+	// URL userinfo first: it is found by its scheme, which a bearer or
+	// basic pass would take for a credential ("bearer https://u:p@h").
+	// The other passes keep the words that find them, or redact their
+	// matches whole.
+	if strings.Contains(s, "://") && strings.Contains(s, "@") {
+		s = userinfo.ReplaceAllString(s, "${1}"+events.Redacted+"@")
+	}
 	low := lowerASCII(s)
 	if r := keyValues(s, low); r != s {
 		s, low = r, lowerASCII(r)
@@ -243,9 +251,6 @@ func Secrets(s string) string {
 			}
 			return "Basic " + events.Redacted
 		})
-	}
-	if strings.Contains(s, "://") && strings.Contains(s, "@") {
-		s = userinfo.ReplaceAllString(s, "${1}"+events.Redacted+"@")
 	}
 	return s
 }
