@@ -67,6 +67,17 @@ type Gate interface {
 // record failed to be produced after the client's own retries.
 var ErrProduce = errors.New("pipeline: output not produced")
 
+// ErrTransactionUnconfirmed marks the error Run stops with when an
+// exactly-once round's commit got no definite answer (the connection to
+// the transaction coordinator was lost during EndTxn, or its retries ran
+// out): the transaction may be committed or not. Carrying on would start
+// from the offsets this member last saw committed, and send a committed
+// round's outputs a second time; a restarted member reads the committed
+// offsets from the broker, once the restart's InitProducerID has settled
+// the transaction either way. So the process stops, and its supervisor
+// starts it again.
+var ErrTransactionUnconfirmed = errors.New("pipeline: the transaction's commit is unconfirmed")
+
 // RecordError is the error Run returns when a record can be neither
 // processed nor turned into fallback outputs. Its source coordinates are the
 // first offset that was not committed.

@@ -193,6 +193,9 @@ func (e *exactlyOnce) commitRound() bool {
 	}
 	committed, err := e.sess.End(p.workCtx, kgo.TryCommit)
 	if err != nil {
+		if unconfirmedEnd(err) {
+			err = fmt.Errorf("%w: %w", ErrTransactionUnconfirmed, err)
+		}
 		p.stopWith(fmt.Errorf("pipeline: transaction (transactional id %q): %w", p.o.TransactionalID, err))
 		e.salvage(nil, time.Now().Add(p.o.DrainTimeout/2))
 		e.resetRound()
@@ -221,6 +224,21 @@ func (e *exactlyOnce) commitRound() bool {
 		p.done(j)
 	}
 	return true
+}
+
+// unconfirmedEnd reports whether an error of a commit's End leaves the
+// outcome unknown: anything but a definite answer of Kafka's (a
+// non-retriable error code: fenced, an invalid mapping, an offset commit
+// refused, after which franz-go aborts). franz-go treats the same errors
+// as unconfirmed (a transport error, a retriable code that outlived its
+// retries, UNKNOWN_SERVER_ERROR) and reloads the producer ID after them.
+// A context's error is a stop asked for, before any EndTxn was sent.
+func unconfirmedEnd(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	ke, ok := errors.AsType[*kerr.Error](err)
+	return !ok || ke.Retriable || ke == kerr.UnknownServerError
 }
 
 // producerRefusalLimit is how many rounds in a row may have their outputs

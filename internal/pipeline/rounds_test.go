@@ -1,12 +1,16 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -227,5 +231,31 @@ func TestExactlyOnceUnclaimedDooms(t *testing.T) {
 	p.mu.Unlock()
 	if !doomed {
 		t.Fatal("the round with records of a partition not claimed is not doomed")
+	}
+}
+
+// A commit's End error leaves the outcome unknown unless Kafka answered
+// it definitely; a stop asked for is no such error.
+func TestUnconfirmedEnd(t *testing.T) {
+	closed := &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection closed during EndTxn", closed, true},
+		{"a retriable code that outlived its retries", kerr.CoordinatorNotAvailable, true},
+		{"unknown server error", kerr.UnknownServerError, true},
+		{"an answer franz-go cannot read", errors.New("invalid response"), true},
+		{"fenced", kerr.ProducerFenced, false},
+		{"offsets refused, then aborted", fmt.Errorf("unable to commit transaction offsets: %w", errors.Join(kerr.GroupAuthorizationFailed)), false},
+		{"the stop", context.Canceled, false},
+		{"a deadline", fmt.Errorf("flush: %w", context.DeadlineExceeded), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := unconfirmedEnd(tc.err); got != tc.want {
+				t.Errorf("unconfirmedEnd(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
 	}
 }
