@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -389,8 +390,14 @@ func TestExactlyOnceSalvagesARoundItsCommitLost(t *testing.T) {
 			o.Salvage = s.salvage
 			r := start(t, o)
 			if tc.stops {
-				if err := r.wait(t); err == nil || !strings.Contains(err.Error(), "transaction") {
+				err := r.wait(t)
+				if err == nil || !strings.Contains(err.Error(), "transaction") {
 					t.Errorf("Run after its transaction failed to end: %v, want that error", err)
+				}
+				// Kafka's definite refusal: franz-go aborted, nothing
+				// is unconfirmed.
+				if errors.Is(err, ErrTransactionUnconfirmed) {
+					t.Errorf("Run after a refused offset commit: %v, marked unconfirmed", err)
 				}
 			} else {
 				e.waitCommittedToEnd("g")
