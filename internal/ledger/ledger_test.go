@@ -21,7 +21,14 @@ import (
 	"github.com/loyalty-bridge/loyalty-bridge/internal/topicseed"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks that no test leaves a goroutine behind, but one of
+// kfake's own: its run loop, resuming a control function that slept
+// (TestWriteSettledEndsWithItsContext holds a produce until the test ends)
+// as the cluster closes, can wait on kfake's control lock for ever (seen
+// once in three loaded soak runs of the package).
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).continueSleptControl"))
+}
 
 // world is one test's cluster and names: kfake, or the real cluster
 // LOYALTY_BRIDGE_TEST_BROKERS names (unique topics, deleted after).
