@@ -280,6 +280,9 @@ func keyValues(s, low string) string {
 	// value is where the last redacted value starts, at where it ends.
 	value, at := 0, 0
 	for _, i := range starts {
+		if i < value && i < at {
+			continue // inside the key part of the last match
+		}
 		m := keyValueAt.FindStringSubmatchIndex(s[i:])
 		if m == nil {
 			continue
@@ -288,7 +291,6 @@ func keyValues(s, low string) string {
 			// A key inside the value just redacted ("token= \"id_token\":
 			// \"…\"": the first value is the next key) has a value of its
 			// own, which may run past the first; the redaction covers both.
-			// A key inside the key part is no start (keys are one word).
 			if i >= value {
 				at = max(at, i+m[1])
 			}
