@@ -71,7 +71,9 @@ type memory struct {
 	inUse  int      // live entries' bytes
 	// mapped holds each chunk's mapping, for unmapping: apart from the
 	// memory, so that the cleanup can have it without keeping the
-	// memory reachable.
+	// memory reachable, and apart from chunks, so that only what mmap
+	// returned is ever unmapped (a chunk appended past its capacity would
+	// be a heap slice; reserve sees that none is).
 	*mapped
 	// topic is the first value's topic, its uvarint length first: a
 	// value of it is kept without it (every value of a store has its
